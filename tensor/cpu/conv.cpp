@@ -1,0 +1,6 @@
+// CPU kernels: conv family (placeholder until implemented).
+#include "tensor/cpu/kernels.h"
+
+namespace minidl::cpu {
+void register_conv_kernels() {}
+}  // namespace minidl::cpu

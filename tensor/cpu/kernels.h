@@ -1,0 +1,17 @@
+// Registration entry points of the CPU kernel families (one per tensor/cpu/*.cpp file).
+#pragma once
+
+namespace minidl::cpu {
+void register_copy_kernels();     // copy, fill, arange            (copy.cpp)
+void register_unary_kernels();    // unary math, clamp             (unary.cpp)
+void register_binary_kernels();   // binary, comparisons, where    (binary.cpp)
+void register_reduce_kernels();   // sum, mean, var, amax, ...     (reduce.cpp)
+void register_softmax_kernels();  // softmax, log_softmax + bwd    (softmax.cpp)
+void register_linalg_kernels();   // bmm                           (linalg.cpp)
+void register_conv_kernels();     // conv2d fwd/bwd                (conv.cpp)
+void register_pool_kernels();     // max/avg pool fwd/bwd          (pool.cpp)
+void register_norm_kernels();     // layer_norm, batch_norm        (norm.cpp)
+void register_loss_kernels();     // cross_entropy                 (loss.cpp)
+void register_index_kernels();    // embedding, gather, scatter... (index.cpp)
+void register_random_kernels();   // uniform, normal, ...          (random.cpp)
+}  // namespace minidl::cpu

@@ -1,0 +1,152 @@
+// The kernel table kernel[op][device]: op enum from tensor/ops.def, typed kernel
+// signatures, explicit registration (register_cpu_kernels / register_cuda_kernels).
+#pragma once
+#include <array>
+#include <cstdint>
+#include <string_view>
+
+#include "tensor/tensor.h"
+
+namespace minidl {
+
+class Generator;
+
+struct Conv2dParams {
+  int64_t stride[2] = {1, 1};
+  int64_t padding[2] = {0, 0};
+  int64_t dilation[2] = {1, 1};
+  int64_t groups = 1;
+};
+struct Pool2dParams {
+  int64_t kernel[2] = {1, 1};
+  int64_t stride[2] = {1, 1};
+  int64_t padding[2] = {0, 0};
+  int64_t dilation[2] = {1, 1};  // max pool only
+  bool ceil_mode = false;
+  bool count_include_pad = true;  // avg pool only
+  int64_t divisor_override = 0;   // avg pool only; 0 = none
+};
+struct CrossEntropyParams {
+  int64_t ignore_index = -100;
+  double label_smoothing = 0.0;
+};
+
+// ---- kernel signatures. Outputs are allocated by the frontend with their final shape and
+// dtype; inputs may have any strides (including 0 from broadcasting) unless noted.
+using UnaryKernel = void (*)(const Tensor& in, Tensor& out);
+using BinaryKernel = void (*)(const Tensor& a, const Tensor& b, Tensor& out);
+using WhereKernel = void (*)(const Tensor& cond, const Tensor& a, const Tensor& b, Tensor& out);
+using ClampKernel = void (*)(const Tensor& in, Tensor& out, double lo, double hi);  // ±inf = none
+using FillKernel = void (*)(Tensor& out, Scalar value);
+using ArangeKernel = void (*)(Tensor& out, double start, double step);
+// dims: normalised, sorted, unique; out has in's rank with size 1 in those dims.
+using ReduceKernel = void (*)(const Tensor& in, Tensor& out, const DimList& dims);
+using VarKernel = void (*)(const Tensor& in, Tensor& out, const DimList& dims, double correction);
+// values/indices have in's shape with size 1 at dim; indices int64.
+using ArgReduceKernel = void (*)(const Tensor& in, Tensor& values, Tensor& indices, int64_t dim);
+using SoftmaxKernel = void (*)(const Tensor& in, Tensor& out, int64_t dim);
+using SoftmaxBackwardKernel = void (*)(const Tensor& grad_out, const Tensor& out, Tensor& grad_in,
+                                       int64_t dim);
+// conv2d: x:[N,C,H,W] w:[O,C/g,kh,kw] bias:[O] or undefined -> out:[N,O,Ho,Wo]
+using Conv2dKernel = void (*)(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out,
+                              const Conv2dParams& p);
+// backward_input: (grad_out, w, grad_x); backward_weight: (grad_out, x, grad_w). Outputs are
+// overwritten (not accumulated).
+using Conv2dBackwardKernel = void (*)(const Tensor& grad_out, const Tensor& other, Tensor& grad,
+                                      const Conv2dParams& p);
+// max_pool2d: x:[N,C,H,W] -> out, indices (int64, flat index into H*W of each plane)
+using MaxPool2dKernel = void (*)(const Tensor& x, Tensor& out, Tensor& indices,
+                                 const Pool2dParams& p);
+using MaxPool2dBackwardKernel = void (*)(const Tensor& grad_out, const Tensor& indices,
+                                         Tensor& grad_in, const Pool2dParams& p);
+// avg_pool2d: (x, out); backward: (grad_out, grad_in)
+using AvgPool2dKernel = void (*)(const Tensor& in, Tensor& out, const Pool2dParams& p);
+// layer_norm over the trailing dims of size normalized_numel. x:[R, D] viewed; mean,rstd:[R] f32
+// (f64 for f64 x). w,b:[D] or undefined.
+using LayerNormKernel = void (*)(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& out,
+                                 Tensor& mean, Tensor& rstd, int64_t normalized_numel, double eps);
+using LayerNormBackwardKernel = void (*)(const Tensor& grad_out, const Tensor& x,
+                                         const Tensor& mean, const Tensor& rstd, const Tensor& w,
+                                         Tensor& grad_x, Tensor& grad_w, Tensor& grad_b,
+                                         int64_t normalized_numel);
+// batch_norm: x:[N,C,*]; w,b,running_*:[C] or undefined; save_mean/save_invstd:[C] (train mode
+// batch statistics, eval mode left empty). Running stats updated in train mode with momentum,
+// unbiased variance, as PyTorch.
+using BatchNormKernel = void (*)(const Tensor& x, const Tensor& w, const Tensor& b,
+                                 Tensor& running_mean, Tensor& running_var, Tensor& out,
+                                 Tensor& save_mean, Tensor& save_invstd, bool training,
+                                 double momentum, double eps);
+using BatchNormBackwardKernel = void (*)(const Tensor& grad_out, const Tensor& x, const Tensor& w,
+                                         const Tensor& running_mean, const Tensor& running_var,
+                                         const Tensor& save_mean, const Tensor& save_invstd,
+                                         Tensor& grad_x, Tensor& grad_w, Tensor& grad_b,
+                                         bool training, double eps);
+// cross_entropy: logits:[N,C] target:[N] int64 -> loss:[N] per sample (0 where ignored),
+// lse:[N] (logsumexp of each row, saved for backward)
+using CrossEntropyKernel = void (*)(const Tensor& logits, const Tensor& target, Tensor& loss,
+                                    Tensor& lse, const CrossEntropyParams& p);
+// grad_loss:[N] per-sample upstream gradient -> grad_logits:[N,C]
+using CrossEntropyBackwardKernel = void (*)(const Tensor& grad_loss, const Tensor& logits,
+                                            const Tensor& target, const Tensor& lse,
+                                            Tensor& grad_logits, const CrossEntropyParams& p);
+// (in, dim, index int64, out)
+using IndexKernel = void (*)(const Tensor& in, int64_t dim, const Tensor& index, Tensor& out);
+// grad_out:[..., D], indices int64 [...] -> grad_weight:[num_weights, D] (overwritten)
+using EmbeddingBackwardKernel = void (*)(const Tensor& grad_out, const Tensor& indices,
+                                         Tensor& grad_weight, int64_t padding_idx);
+// out[index[i][j]][j] += src[i][j] (dim 0 example); out is updated in place
+using ScatterKernel = void (*)(Tensor& out, int64_t dim, const Tensor& index, const Tensor& src);
+using TopkKernel = void (*)(const Tensor& in, int64_t k, int64_t dim, bool largest, bool sorted,
+                            Tensor& values, Tensor& indices);
+// Fills a contiguous `out` from the generator's Philox stream (see tensor/random.h).
+using RandomKernel = void (*)(Tensor& out, double a, double b, Generator& gen);
+
+enum class Op : uint16_t {
+#define MINIDL_OP(name, sig) name,
+#include "tensor/ops.def"
+#undef MINIDL_OP
+  kCount
+};
+inline constexpr int kNumOps = int(Op::kCount);
+
+std::string_view op_name(Op op);
+
+template <Op op> struct OpSignature;
+#define MINIDL_OP(name, sig) \
+  template <> struct OpSignature<Op::name> { using type = sig; };
+#include "tensor/ops.def"
+#undef MINIDL_OP
+
+namespace detail {
+void* kernel_slot(Op op, DeviceType device);  // nullptr when missing
+void set_kernel_slot(Op op, DeviceType device, void* fn);
+[[noreturn]] void missing_kernel(Op op, DeviceType device);
+}  // namespace detail
+
+template <Op op>
+void register_kernel(DeviceType device, typename OpSignature<op>::type fn) {
+  detail::set_kernel_slot(op, device, reinterpret_cast<void*>(fn));
+}
+
+bool has_kernel(Op op, DeviceType device);
+
+// The kernel for `op` on `device`; throws "op `gelu` has no CUDA kernel" when missing.
+template <Op op>
+typename OpSignature<op>::type kernel(Device device) {
+  void* fn = detail::kernel_slot(op, device.type);
+  if (!fn) detail::missing_kernel(op, device.type);
+  return reinterpret_cast<typename OpSignature<op>::type>(fn);
+}
+
+// Copy between devices (installed by the CUDA backend): src and dst have the same shape and
+// dtype, dst is contiguous, src is contiguous.
+using CrossDeviceCopyFn = void (*)(const Tensor& src, Tensor& dst);
+void set_cross_device_copy(CrossDeviceCopyFn fn);
+CrossDeviceCopyFn cross_device_copy();  // nullptr without a CUDA backend
+
+// Called once (lazily, on first dispatch) to fill the table; idempotent.
+void register_cpu_kernels();
+void register_cuda_kernels();  // no-op in CPU-only builds
+void ensure_kernels_registered();
+
+}  // namespace minidl

@@ -1,0 +1,135 @@
+// Element types (DType), their C++ types, promotion rules and a dispatch helper that runs
+// a templated lambda for the C++ type behind a runtime DType.
+#pragma once
+#include <complex>
+#include <cstdint>
+#include <ostream>
+#include <string_view>
+#include <type_traits>
+
+#include "tensor/error.h"
+#include "tensor/half.h"
+
+namespace minidl {
+
+enum class DType : uint8_t { f32, f64, f16, bf16, i32, i64, u8, boolean };
+inline constexpr int kNumDTypes = 8;
+
+// PyTorch-style short aliases: minidl::kFloat32, ...
+inline constexpr DType kFloat32 = DType::f32, kFloat = DType::f32, kFloat64 = DType::f64,
+                       kDouble = DType::f64, kFloat16 = DType::f16, kHalf = DType::f16,
+                       kBFloat16 = DType::bf16, kInt32 = DType::i32, kInt = DType::i32,
+                       kInt64 = DType::i64, kLong = DType::i64, kUInt8 = DType::u8,
+                       kBool = DType::boolean;
+
+constexpr size_t itemsize(DType t) {
+  switch (t) {
+    case DType::f64:
+    case DType::i64: return 8;
+    case DType::f32:
+    case DType::i32: return 4;
+    case DType::f16:
+    case DType::bf16: return 2;
+    case DType::u8:
+    case DType::boolean: return 1;
+  }
+  return 0;
+}
+
+// Name as PyTorch prints it ("float32", "int64", "bool", ...).
+constexpr std::string_view dtype_name(DType t) {
+  switch (t) {
+    case DType::f32: return "float32";
+    case DType::f64: return "float64";
+    case DType::f16: return "float16";
+    case DType::bf16: return "bfloat16";
+    case DType::i32: return "int32";
+    case DType::i64: return "int64";
+    case DType::u8: return "uint8";
+    case DType::boolean: return "bool";
+  }
+  return "?";
+}
+inline std::ostream& operator<<(std::ostream& os, DType t) { return os << dtype_name(t); }
+
+constexpr bool is_floating(DType t) {
+  return t == DType::f32 || t == DType::f64 || t == DType::f16 || t == DType::bf16;
+}
+constexpr bool is_integral(DType t, bool include_bool = false) {
+  return t == DType::i32 || t == DType::i64 || t == DType::u8 ||
+         (include_bool && t == DType::boolean);
+}
+
+// Type promotion for two tensor dtypes, PyTorch's table (bool < integers < floats;
+// f16 with bf16 gives f32; u8 with i32 gives i32).
+DType promote_types(DType a, DType b);
+
+// The C++ type behind each dtype.
+template <DType D> struct CppType;
+template <> struct CppType<DType::f32> { using type = float; };
+template <> struct CppType<DType::f64> { using type = double; };
+template <> struct CppType<DType::f16> { using type = Half; };
+template <> struct CppType<DType::bf16> { using type = BFloat16; };
+template <> struct CppType<DType::i32> { using type = int32_t; };
+template <> struct CppType<DType::i64> { using type = int64_t; };
+template <> struct CppType<DType::u8> { using type = uint8_t; };
+template <> struct CppType<DType::boolean> { using type = bool; };
+
+template <typename T> constexpr DType dtype_of();
+template <> constexpr DType dtype_of<float>() { return DType::f32; }
+template <> constexpr DType dtype_of<double>() { return DType::f64; }
+template <> constexpr DType dtype_of<Half>() { return DType::f16; }
+template <> constexpr DType dtype_of<BFloat16>() { return DType::bf16; }
+template <> constexpr DType dtype_of<int32_t>() { return DType::i32; }
+template <> constexpr DType dtype_of<int64_t>() { return DType::i64; }
+template <> constexpr DType dtype_of<uint8_t>() { return DType::u8; }
+template <> constexpr DType dtype_of<bool>() { return DType::boolean; }
+
+// Accumulation / compute type: f16 and bf16 compute in float, others in themselves.
+template <typename T> struct OpMath { using type = T; };
+template <> struct OpMath<Half> { using type = float; };
+template <> struct OpMath<BFloat16> { using type = float; };
+template <typename T> using opmath_t = typename OpMath<T>::type;
+
+template <typename T>
+constexpr bool is_reduced_float_v = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
+template <typename T>
+constexpr bool is_float_v = std::is_floating_point_v<T> || is_reduced_float_v<T>;
+
+// Runs fn.template operator()<T>() for the C++ type T of `t`:
+//   dispatch_all(t, "relu", [&]<typename T>() { ... });
+template <typename Fn>
+decltype(auto) dispatch_all(DType t, std::string_view op, Fn&& fn) {
+  switch (t) {
+    case DType::f32: return fn.template operator()<float>();
+    case DType::f64: return fn.template operator()<double>();
+    case DType::f16: return fn.template operator()<Half>();
+    case DType::bf16: return fn.template operator()<BFloat16>();
+    case DType::i32: return fn.template operator()<int32_t>();
+    case DType::i64: return fn.template operator()<int64_t>();
+    case DType::u8: return fn.template operator()<uint8_t>();
+    case DType::boolean: return fn.template operator()<bool>();
+  }
+  MINIDL_FAIL("op `", op, "`: unknown dtype");
+}
+
+// Floating dtypes only (f32, f64, f16, bf16); other dtypes throw naming the op.
+template <typename Fn>
+decltype(auto) dispatch_floating(DType t, std::string_view op, Fn&& fn) {
+  switch (t) {
+    case DType::f32: return fn.template operator()<float>();
+    case DType::f64: return fn.template operator()<double>();
+    case DType::f16: return fn.template operator()<Half>();
+    case DType::bf16: return fn.template operator()<BFloat16>();
+    default: MINIDL_FAIL("op `", op, "` needs a floating dtype, got ", t);
+  }
+}
+
+// Numeric dtypes (everything but bool).
+template <typename Fn>
+decltype(auto) dispatch_numeric(DType t, std::string_view op, Fn&& fn) {
+  if (t == DType::boolean) MINIDL_FAIL("op `", op, "` does not support dtype bool");
+  return dispatch_all(t, op, std::forward<Fn>(fn));
+}
+
+}  // namespace minidl

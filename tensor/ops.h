@@ -1,0 +1,268 @@
+// The op frontends (torch.* equivalents): shape checks, type promotion, output allocation,
+// then dispatch to kernel[op][device]. Device agnostic. Implemented in tensor/ops_*.cpp.
+#pragma once
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "tensor/dispatch.h"
+#include "tensor/random.h"
+#include "tensor/tensor.h"
+
+namespace minidl {
+
+// ---- factories (tensor/factory.cpp)
+Tensor zeros(const Shape& shape, DType dtype = kFloat32, Device device = kCPU);
+Tensor ones(const Shape& shape, DType dtype = kFloat32, Device device = kCPU);
+Tensor full(const Shape& shape, Scalar value, DType dtype = kFloat32, Device device = kCPU);
+Tensor zeros_like(const Tensor& t);
+Tensor ones_like(const Tensor& t);
+Tensor full_like(const Tensor& t, Scalar value);
+Tensor empty_like(const Tensor& t);
+Tensor arange(Scalar end, DType dtype = kInt64, Device device = kCPU);
+Tensor arange(Scalar start, Scalar end, Scalar step = 1, DType dtype = kInt64,
+              Device device = kCPU);
+Tensor linspace(double start, double end, int64_t steps, DType dtype = kFloat32,
+                Device device = kCPU);
+Tensor eye(int64_t n, std::optional<int64_t> m = std::nullopt, DType dtype = kFloat32,
+           Device device = kCPU);
+// Wraps external memory without copying (the caller keeps it alive, or passes a deleter).
+Tensor from_blob(void* data, const Shape& shape, DType dtype, Device device = kCPU,
+                 std::function<void(void*)> deleter = {});
+// Copies a vector into a new CPU tensor; shape defaults to [v.size()].
+template <typename T>
+Tensor tensor(const std::vector<T>& values, std::optional<Shape> shape = std::nullopt);
+Tensor tensor(std::initializer_list<double> values, DType dtype = kFloat32);
+Tensor scalar_tensor(Scalar value, DType dtype, Device device = kCPU);  // 0-d
+
+// ---- random (tensor/random.cpp); gen = nullptr uses default_generator()
+Tensor rand(const Shape& shape, DType dtype = kFloat32, Device device = kCPU,
+            Generator* gen = nullptr);
+Tensor randn(const Shape& shape, DType dtype = kFloat32, Device device = kCPU,
+             Generator* gen = nullptr);
+Tensor randint(int64_t low, int64_t high, const Shape& shape, DType dtype = kInt64,
+               Device device = kCPU, Generator* gen = nullptr);
+Tensor bernoulli(const Shape& shape, double p, DType dtype = kFloat32, Device device = kCPU,
+                 Generator* gen = nullptr);
+Tensor& uniform_(Tensor& t, double low = 0, double high = 1, Generator* gen = nullptr);
+Tensor& normal_(Tensor& t, double mean = 0, double std = 1, Generator* gen = nullptr);
+Tensor randperm(int64_t n, Generator* gen = nullptr);  // CPU int64
+// Dropout mask scaled by 1/(1-p): x * mask. p in [0,1).
+Tensor dropout_mask(const Shape& shape, double p, DType dtype, Device device,
+                    Generator* gen = nullptr);
+
+// ---- type promotion helpers (tensor/promote.cpp)
+DType result_type(const Tensor& a, const Tensor& b);  // PyTorch rules incl. 0-d tensors
+DType result_type(const Tensor& a, Scalar b);
+Shape broadcast_shapes(const Shape& a, const Shape& b, std::string_view op = "broadcast");
+
+// ---- unary (tensor/ops_unary.cpp). Integer inputs of exp/log/... promote to f32.
+Tensor neg(const Tensor& x);
+Tensor abs(const Tensor& x);
+Tensor sign(const Tensor& x);
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor log1p(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor rsqrt(const Tensor& x);
+Tensor sin(const Tensor& x);
+Tensor cos(const Tensor& x);
+Tensor tanh(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+Tensor relu(const Tensor& x);
+Tensor gelu(const Tensor& x, std::string_view approximate = "none");  // "none" | "tanh"
+Tensor silu(const Tensor& x);
+Tensor erf(const Tensor& x);
+Tensor logical_not(const Tensor& x);
+Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max);
+Tensor square(const Tensor& x);  // x * x
+Tensor cast(const Tensor& x, DType dtype);  // always a new tensor
+
+// ---- binary with broadcasting (tensor/ops_binary.cpp)
+Tensor add(const Tensor& a, const Tensor& b, Scalar alpha = 1);  // a + alpha*b
+Tensor sub(const Tensor& a, const Tensor& b, Scalar alpha = 1);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);  // true division (ints -> f32)
+Tensor pow(const Tensor& a, const Tensor& b);
+Tensor pow(const Tensor& a, Scalar exponent);
+Tensor maximum(const Tensor& a, const Tensor& b);
+Tensor minimum(const Tensor& a, const Tensor& b);
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+Tensor logical_and(const Tensor& a, const Tensor& b);
+Tensor logical_or(const Tensor& a, const Tensor& b);
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+// Scalar overloads: the scalar takes part in promotion like a 0-d tensor.
+Tensor add(const Tensor& a, Scalar b);
+Tensor sub(const Tensor& a, Scalar b);
+Tensor mul(const Tensor& a, Scalar b);
+Tensor div(const Tensor& a, Scalar b);
+Tensor maximum(const Tensor& a, Scalar b);
+Tensor minimum(const Tensor& a, Scalar b);
+Tensor eq(const Tensor& a, Scalar b);
+Tensor ne(const Tensor& a, Scalar b);
+Tensor lt(const Tensor& a, Scalar b);
+Tensor le(const Tensor& a, Scalar b);
+Tensor gt(const Tensor& a, Scalar b);
+Tensor ge(const Tensor& a, Scalar b);
+Tensor where(const Tensor& cond, const Tensor& a, Scalar b);
+// In place (self is the output; the result dtype must cast to self's dtype).
+Tensor& add_(Tensor& self, const Tensor& b, Scalar alpha = 1);
+Tensor& sub_(Tensor& self, const Tensor& b, Scalar alpha = 1);
+Tensor& mul_(Tensor& self, const Tensor& b);
+Tensor& div_(Tensor& self, const Tensor& b);
+Tensor& add_(Tensor& self, Scalar b);
+Tensor& mul_(Tensor& self, Scalar b);
+Tensor& clamp_(Tensor& self, std::optional<double> min, std::optional<double> max);
+// Exact comparisons for tests
+bool equal(const Tensor& a, const Tensor& b);  // same shape and values
+bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8);
+
+// ---- reductions (tensor/ops_reduce.cpp). Empty dims = all dims.
+Tensor sum(const Tensor& x, const DimList& dims = {}, bool keepdim = false,
+           std::optional<DType> dtype = std::nullopt);  // ints/bool sum to int64
+Tensor mean(const Tensor& x, const DimList& dims = {}, bool keepdim = false);
+Tensor var(const Tensor& x, const DimList& dims = {}, double correction = 1,
+           bool keepdim = false);
+Tensor std(const Tensor& x, const DimList& dims = {}, double correction = 1,
+           bool keepdim = false);
+Tensor amax(const Tensor& x, const DimList& dims = {}, bool keepdim = false);
+Tensor amin(const Tensor& x, const DimList& dims = {}, bool keepdim = false);
+Tensor max(const Tensor& x);  // 0-d
+Tensor min(const Tensor& x);
+std::pair<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim = false);  // values, indices
+std::pair<Tensor, Tensor> min(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor argmax(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
+Tensor argmin(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
+Tensor logsumexp(const Tensor& x, const DimList& dims, bool keepdim = false);
+// Sums x down to `shape` (the inverse of broadcasting; autograd's un-broadcast).
+Tensor sum_to_shape(const Tensor& x, const Shape& shape);
+
+// ---- softmax (tensor/ops_softmax.cpp)
+Tensor softmax(const Tensor& x, int64_t dim);
+Tensor log_softmax(const Tensor& x, int64_t dim);
+Tensor softmax_backward(const Tensor& grad_out, const Tensor& out, int64_t dim);
+Tensor log_softmax_backward(const Tensor& grad_out, const Tensor& out, int64_t dim);
+
+// ---- linear algebra (tensor/ops_linalg.cpp)
+Tensor matmul(const Tensor& a, const Tensor& b);  // torch.matmul semantics (1-D, batch bcast)
+Tensor mm(const Tensor& a, const Tensor& b);      // [M,K] x [K,N]
+Tensor bmm(const Tensor& a, const Tensor& b);     // [B,M,K] x [B,K,N]
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b = {});  // x @ w.T + b
+
+// ---- convolution and pooling (tensor/ops_conv.cpp); NCHW
+Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias = {},
+              const Conv2dParams& p = {});
+Tensor conv2d_backward_input(const Tensor& grad_out, const Tensor& w, const Shape& x_shape,
+                             const Conv2dParams& p);
+Tensor conv2d_backward_weight(const Tensor& grad_out, const Tensor& x, const Shape& w_shape,
+                              const Conv2dParams& p);
+std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, const Pool2dParams& p);
+Tensor max_pool2d(const Tensor& x, const Pool2dParams& p);
+Tensor max_pool2d_backward(const Tensor& grad_out, const Tensor& indices, const Shape& x_shape,
+                           const Pool2dParams& p);
+Tensor avg_pool2d(const Tensor& x, const Pool2dParams& p);
+Tensor avg_pool2d_backward(const Tensor& grad_out, const Shape& x_shape, const Pool2dParams& p);
+// Helper: fills a Pool2dParams PyTorch-style (stride defaults to kernel size).
+Pool2dParams pool2d_params(int64_t kernel, std::optional<int64_t> stride = std::nullopt,
+                           int64_t padding = 0);
+
+// ---- normalisation (tensor/ops_norm.cpp)
+struct LayerNormResult {
+  Tensor out, mean, rstd;
+};
+LayerNormResult layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& w = {},
+                           const Tensor& b = {}, double eps = 1e-5);
+struct LayerNormGrads {
+  Tensor grad_x, grad_w, grad_b;
+};
+LayerNormGrads layer_norm_backward(const Tensor& grad_out, const Tensor& x,
+                                   const Shape& normalized_shape, const Tensor& mean,
+                                   const Tensor& rstd, const Tensor& w, bool need_grad_w_b);
+struct BatchNormResult {
+  Tensor out, save_mean, save_invstd;
+};
+// running_mean/var may be undefined (then train-mode stats are always used).
+BatchNormResult batch_norm(const Tensor& x, const Tensor& w, const Tensor& b,
+                           Tensor running_mean, Tensor running_var, bool training,
+                           double momentum = 0.1, double eps = 1e-5);
+struct BatchNormGrads {
+  Tensor grad_x, grad_w, grad_b;
+};
+BatchNormGrads batch_norm_backward(const Tensor& grad_out, const Tensor& x, const Tensor& w,
+                                   const Tensor& running_mean, const Tensor& running_var,
+                                   const Tensor& save_mean, const Tensor& save_invstd,
+                                   bool training, double eps = 1e-5);
+
+// ---- losses (tensor/ops_loss.cpp)
+enum class Reduction { none, mean, sum };
+struct CrossEntropyResult {
+  Tensor loss;  // reduced per `reduction`
+  Tensor lse;   // [N] saved for backward
+};
+// logits:[N,C] or [N,C,d1..]; target int64 [N] or [N,d1..]
+CrossEntropyResult cross_entropy_forward(const Tensor& logits, const Tensor& target,
+                                         Reduction reduction = Reduction::mean,
+                                         int64_t ignore_index = -100,
+                                         double label_smoothing = 0.0);
+Tensor cross_entropy(const Tensor& logits, const Tensor& target,
+                     Reduction reduction = Reduction::mean, int64_t ignore_index = -100,
+                     double label_smoothing = 0.0);
+// grad_loss has the shape of the forward's loss (0-d for mean/sum).
+Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& logits,
+                              const Tensor& target, const Tensor& lse, Reduction reduction,
+                              int64_t ignore_index = -100, double label_smoothing = 0.0);
+
+// ---- indexing and joining (tensor/ops_index.cpp)
+Tensor embedding(const Tensor& weight, const Tensor& indices);  // -> [*indices, D]
+Tensor embedding_backward(const Tensor& grad_out, const Tensor& indices, int64_t num_weights,
+                          int64_t padding_idx = -1);
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
+Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
+Tensor& scatter_add_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& src);
+Tensor one_hot(const Tensor& indices, int64_t num_classes = -1);  // int64
+std::pair<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim = -1, bool largest = true,
+                               bool sorted = true);
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
+std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0);
+std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim = 0);
+std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);
+
+// ---- operators
+inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+inline Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+inline Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+inline Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+inline Tensor operator-(const Tensor& a) { return neg(a); }
+inline Tensor operator+(const Tensor& a, Scalar b) { return add(a, b); }
+inline Tensor operator-(const Tensor& a, Scalar b) { return sub(a, b); }
+inline Tensor operator*(const Tensor& a, Scalar b) { return mul(a, b); }
+inline Tensor operator/(const Tensor& a, Scalar b) { return div(a, b); }
+inline Tensor operator+(Scalar a, const Tensor& b) { return add(b, a); }
+inline Tensor operator*(Scalar a, const Tensor& b) { return mul(b, a); }
+Tensor operator-(Scalar a, const Tensor& b);
+Tensor operator/(Scalar a, const Tensor& b);
+inline Tensor operator==(const Tensor& a, const Tensor& b) { return eq(a, b); }
+inline Tensor operator!=(const Tensor& a, const Tensor& b) { return ne(a, b); }
+inline Tensor operator<(const Tensor& a, const Tensor& b) { return lt(a, b); }
+inline Tensor operator<=(const Tensor& a, const Tensor& b) { return le(a, b); }
+inline Tensor operator>(const Tensor& a, const Tensor& b) { return gt(a, b); }
+inline Tensor operator>=(const Tensor& a, const Tensor& b) { return ge(a, b); }
+inline Tensor& operator+=(Tensor& a, const Tensor& b) { return add_(a, b); }
+inline Tensor& operator-=(Tensor& a, const Tensor& b) { return sub_(a, b); }
+inline Tensor& operator*=(Tensor& a, const Tensor& b) { return mul_(a, b); }
+inline Tensor& operator/=(Tensor& a, const Tensor& b) { return div_(a, b); }
+inline Tensor& operator+=(Tensor& a, Scalar b) { return add_(a, b); }
+inline Tensor& operator*=(Tensor& a, Scalar b) { return mul_(a, b); }
+
+// ---- threading (tensor/parallel.cpp)
+void set_num_threads(int n);  // OpenMP + Eigen threads
+int get_num_threads();
+
+}  // namespace minidl

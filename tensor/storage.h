@@ -1,0 +1,51 @@
+// Storage: a refcounted block of device memory shared by a tensor and its views, plus the
+// per-device allocator hook (the CUDA backend installs its caching allocator here).
+#pragma once
+#include <atomic>
+#include <cstddef>
+#include <functional>
+#include <memory>
+
+#include "tensor/device.h"
+
+namespace minidl {
+
+struct Allocator {
+  virtual ~Allocator() = default;
+  virtual void* allocate(size_t nbytes, Device device) = 0;
+  virtual void deallocate(void* ptr, size_t nbytes, Device device) = 0;
+};
+
+// The allocator used for new storages on a device type. CPU has a 64-byte aligned one by
+// default; CUDA is installed by the CUDA backend. Throws if none is installed.
+Allocator& get_allocator(DeviceType type);
+void set_allocator(DeviceType type, Allocator* allocator);
+
+class Storage {
+ public:
+  // Allocates nbytes on `device` with its allocator.
+  Storage(size_t nbytes, Device device);
+  // Wraps external memory; `deleter` (may be empty) runs when the last user goes away.
+  Storage(void* data, size_t nbytes, Device device, std::function<void(void*)> deleter);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+
+  void* data() const { return data_; }
+  size_t nbytes() const { return nbytes_; }
+  Device device() const { return device_; }
+
+  // Version counter shared by all views: bumped by in-place writes (autograd checks it).
+  uint64_t version() const { return version_.load(std::memory_order_relaxed); }
+  void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
+
+ private:
+  void* data_ = nullptr;
+  size_t nbytes_ = 0;
+  Device device_;
+  bool owned_ = false;  // allocated by get_allocator(device_.type)
+  std::function<void(void*)> deleter_;
+  std::atomic<uint64_t> version_{0};
+};
+
+}  // namespace minidl

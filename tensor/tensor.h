@@ -1,0 +1,139 @@
+// Tensor: the one user-facing type. A refcounted handle to TensorImpl (storage + shape +
+// strides + offset + dtype, and later autograd metadata). Copies share data, like PyTorch.
+#pragma once
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "tensor/device.h"
+#include "tensor/dtype.h"
+#include "tensor/scalar.h"
+#include "tensor/storage.h"
+
+namespace minidl {
+
+using Shape = std::vector<int64_t>;    // sizes, PyTorch dim order (NCHW)
+using Strides = std::vector<int64_t>;  // in elements
+using DimList = std::vector<int64_t>;  // dims, may be negative
+
+std::string shape_str(const Shape& s);  // "[2, 3]"
+
+struct AutogradMeta;  // defined by autograd/ (issue: autograd)
+
+struct TensorImpl {
+  std::shared_ptr<Storage> storage;
+  Shape shape;
+  Strides strides;
+  int64_t offset = 0;  // in elements
+  DType dtype = DType::f32;
+  std::shared_ptr<AutogradMeta> autograd;  // empty unless autograd is involved
+};
+
+class Tensor {
+ public:
+  Tensor() = default;  // undefined tensor
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  bool defined() const { return impl_ != nullptr; }
+  TensorImpl* impl() const { return impl_.get(); }
+  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+  bool is_same(const Tensor& o) const { return impl_ == o.impl_; }
+
+  // ---- metadata
+  const Shape& shape() const { return impl_->shape; }
+  const Shape& sizes() const { return impl_->shape; }
+  const Strides& strides() const { return impl_->strides; }
+  int64_t dim() const { return int64_t(impl_->shape.size()); }
+  int64_t size(int64_t dim) const;    // negative dims count from the end
+  int64_t stride(int64_t dim) const;  // negative dims count from the end
+  int64_t numel() const;
+  DType dtype() const { return impl_->dtype; }
+  Device device() const { return impl_->storage->device(); }
+  bool is_cpu() const { return device().is_cpu(); }
+  bool is_cuda() const { return device().is_cuda(); }
+  int64_t storage_offset() const { return impl_->offset; }
+  size_t element_size() const { return itemsize(dtype()); }
+  size_t nbytes() const { return size_t(numel()) * element_size(); }
+  bool is_contiguous() const;
+  bool is_floating_point() const { return is_floating(dtype()); }
+  const std::shared_ptr<Storage>& storage() const { return impl_->storage; }
+  bool shares_storage(const Tensor& o) const { return storage() == o.storage(); }
+
+  // Pointer to the first element (storage base + offset).
+  void* data_ptr() const;
+  template <typename T>
+  T* data_ptr() const {
+    MINIDL_CHECK(dtype_of<T>() == dtype(), "data_ptr<", dtype_name(dtype_of<T>()),
+                 ">() on a tensor of dtype ", dtype());
+    return static_cast<T*>(data_ptr());
+  }
+
+  // ---- views (share storage; see tensor/view.cpp)
+  Tensor view(const Shape& shape) const;     // one dim may be -1; needs compatible strides
+  Tensor reshape(const Shape& shape) const;  // view when possible, else a contiguous copy
+  Tensor permute(const DimList& dims) const;
+  Tensor transpose(int64_t d0, int64_t d1) const;
+  Tensor t() const;  // 2-D transpose (0/1-D unchanged)
+  Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
+  Tensor slice(int64_t dim, int64_t start, int64_t end, int64_t step = 1) const;  // clamps
+  Tensor select(int64_t dim, int64_t index) const;
+  Tensor operator[](int64_t index) const { return select(0, index); }
+  Tensor expand(const Shape& shape) const;  // -1 keeps a size
+  Tensor expand_as(const Tensor& other) const { return expand(other.shape()); }
+  Tensor squeeze() const;
+  Tensor squeeze(int64_t dim) const;
+  Tensor unsqueeze(int64_t dim) const;
+  Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
+  Tensor unflatten(int64_t dim, const Shape& sizes) const;
+  Tensor as_strided(const Shape& shape, const Strides& strides, int64_t offset) const;
+  Tensor contiguous() const;  // itself when already contiguous
+  std::vector<Tensor> split(int64_t split_size, int64_t dim = 0) const;
+  std::vector<Tensor> chunk(int64_t chunks, int64_t dim = 0) const;
+
+  // ---- copies and conversion
+  Tensor clone() const;
+  Tensor to(DType dtype) const;  // itself when the dtype already matches
+  Tensor to(Device device) const;
+  Tensor to(Device device, DType dtype) const;
+  Tensor cpu() const { return to(kCPU); }
+  Tensor cuda(int index = 0) const { return to(Device(DeviceType::cuda, index)); }
+  Tensor& copy_(const Tensor& src);  // broadcasting, casting, cross-device
+  Tensor& fill_(Scalar value);
+  Tensor& zero_() { return fill_(0); }
+
+  // ---- element access (tests, small tensors)
+  Scalar item() const;  // one element
+  template <typename T>
+  T item() const {
+    return item().to<T>();
+  }
+  // One element by index, as double (works on any dtype and device).
+  double at(const std::vector<int64_t>& index) const;
+  // All elements in row-major order, converted to T (copies to CPU if needed).
+  template <typename T>
+  std::vector<T> tolist() const;
+
+  std::string str() const;  // PyTorch's print format
+  std::string shape_str() const { return minidl::shape_str(shape()); }
+
+  // Version counter of the storage (bumped by in-place ops).
+  uint64_t version() const { return impl_->storage->version(); }
+
+ private:
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+std::ostream& operator<<(std::ostream& os, const Tensor& t);
+
+// Creates an uninitialised contiguous tensor.
+Tensor empty(const Shape& shape, DType dtype = DType::f32, Device device = kCPU);
+// Contiguous strides for a shape.
+Strides contiguous_strides(const Shape& shape);
+// Normalises a possibly negative dim against ndim; throws naming `op` when out of range.
+int64_t wrap_dim(int64_t dim, int64_t ndim, std::string_view op = "");
+int64_t shape_numel(const Shape& s);
+
+}  // namespace minidl

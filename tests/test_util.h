@@ -1,0 +1,95 @@
+// Shared test helpers: deterministic random tensors (std::mt19937, independent of minidl's
+// RNG), f64 views of tensors, non-contiguous copies, and closeness checks with messages.
+#pragma once
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <random>
+#include <sstream>
+#include <vector>
+
+#include "minidl.h"
+
+namespace testutil {
+using namespace minidl;
+
+// Contiguous CPU tensor of `dtype` from f64 values (row-major).
+inline Tensor from_f64(const std::vector<double>& v, const Shape& shape, DType dtype = kFloat32) {
+  REQUIRE(int64_t(v.size()) == shape_numel(shape));
+  Tensor t = empty(shape, kFloat64);
+  std::copy(v.begin(), v.end(), t.data_ptr<double>());
+  return t.to(dtype);
+}
+
+// All elements as f64, row-major (any dtype, strides, device).
+inline std::vector<double> to_f64(const Tensor& t) { return t.tolist<double>(); }
+
+// Uniform values in [lo, hi) from a seeded mt19937 (integers for integral dtypes).
+inline Tensor random_tensor(const Shape& shape, DType dtype = kFloat32, uint64_t seed = 0,
+                            double lo = -2.0, double hi = 2.0) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> dist(lo, hi);
+  std::vector<double> v(size_t(shape_numel(shape)));
+  for (double& x : v) {
+    x = dist(rng);
+    if (is_integral(dtype, true)) x = std::floor(x);
+    if (dtype == kBool) x = x > (lo + hi) / 2 ? 1 : 0;
+    // make values exactly representable in the low-precision dtypes
+    if (dtype == kFloat16) x = double(float(Half(float(x))));
+    if (dtype == kBFloat16) x = double(float(BFloat16(float(x))));
+  }
+  return from_f64(v, shape, dtype);
+}
+
+// The same values as `t` but in a non-contiguous layout (every other element of a buffer
+// twice as wide in the last dim).
+inline Tensor noncontiguous(const Tensor& t) {
+  if (t.dim() == 0) return t;
+  Shape wide = t.shape();
+  wide.back() *= 2;
+  Tensor buf = empty(wide, t.dtype(), t.device());
+  buf.fill_(0);
+  Tensor view = buf.slice(-1, 0, wide.back(), 2);
+  view.copy_(t);
+  REQUIRE((t.numel() <= 1 || t.size(-1) <= 1 || !view.is_contiguous()));
+  return view;
+}
+
+// Default tolerances per dtype (relative, absolute).
+inline std::pair<double, double> tolerance(DType dt) {
+  switch (dt) {
+    case DType::f64: return {1e-10, 1e-12};
+    case DType::f32: return {1e-5, 1e-6};
+    case DType::f16: return {2e-3, 1e-3};
+    case DType::bf16: return {1.6e-2, 1e-2};
+    default: return {0, 0};
+  }
+}
+
+// Checks |actual - expected| <= atol + rtol*|expected| elementwise (NaN equals NaN, inf
+// must match exactly); reports the first mismatches with their flat index.
+inline void check_close(const Tensor& actual, const std::vector<double>& expected,
+                        double rtol = -1, double atol = -1) {
+  if (rtol < 0) std::tie(rtol, atol) = tolerance(actual.dtype());
+  std::vector<double> a = to_f64(actual);
+  REQUIRE(a.size() == expected.size());
+  int bad = 0;
+  std::ostringstream msg;
+  for (size_t i = 0; i < a.size(); ++i) {
+    double x = a[i], y = expected[i];
+    bool ok = (std::isnan(x) && std::isnan(y)) || x == y ||
+              (std::isfinite(y) && std::abs(x - y) <= atol + rtol * std::abs(y));
+    if (!ok && bad++ < 5) msg << " [" << i << "] got " << x << " expected " << y << ";";
+  }
+  INFO("dtype ", dtype_name(actual.dtype()), " shape ", actual.shape_str(), " mismatches ", bad,
+       ":", msg.str());
+  CHECK(bad == 0);
+}
+
+inline void check_close(const Tensor& actual, const Tensor& expected, double rtol = -1,
+                        double atol = -1) {
+  REQUIRE(actual.shape() == expected.shape());
+  check_close(actual, to_f64(expected), rtol, atol);
+}
+
+}  // namespace testutil
