@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# The README's test command: installs dependencies, builds minidl (Release, -Werror, CUDA
+# auto-detected) and runs every test suite with ctest. `cuda*` suites skip without a GPU.
+# Env: BUILD_DIR (default build), JOBS (default: nproc).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD_DIR=${BUILD_DIR:-build}
+JOBS=${JOBS:-$(nproc)}
+bash tools/setup-deps.sh
+cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DMINIDL_WERROR=ON
+cmake --build "$BUILD_DIR" -j "$JOBS"
+ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS"
