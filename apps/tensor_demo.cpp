@@ -12,7 +12,8 @@ int main() {
   std::cout << "a = " << a << "\n";
   std::cout << "a.t() = " << a.t() << "\n";
   std::cout << "CUDA devices: " << device_count(DeviceType::cuda) << "\n";
-  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   std::printf("tensor_demo: ok in %.1f ms\n", ms);
   return 0;
 }

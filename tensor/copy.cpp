@@ -62,7 +62,9 @@ Tensor Tensor::to(Device dev) const {
   return out;
 }
 
-Tensor Tensor::to(Device dev, DType dt) const { return to(dt).to(dev); }
+Tensor Tensor::to(Device dev, DType dt) const {
+  return to(dt).to(dev);
+}
 
 Tensor& Tensor::fill_(Scalar value) {
   if (numel() > 0) kernel<Op::fill>(device())(*this, value);

@@ -27,12 +27,18 @@ struct Device {
 inline constexpr Device kCPU{DeviceType::cpu, 0};
 inline constexpr Device kCUDA{DeviceType::cuda, 0};
 
-inline std::ostream& operator<<(std::ostream& os, const Device& d) { return os << d.str(); }
-inline std::string device_type_name(DeviceType t) { return t == DeviceType::cpu ? "CPU" : "CUDA"; }
+inline std::ostream& operator<<(std::ostream& os, const Device& d) {
+  return os << d.str();
+}
+inline std::string device_type_name(DeviceType t) {
+  return t == DeviceType::cpu ? "CPU" : "CUDA";
+}
 
 // Number of devices of a type: 1 for cpu; for cuda the visible GPUs, 0 when the build
 // has no CUDA or the machine has no driver/GPU (never throws).
 int device_count(DeviceType t);
-inline bool cuda_is_available() { return device_count(DeviceType::cuda) > 0; }
+inline bool cuda_is_available() {
+  return device_count(DeviceType::cuda) > 0;
+}
 
 }  // namespace minidl

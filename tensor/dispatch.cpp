@@ -16,7 +16,9 @@ void* g_table[kNumOps][kNumDeviceTypes] = {};
 
 }  // namespace
 
-std::string_view op_name(Op op) { return kOpNames[int(op)]; }
+std::string_view op_name(Op op) {
+  return kOpNames[int(op)];
+}
 
 void ensure_kernels_registered() {
   static std::once_flag once;
@@ -31,13 +33,17 @@ void* kernel_slot(Op op, DeviceType device) {
   ensure_kernels_registered();
   return g_table[int(op)][int(device)];
 }
-void set_kernel_slot(Op op, DeviceType device, void* fn) { g_table[int(op)][int(device)] = fn; }
+void set_kernel_slot(Op op, DeviceType device, void* fn) {
+  g_table[int(op)][int(device)] = fn;
+}
 void missing_kernel(Op op, DeviceType device) {
   MINIDL_FAIL("op `", op_name(op), "` has no ", device_type_name(device), " kernel");
 }
 }  // namespace detail
 
-bool has_kernel(Op op, DeviceType device) { return detail::kernel_slot(op, device) != nullptr; }
+bool has_kernel(Op op, DeviceType device) {
+  return detail::kernel_slot(op, device) != nullptr;
+}
 
 #ifndef MINIDL_WITH_CUDA
 void register_cuda_kernels() {}
@@ -49,7 +55,9 @@ namespace minidl {
 namespace {
 CrossDeviceCopyFn g_cross_device_copy = nullptr;
 }
-void set_cross_device_copy(CrossDeviceCopyFn fn) { g_cross_device_copy = fn; }
+void set_cross_device_copy(CrossDeviceCopyFn fn) {
+  g_cross_device_copy = fn;
+}
 CrossDeviceCopyFn cross_device_copy() {
   ensure_kernels_registered();
   return g_cross_device_copy;

@@ -111,9 +111,13 @@ inline constexpr int kNumOps = int(Op::kCount);
 
 std::string_view op_name(Op op);
 
-template <Op op> struct OpSignature;
-#define MINIDL_OP(name, sig) \
-  template <> struct OpSignature<Op::name> { using type = sig; };
+template <Op op>
+struct OpSignature;
+#define MINIDL_OP(name, sig)     \
+  template <>                    \
+  struct OpSignature<Op::name> { \
+    using type = sig;            \
+  };
 #include "tensor/ops.def"
 #undef MINIDL_OP
 

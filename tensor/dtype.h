@@ -25,13 +25,17 @@ inline constexpr DType kFloat32 = DType::f32, kFloat = DType::f32, kFloat64 = DT
 constexpr size_t itemsize(DType t) {
   switch (t) {
     case DType::f64:
-    case DType::i64: return 8;
+    case DType::i64:
+      return 8;
     case DType::f32:
-    case DType::i32: return 4;
+    case DType::i32:
+      return 4;
     case DType::f16:
-    case DType::bf16: return 2;
+    case DType::bf16:
+      return 2;
     case DType::u8:
-    case DType::boolean: return 1;
+    case DType::boolean:
+      return 1;
   }
   return 0;
 }
@@ -39,18 +43,28 @@ constexpr size_t itemsize(DType t) {
 // Name as PyTorch prints it ("float32", "int64", "bool", ...).
 constexpr std::string_view dtype_name(DType t) {
   switch (t) {
-    case DType::f32: return "float32";
-    case DType::f64: return "float64";
-    case DType::f16: return "float16";
-    case DType::bf16: return "bfloat16";
-    case DType::i32: return "int32";
-    case DType::i64: return "int64";
-    case DType::u8: return "uint8";
-    case DType::boolean: return "bool";
+    case DType::f32:
+      return "float32";
+    case DType::f64:
+      return "float64";
+    case DType::f16:
+      return "float16";
+    case DType::bf16:
+      return "bfloat16";
+    case DType::i32:
+      return "int32";
+    case DType::i64:
+      return "int64";
+    case DType::u8:
+      return "uint8";
+    case DType::boolean:
+      return "bool";
   }
   return "?";
 }
-inline std::ostream& operator<<(std::ostream& os, DType t) { return os << dtype_name(t); }
+inline std::ostream& operator<<(std::ostream& os, DType t) {
+  return os << dtype_name(t);
+}
 
 constexpr bool is_floating(DType t) {
   return t == DType::f32 || t == DType::f64 || t == DType::f16 || t == DType::bf16;
@@ -65,31 +79,91 @@ constexpr bool is_integral(DType t, bool include_bool = false) {
 DType promote_types(DType a, DType b);
 
 // The C++ type behind each dtype.
-template <DType D> struct CppType;
-template <> struct CppType<DType::f32> { using type = float; };
-template <> struct CppType<DType::f64> { using type = double; };
-template <> struct CppType<DType::f16> { using type = Half; };
-template <> struct CppType<DType::bf16> { using type = BFloat16; };
-template <> struct CppType<DType::i32> { using type = int32_t; };
-template <> struct CppType<DType::i64> { using type = int64_t; };
-template <> struct CppType<DType::u8> { using type = uint8_t; };
-template <> struct CppType<DType::boolean> { using type = bool; };
+template <DType D>
+struct CppType;
+template <>
+struct CppType<DType::f32> {
+  using type = float;
+};
+template <>
+struct CppType<DType::f64> {
+  using type = double;
+};
+template <>
+struct CppType<DType::f16> {
+  using type = Half;
+};
+template <>
+struct CppType<DType::bf16> {
+  using type = BFloat16;
+};
+template <>
+struct CppType<DType::i32> {
+  using type = int32_t;
+};
+template <>
+struct CppType<DType::i64> {
+  using type = int64_t;
+};
+template <>
+struct CppType<DType::u8> {
+  using type = uint8_t;
+};
+template <>
+struct CppType<DType::boolean> {
+  using type = bool;
+};
 
-template <typename T> constexpr DType dtype_of();
-template <> constexpr DType dtype_of<float>() { return DType::f32; }
-template <> constexpr DType dtype_of<double>() { return DType::f64; }
-template <> constexpr DType dtype_of<Half>() { return DType::f16; }
-template <> constexpr DType dtype_of<BFloat16>() { return DType::bf16; }
-template <> constexpr DType dtype_of<int32_t>() { return DType::i32; }
-template <> constexpr DType dtype_of<int64_t>() { return DType::i64; }
-template <> constexpr DType dtype_of<uint8_t>() { return DType::u8; }
-template <> constexpr DType dtype_of<bool>() { return DType::boolean; }
+template <typename T>
+constexpr DType dtype_of();
+template <>
+constexpr DType dtype_of<float>() {
+  return DType::f32;
+}
+template <>
+constexpr DType dtype_of<double>() {
+  return DType::f64;
+}
+template <>
+constexpr DType dtype_of<Half>() {
+  return DType::f16;
+}
+template <>
+constexpr DType dtype_of<BFloat16>() {
+  return DType::bf16;
+}
+template <>
+constexpr DType dtype_of<int32_t>() {
+  return DType::i32;
+}
+template <>
+constexpr DType dtype_of<int64_t>() {
+  return DType::i64;
+}
+template <>
+constexpr DType dtype_of<uint8_t>() {
+  return DType::u8;
+}
+template <>
+constexpr DType dtype_of<bool>() {
+  return DType::boolean;
+}
 
 // Accumulation / compute type: f16 and bf16 compute in float, others in themselves.
-template <typename T> struct OpMath { using type = T; };
-template <> struct OpMath<Half> { using type = float; };
-template <> struct OpMath<BFloat16> { using type = float; };
-template <typename T> using opmath_t = typename OpMath<T>::type;
+template <typename T>
+struct OpMath {
+  using type = T;
+};
+template <>
+struct OpMath<Half> {
+  using type = float;
+};
+template <>
+struct OpMath<BFloat16> {
+  using type = float;
+};
+template <typename T>
+using opmath_t = typename OpMath<T>::type;
 
 template <typename T>
 constexpr bool is_reduced_float_v = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
@@ -101,14 +175,22 @@ constexpr bool is_float_v = std::is_floating_point_v<T> || is_reduced_float_v<T>
 template <typename Fn>
 decltype(auto) dispatch_all(DType t, std::string_view op, Fn&& fn) {
   switch (t) {
-    case DType::f32: return fn.template operator()<float>();
-    case DType::f64: return fn.template operator()<double>();
-    case DType::f16: return fn.template operator()<Half>();
-    case DType::bf16: return fn.template operator()<BFloat16>();
-    case DType::i32: return fn.template operator()<int32_t>();
-    case DType::i64: return fn.template operator()<int64_t>();
-    case DType::u8: return fn.template operator()<uint8_t>();
-    case DType::boolean: return fn.template operator()<bool>();
+    case DType::f32:
+      return fn.template operator()<float>();
+    case DType::f64:
+      return fn.template operator()<double>();
+    case DType::f16:
+      return fn.template operator()<Half>();
+    case DType::bf16:
+      return fn.template operator()<BFloat16>();
+    case DType::i32:
+      return fn.template operator()<int32_t>();
+    case DType::i64:
+      return fn.template operator()<int64_t>();
+    case DType::u8:
+      return fn.template operator()<uint8_t>();
+    case DType::boolean:
+      return fn.template operator()<bool>();
   }
   MINIDL_FAIL("op `", op, "`: unknown dtype");
 }
@@ -117,11 +199,16 @@ decltype(auto) dispatch_all(DType t, std::string_view op, Fn&& fn) {
 template <typename Fn>
 decltype(auto) dispatch_floating(DType t, std::string_view op, Fn&& fn) {
   switch (t) {
-    case DType::f32: return fn.template operator()<float>();
-    case DType::f64: return fn.template operator()<double>();
-    case DType::f16: return fn.template operator()<Half>();
-    case DType::bf16: return fn.template operator()<BFloat16>();
-    default: MINIDL_FAIL("op `", op, "` needs a floating dtype, got ", t);
+    case DType::f32:
+      return fn.template operator()<float>();
+    case DType::f64:
+      return fn.template operator()<double>();
+    case DType::f16:
+      return fn.template operator()<Half>();
+    case DType::bf16:
+      return fn.template operator()<BFloat16>();
+    default:
+      MINIDL_FAIL("op `", op, "` needs a floating dtype, got ", t);
   }
 }
 

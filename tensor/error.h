@@ -23,9 +23,9 @@ std::string concat(const Args&... args) {
 }  // namespace minidl
 
 // MINIDL_CHECK(cond, "op `add`: shapes ", a, " and ", b, " do not broadcast")
-#define MINIDL_CHECK(cond, ...) \
-  do {                          \
-    if (!(cond)) [[unlikely]]   \
+#define MINIDL_CHECK(cond, ...)                                     \
+  do {                                                              \
+    if (!(cond)) [[unlikely]]                                       \
       throw ::minidl::Error(::minidl::detail::concat(__VA_ARGS__)); \
   } while (0)
 

@@ -17,9 +17,15 @@ Tensor zeros(const Shape& shape, DType dtype, Device device) {
 Tensor ones(const Shape& shape, DType dtype, Device device) {
   return full(shape, 1, dtype, device);
 }
-Tensor empty_like(const Tensor& t) { return empty(t.shape(), t.dtype(), t.device()); }
-Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), t.dtype(), t.device()); }
-Tensor ones_like(const Tensor& t) { return ones(t.shape(), t.dtype(), t.device()); }
+Tensor empty_like(const Tensor& t) {
+  return empty(t.shape(), t.dtype(), t.device());
+}
+Tensor zeros_like(const Tensor& t) {
+  return zeros(t.shape(), t.dtype(), t.device());
+}
+Tensor ones_like(const Tensor& t) {
+  return ones(t.shape(), t.dtype(), t.device());
+}
 Tensor full_like(const Tensor& t, Scalar value) {
   return full(t.shape(), value, t.dtype(), t.device());
 }
@@ -27,7 +33,9 @@ Tensor scalar_tensor(Scalar value, DType dtype, Device device) {
   return full({}, value, dtype, device);
 }
 
-Tensor arange(Scalar end, DType dtype, Device device) { return arange(0, end, 1, dtype, device); }
+Tensor arange(Scalar end, DType dtype, Device device) {
+  return arange(0, end, 1, dtype, device);
+}
 
 Tensor arange(Scalar start, Scalar end, Scalar step, DType dtype, Device device) {
   const double s = start.to_double(), e = end.to_double(), st = step.to_double();

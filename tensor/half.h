@@ -3,6 +3,10 @@
 #pragma once
 #include <cstdint>
 #include <cstring>
+#if defined(__F16C__) && !defined(__CUDACC__)
+#include <immintrin.h>  // F16C: hardware float<->half (x86-64-v3 has it)
+#define MINIDL_HAS_F16C 1
+#endif
 
 #if defined(__CUDACC__)
 #define MINIDL_HD __host__ __device__
@@ -63,10 +67,13 @@ struct Half {
   }
   // Round-to-nearest-even float -> half, handling subnormals, overflow to inf and NaN.
   MINIDL_HD static uint16_t from_float(float f) {
+#ifdef MINIDL_HAS_F16C
+    return _cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT);
+#endif
     uint32_t x = detail::f32_bits(f);
     uint32_t sign = (x >> 16) & 0x8000u;
     uint32_t ax = x & 0x7fffffffu;
-    if (ax > 0x7f800000u) return uint16_t(sign | 0x7e00u);  // NaN
+    if (ax > 0x7f800000u) return uint16_t(sign | 0x7e00u);   // NaN
     if (ax >= 0x477ff000u) return uint16_t(sign | 0x7c00u);  // overflow (>= 65520) -> inf
     if (ax < 0x38800000u) {                                  // result is subnormal or zero
       // value = ax as float; half subnormal unit = 2^-24. Add magic to round at that unit.
@@ -78,6 +85,9 @@ struct Half {
     return uint16_t(sign | (ax >> 13));
   }
   MINIDL_HD static float to_float(uint16_t h) {
+#ifdef MINIDL_HAS_F16C
+    return _cvtsh_ss(h);
+#endif
     uint32_t sign = uint32_t(h & 0x8000u) << 16;
     uint32_t exp = (h >> 10) & 0x1fu;
     uint32_t mant = h & 0x3ffu;

@@ -75,7 +75,7 @@ Tensor silu(const Tensor& x);
 Tensor erf(const Tensor& x);
 Tensor logical_not(const Tensor& x);
 Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max);
-Tensor square(const Tensor& x);  // x * x
+Tensor square(const Tensor& x);             // x * x
 Tensor cast(const Tensor& x, DType dtype);  // always a new tensor
 
 // ---- binary with broadcasting (tensor/ops_binary.cpp)
@@ -126,15 +126,14 @@ bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol 
 Tensor sum(const Tensor& x, const DimList& dims = {}, bool keepdim = false,
            std::optional<DType> dtype = std::nullopt);  // ints/bool sum to int64
 Tensor mean(const Tensor& x, const DimList& dims = {}, bool keepdim = false);
-Tensor var(const Tensor& x, const DimList& dims = {}, double correction = 1,
-           bool keepdim = false);
-Tensor std(const Tensor& x, const DimList& dims = {}, double correction = 1,
-           bool keepdim = false);
+Tensor var(const Tensor& x, const DimList& dims = {}, double correction = 1, bool keepdim = false);
+Tensor std(const Tensor& x, const DimList& dims = {}, double correction = 1, bool keepdim = false);
 Tensor amax(const Tensor& x, const DimList& dims = {}, bool keepdim = false);
 Tensor amin(const Tensor& x, const DimList& dims = {}, bool keepdim = false);
 Tensor max(const Tensor& x);  // 0-d
 Tensor min(const Tensor& x);
-std::pair<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim = false);  // values, indices
+std::pair<Tensor, Tensor> max(const Tensor& x, int64_t dim,
+                              bool keepdim = false);  // values, indices
 std::pair<Tensor, Tensor> min(const Tensor& x, int64_t dim, bool keepdim = false);
 Tensor argmax(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
 Tensor argmin(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
@@ -187,9 +186,9 @@ struct BatchNormResult {
   Tensor out, save_mean, save_invstd;
 };
 // running_mean/var may be undefined (then train-mode stats are always used).
-BatchNormResult batch_norm(const Tensor& x, const Tensor& w, const Tensor& b,
-                           Tensor running_mean, Tensor running_var, bool training,
-                           double momentum = 0.1, double eps = 1e-5);
+BatchNormResult batch_norm(const Tensor& x, const Tensor& w, const Tensor& b, Tensor running_mean,
+                           Tensor running_var, bool training, double momentum = 0.1,
+                           double eps = 1e-5);
 struct BatchNormGrads {
   Tensor grad_x, grad_w, grad_b;
 };
@@ -207,15 +206,14 @@ struct CrossEntropyResult {
 // logits:[N,C] or [N,C,d1..]; target int64 [N] or [N,d1..]
 CrossEntropyResult cross_entropy_forward(const Tensor& logits, const Tensor& target,
                                          Reduction reduction = Reduction::mean,
-                                         int64_t ignore_index = -100,
-                                         double label_smoothing = 0.0);
+                                         int64_t ignore_index = -100, double label_smoothing = 0.0);
 Tensor cross_entropy(const Tensor& logits, const Tensor& target,
                      Reduction reduction = Reduction::mean, int64_t ignore_index = -100,
                      double label_smoothing = 0.0);
 // grad_loss has the shape of the forward's loss (0-d for mean/sum).
-Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& logits,
-                              const Tensor& target, const Tensor& lse, Reduction reduction,
-                              int64_t ignore_index = -100, double label_smoothing = 0.0);
+Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& logits, const Tensor& target,
+                              const Tensor& lse, Reduction reduction, int64_t ignore_index = -100,
+                              double label_smoothing = 0.0);
 
 // ---- indexing and joining (tensor/ops_index.cpp)
 Tensor embedding(const Tensor& weight, const Tensor& indices);  // -> [*indices, D]
@@ -235,31 +233,77 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, in
 std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);
 
 // ---- operators
-inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
-inline Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
-inline Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
-inline Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
-inline Tensor operator-(const Tensor& a) { return neg(a); }
-inline Tensor operator+(const Tensor& a, Scalar b) { return add(a, b); }
-inline Tensor operator-(const Tensor& a, Scalar b) { return sub(a, b); }
-inline Tensor operator*(const Tensor& a, Scalar b) { return mul(a, b); }
-inline Tensor operator/(const Tensor& a, Scalar b) { return div(a, b); }
-inline Tensor operator+(Scalar a, const Tensor& b) { return add(b, a); }
-inline Tensor operator*(Scalar a, const Tensor& b) { return mul(b, a); }
+inline Tensor operator+(const Tensor& a, const Tensor& b) {
+  return add(a, b);
+}
+inline Tensor operator-(const Tensor& a, const Tensor& b) {
+  return sub(a, b);
+}
+inline Tensor operator*(const Tensor& a, const Tensor& b) {
+  return mul(a, b);
+}
+inline Tensor operator/(const Tensor& a, const Tensor& b) {
+  return div(a, b);
+}
+inline Tensor operator-(const Tensor& a) {
+  return neg(a);
+}
+inline Tensor operator+(const Tensor& a, Scalar b) {
+  return add(a, b);
+}
+inline Tensor operator-(const Tensor& a, Scalar b) {
+  return sub(a, b);
+}
+inline Tensor operator*(const Tensor& a, Scalar b) {
+  return mul(a, b);
+}
+inline Tensor operator/(const Tensor& a, Scalar b) {
+  return div(a, b);
+}
+inline Tensor operator+(Scalar a, const Tensor& b) {
+  return add(b, a);
+}
+inline Tensor operator*(Scalar a, const Tensor& b) {
+  return mul(b, a);
+}
 Tensor operator-(Scalar a, const Tensor& b);
 Tensor operator/(Scalar a, const Tensor& b);
-inline Tensor operator==(const Tensor& a, const Tensor& b) { return eq(a, b); }
-inline Tensor operator!=(const Tensor& a, const Tensor& b) { return ne(a, b); }
-inline Tensor operator<(const Tensor& a, const Tensor& b) { return lt(a, b); }
-inline Tensor operator<=(const Tensor& a, const Tensor& b) { return le(a, b); }
-inline Tensor operator>(const Tensor& a, const Tensor& b) { return gt(a, b); }
-inline Tensor operator>=(const Tensor& a, const Tensor& b) { return ge(a, b); }
-inline Tensor& operator+=(Tensor& a, const Tensor& b) { return add_(a, b); }
-inline Tensor& operator-=(Tensor& a, const Tensor& b) { return sub_(a, b); }
-inline Tensor& operator*=(Tensor& a, const Tensor& b) { return mul_(a, b); }
-inline Tensor& operator/=(Tensor& a, const Tensor& b) { return div_(a, b); }
-inline Tensor& operator+=(Tensor& a, Scalar b) { return add_(a, b); }
-inline Tensor& operator*=(Tensor& a, Scalar b) { return mul_(a, b); }
+inline Tensor operator==(const Tensor& a, const Tensor& b) {
+  return eq(a, b);
+}
+inline Tensor operator!=(const Tensor& a, const Tensor& b) {
+  return ne(a, b);
+}
+inline Tensor operator<(const Tensor& a, const Tensor& b) {
+  return lt(a, b);
+}
+inline Tensor operator<=(const Tensor& a, const Tensor& b) {
+  return le(a, b);
+}
+inline Tensor operator>(const Tensor& a, const Tensor& b) {
+  return gt(a, b);
+}
+inline Tensor operator>=(const Tensor& a, const Tensor& b) {
+  return ge(a, b);
+}
+inline Tensor& operator+=(Tensor& a, const Tensor& b) {
+  return add_(a, b);
+}
+inline Tensor& operator-=(Tensor& a, const Tensor& b) {
+  return sub_(a, b);
+}
+inline Tensor& operator*=(Tensor& a, const Tensor& b) {
+  return mul_(a, b);
+}
+inline Tensor& operator/=(Tensor& a, const Tensor& b) {
+  return div_(a, b);
+}
+inline Tensor& operator+=(Tensor& a, Scalar b) {
+  return add_(a, b);
+}
+inline Tensor& operator*=(Tensor& a, Scalar b) {
+  return mul_(a, b);
+}
 
 // ---- threading (tensor/parallel.cpp)
 void set_num_threads(int n);  // OpenMP + Eigen threads

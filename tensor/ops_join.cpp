@@ -25,14 +25,18 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
     MINIDL_CHECK(t.device() == ref->device(), "op `cat`: tensor ", i, " is on ", t.device(),
                  " but tensor 0 is on ", ref->device());
     if (t.dim() == 1 && t.numel() == 0 && ref->dim() != 1) continue;
-    MINIDL_CHECK(t.dim() == ref->dim(), "op `cat`: tensors must have the same number of "
-                 "dimensions: got ", ref->dim(), " (shape ", ref->shape_str(), ") and ", t.dim(),
-                 " (shape ", t.shape_str(), ") for tensor ", i);
+    MINIDL_CHECK(t.dim() == ref->dim(),
+                 "op `cat`: tensors must have the same number of "
+                 "dimensions: got ",
+                 ref->dim(), " (shape ", ref->shape_str(), ") and ", t.dim(), " (shape ",
+                 t.shape_str(), ") for tensor ", i);
     for (int64_t k = 0; k < t.dim(); ++k)
-      MINIDL_CHECK(k == d || t.size(k) == ref->size(k), "op `cat`: sizes of tensors must match "
-                   "except in dimension ", d, ". Expected size ", ref->size(k), " but got size ",
-                   t.size(k), " for tensor number ", i, " in the list (shapes ", ref->shape_str(),
-                   " and ", t.shape_str(), ")");
+      MINIDL_CHECK(k == d || t.size(k) == ref->size(k),
+                   "op `cat`: sizes of tensors must match "
+                   "except in dimension ",
+                   d, ". Expected size ", ref->size(k), " but got size ", t.size(k),
+                   " for tensor number ", i, " in the list (shapes ", ref->shape_str(), " and ",
+                   t.shape_str(), ")");
     out_shape[d] += t.size(d);
   }
   Tensor out = empty(out_shape, dtype, ref->device());
@@ -52,9 +56,11 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
   std::vector<Tensor> expanded;
   expanded.reserve(tensors.size());
   for (size_t i = 0; i < tensors.size(); ++i) {
-    MINIDL_CHECK(tensors[i].shape() == tensors[0].shape(), "op `stack`: stack expects each "
-                 "tensor to be equal size, but got ", tensors[0].shape_str(), " at entry 0 and ",
-                 tensors[i].shape_str(), " at entry ", i);
+    MINIDL_CHECK(tensors[i].shape() == tensors[0].shape(),
+                 "op `stack`: stack expects each "
+                 "tensor to be equal size, but got ",
+                 tensors[0].shape_str(), " at entry 0 and ", tensors[i].shape_str(), " at entry ",
+                 i);
     expanded.push_back(tensors[i].unsqueeze(d));
   }
   return cat(expanded, d);
@@ -65,8 +71,8 @@ std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
   const int64_t d = wrap_dim(dim, x.dim(), "split");
   MINIDL_CHECK(split_size >= 0, "op `split`: split_size must be non-negative, got ", split_size);
   const int64_t n = x.size(d);
-  MINIDL_CHECK(split_size > 0 || n == 0, "op `split`: split_size can only be 0 if dimension ",
-               d, " has size 0, but got size ", n);
+  MINIDL_CHECK(split_size > 0 || n == 0, "op `split`: split_size can only be 0 if dimension ", d,
+               " has size 0, but got size ", n);
   std::vector<Tensor> out;
   if (n == 0) {
     out.push_back(x);
@@ -85,9 +91,8 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, in
     MINIDL_CHECK(s >= 0, "op `split`: split sizes must be non-negative, got ", shape_str(sizes));
     total += s;
   }
-  MINIDL_CHECK(total == x.size(d), "op `split`: split sizes ", shape_str(sizes), " sum to ",
-               total, " but dimension ", d, " has size ", x.size(d), " (shape ", x.shape_str(),
-               ")");
+  MINIDL_CHECK(total == x.size(d), "op `split`: split sizes ", shape_str(sizes), " sum to ", total,
+               " but dimension ", d, " has size ", x.size(d), " (shape ", x.shape_str(), ")");
   std::vector<Tensor> out;
   int64_t start = 0;
   for (int64_t s : sizes) {

@@ -47,8 +47,7 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, std::string_view op) {
     int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
     int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
     MINIDL_CHECK(da == db || da == 1 || db == 1, "op `", op, "`: shapes ", shape_str(a), " and ",
-                 shape_str(b), " are not broadcastable (size ", da, " vs ", db, " at dim ", i,
-                 ")");
+                 shape_str(b), " are not broadcastable (size ", da, " vs ", db, " at dim ", i, ")");
     out[i] = da == 1 ? db : da;
   }
   return out;

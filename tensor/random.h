@@ -16,7 +16,7 @@ struct Philox4x32 {
 
 // One Philox 4x32-10 block: counter (4 words) and key (2 words) -> 4 random words.
 MINIDL_HD inline Philox4x32 philox4x32_10(uint32_t c0, uint32_t c1, uint32_t c2, uint32_t c3,
-                                         uint32_t k0, uint32_t k1) {
+                                          uint32_t k0, uint32_t k1) {
   constexpr uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u;
   constexpr uint32_t kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
   for (int r = 0; r < 10; ++r) {
@@ -35,38 +35,85 @@ MINIDL_HD inline Philox4x32 philox4x32_10(uint32_t c0, uint32_t c1, uint32_t c2,
   return {{c0, c1, c2, c3}};
 }
 
-// The stream: block b (64-bit) of a draw at `offset` uses counter (offset + b) with the
-// 64-bit seed as key. uniform element i -> word i%4 of block i/4;
-// normal element i -> Box-Muller on words 2(i%2), 2(i%2)+1 of block i/2.
+// The stream of one draw. This mapping is the contract every backend reproduces bit for bit
+// (element i depends only on (seed, offset, i), never on threads or launch geometry):
+//  * Block b of the draw = philox4x32_10(counter = offset + b as 64 bits: c0 = low word,
+//    c1 = high word, c2 = c3 = 0; key = seed: k0 = low word, k1 = high word).
+//  * 32-bit draws (uniform f32/f16/bf16, bernoulli, randint with high - low <= 2^32):
+//    element i uses word i%4 of block i/4 (`word(i)`); the draw reserves ceil(n/4) counters.
+//  * 64-bit draws (uniform f64, randint with high - low > 2^32, randperm): element i uses
+//    words 2(i%2) (high) and 2(i%2)+1 (low) of block i/2 (`word64(i)`); the draw reserves
+//    ceil(n/2) counters.
+//  * normal draws: block i/4 holds 4 normals: its 64-bit lane k = (i%4)/2 (words 2k, 2k+1)
+//    feeds one Box-Muller pair (cos for even i, sin for odd i); the draw reserves ceil(n/4).
+// Conversions (T = output dtype, a/b = the kernel's two parameters):
+//  * uniform, d = mantissa digits of T (f32 24, f16 11, bf16 8): u = (w >> (32-d)) * 2^-d in
+//    [0,1) (exact in T, so rand() never returns 1); value = T(fmaf(u, float(b-a), float(a))).
+//    f64: u = (word64 >> 11) * 2^-53; value = fma(u, b-a, a).
+//  * normal: z = Box-Muller in double: u1 = (hi + 1) * 2^-32 in (0, 1], u2 = lo * 2^-32,
+//    r = sqrt(-2 log u1), z = r cos(2 pi u2) (even i) or r sin(2 pi u2) (odd i);
+//    value = T(fma(z, b, a)) (computed in double; f16/bf16 round through float).
+//  * bernoulli: value = (word(i) * 2^-32 < a) ? b : 0 (b = 1 for plain bernoulli; dropout masks
+//    pass b = 1/(1-p)).
+//  * randint: range = b - a; value = a + (word(i) % range) when range <= 2^32, else
+//    a + (word64(i) % range).
+//  * randperm(n) (CPU): Fisher-Yates, for j = n-1 down to 1 swap p[j] and p[word64(j) % (j+1)].
 struct PhiloxStream {
   uint64_t seed;
   uint64_t offset;
+
+  // Counters a draw of n elements reserves (32-bit and normal draws; 64-bit draws).
+  MINIDL_HD static uint64_t blocks32(uint64_t n) { return (n + 3) / 4; }
+  MINIDL_HD static uint64_t blocks64(uint64_t n) { return (n + 1) / 2; }
 
   MINIDL_HD Philox4x32 block(uint64_t b) const {
     uint64_t c = offset + b;
     return philox4x32_10(uint32_t(c), uint32_t(c >> 32), 0u, 0u, uint32_t(seed),
                          uint32_t(seed >> 32));
   }
+  // Element i of a 32-bit draw / of a 64-bit draw.
   MINIDL_HD uint32_t word(uint64_t i) const { return block(i / 4).v[i % 4]; }
-  // Uniform float in [0, 1): 24 random bits.
-  MINIDL_HD static float to_unit_float(uint32_t w) { return float(w >> 8) * (1.0f / 16777216.0f); }
-  // Uniform double in [0, 1): 53 random bits from two words.
+  MINIDL_HD uint64_t word64(uint64_t i) const { return lane64(block(i / 2), unsigned(i % 2)); }
+  // Lane k (0 or 1) of a block as 64 bits: words 2k (high) and 2k+1 (low).
+  MINIDL_HD static uint64_t lane64(const Philox4x32& r, unsigned k) {
+    return (uint64_t(r.v[2 * k]) << 32) | r.v[2 * k + 1];
+  }
+
+  // Uniform in [0, 1) with `digits` random bits (24 for f32, 11 for f16, 8 for bf16).
+  MINIDL_HD static float to_unit_float(uint32_t w, int digits = 24) {
+    return float(w >> (32 - digits)) * (1.0f / float(uint32_t(1) << digits));
+  }
+  // Uniform double in [0, 1): 53 random bits from two words (hi, lo) = (word64 >> 11) * 2^-53.
   MINIDL_HD static double to_unit_double(uint32_t hi, uint32_t lo) {
     uint64_t bits = (uint64_t(hi) << 21) ^ (uint64_t(lo) >> 11);
     return double(bits & ((uint64_t(1) << 53) - 1)) * (1.0 / 9007199254740992.0);
   }
-  MINIDL_HD float uniform(uint64_t i) const { return to_unit_float(word(i)); }
-  // Standard normal (Box-Muller, computed in double for accuracy).
+  MINIDL_HD static double to_unit_double(uint64_t w) {
+    return double(w >> 11) * (1.0 / 9007199254740992.0);
+  }
+  // Box-Muller pair (z0 = cos branch, z1 = sin branch) from a 64-bit lane, in double.
+  MINIDL_HD static void box_muller(uint64_t w, double& z0, double& z1) {
+    double u1 = (double(uint32_t(w >> 32)) + 1.0) * (1.0 / 4294967296.0);  // (0, 1]
+    double u2 = double(uint32_t(w)) * (1.0 / 4294967296.0);                // [0, 1)
+    double r = std::sqrt(-2.0 * std::log(u1));
+    double theta = 6.283185307179586 * u2;
+    z0 = r * std::cos(theta);
+    z1 = r * std::sin(theta);
+  }
+
+  MINIDL_HD float uniform(uint64_t i, int digits = 24) const {
+    return to_unit_float(word(i), digits);
+  }
+  MINIDL_HD double uniform_double(uint64_t i) const { return to_unit_double(word64(i)); }
   MINIDL_HD double normal(uint64_t i) const {
-    Philox4x32 r = block(i / 2);
-    uint32_t a = r.v[2 * (i % 2)], b = r.v[2 * (i % 2) + 1];
-    double u1 = (double(a) + 1.0) * (1.0 / 4294967296.0);  // (0, 1]
-    double u2 = double(b) * (1.0 / 4294967296.0);          // [0, 1)
-    return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+    double z0, z1;
+    box_muller(lane64(block(i / 4), unsigned(i % 4) / 2), z0, z1);
+    return i % 2 ? z1 : z0;
   }
 };
 
-// A seeded generator: (seed, offset). Thread-safe reservation of counter ranges.
+// A seeded generator: (seed, offset). Thread-safe reservation of counter ranges; the offset
+// counts Philox blocks (each draw advances it by the counters it reserves, see above).
 class Generator {
  public:
   explicit Generator(uint64_t seed = 67280421310721ull) : seed_(seed) {}

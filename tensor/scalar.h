@@ -14,8 +14,7 @@ class Scalar {
 
   Scalar() : Scalar(int64_t(0)) {}
   template <typename T>
-    requires std::is_arithmetic_v<T>
-  Scalar(T v) {
+  requires std::is_arithmetic_v<T> Scalar(T v) {
     if constexpr (std::is_same_v<T, bool>) {
       kind_ = Kind::boolean;
       i_ = v;
@@ -40,13 +39,16 @@ class Scalar {
   bool to_bool() const { return kind_ == Kind::floating ? d_ != 0.0 : i_ != 0; }
   template <typename T>
   T to() const {
-    if constexpr (std::is_same_v<T, bool>) return to_bool();
-    else if constexpr (std::is_integral_v<T>) return T(to_int());
-    else return T(float_or(to_double()));
+    if constexpr (std::is_same_v<T, bool>)
+      return to_bool();
+    else if constexpr (std::is_integral_v<T>)
+      return T(to_int());
+    else
+      return T(float_or(to_double()));
   }
   // The dtype a Scalar gets when wrapped alone: f32 / i64 / bool (PyTorch defaults).
   DType default_dtype() const {
-    return kind_ == Kind::floating ? DType::f32
+    return kind_ == Kind::floating   ? DType::f32
            : kind_ == Kind::integral ? DType::i64
                                      : DType::boolean;
   }

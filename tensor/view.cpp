@@ -32,9 +32,9 @@ Strides contiguous_strides(const Shape& shape) {
 
 int64_t wrap_dim(int64_t dim, int64_t ndim, std::string_view op) {
   int64_t lo = ndim == 0 ? -1 : -ndim, hi = ndim == 0 ? 0 : ndim - 1;
-  MINIDL_CHECK(dim >= lo && dim <= hi, op.empty() ? "" : "op `", op, op.empty() ? "" : "`: ",
-               "dimension out of range (expected to be in range of [", lo, ", ", hi, "], but got ",
-               dim, ")");
+  MINIDL_CHECK(dim >= lo && dim <= hi, op.empty() ? "" : "op `", op,
+               op.empty() ? "" : "`: ", "dimension out of range (expected to be in range of [", lo,
+               ", ", hi, "], but got ", dim, ")");
   return dim < 0 ? dim + std::max<int64_t>(ndim, 1) : dim;
 }
 
@@ -49,11 +49,18 @@ Tensor empty(const Shape& shape, DType dtype, Device device) {
   return Tensor(std::move(impl));
 }
 
-int64_t Tensor::size(int64_t d) const { return shape()[wrap_dim(d, dim(), "size")]; }
-int64_t Tensor::stride(int64_t d) const { return strides()[wrap_dim(d, dim(), "stride")]; }
-int64_t Tensor::numel() const { return shape_numel(shape()); }
+int64_t Tensor::size(int64_t d) const {
+  return shape()[wrap_dim(d, dim(), "size")];
+}
+int64_t Tensor::stride(int64_t d) const {
+  return strides()[wrap_dim(d, dim(), "stride")];
+}
+int64_t Tensor::numel() const {
+  return shape_numel(shape());
+}
 
 bool Tensor::is_contiguous() const {
+  if (numel() == 0) return true;  // like PyTorch: empty tensors are contiguous
   int64_t expected = 1;
   for (int64_t d = dim() - 1; d >= 0; --d) {
     if (shape()[d] == 1) continue;
@@ -110,6 +117,7 @@ static std::optional<Strides> view_strides(const Shape& oldshape, const Strides&
                                            const Shape& newshape) {
   Strides newstride(newshape.size());
   if (shape_numel(oldshape) == 0) return contiguous_strides(newshape);
+  if (oldshape.empty()) return Strides(newshape.size(), 1);  // 0-d: any all-ones shape
   int64_t view_d = int64_t(newshape.size()) - 1;
   int64_t chunk_base_stride = oldstride.empty() ? 1 : oldstride.back();
   int64_t tensor_numel = 1, view_numel = 1;
@@ -216,8 +224,8 @@ Tensor Tensor::select(int64_t d, int64_t index) const {
   MINIDL_CHECK(dim() > 0, "select: cannot select on a 0-d tensor");
   d = wrap_dim(d, dim(), "select");
   int64_t n = shape()[d];
-  MINIDL_CHECK(index >= -n && index < n, "select: index ", index, " out of range for dimension ",
-               d, " with size ", n, " (shape ", shape_str(), ")");
+  MINIDL_CHECK(index >= -n && index < n, "select: index ", index, " out of range for dimension ", d,
+               " with size ", n, " (shape ", shape_str(), ")");
   if (index < 0) index += n;
   Shape s = shape();
   Strides st = strides();
@@ -236,8 +244,8 @@ Tensor Tensor::expand(const Shape& shape) const {
   Strides st(shape.size());
   for (size_t i = 0; i < shape.size(); ++i) {
     if (i < lead) {
-      MINIDL_CHECK(shape[i] >= 0, "expand: -1 not allowed in leading new dims: ",
-                   minidl::shape_str(shape));
+      MINIDL_CHECK(shape[i] >= 0,
+                   "expand: -1 not allowed in leading new dims: ", minidl::shape_str(shape));
       s[i] = shape[i];
       st[i] = 0;
       continue;

@@ -63,7 +63,7 @@ TEST_CASE("views share storage and index correctly") {
   CHECK(t.at({1, 1, 3}) == 19.0);
 }
 
-TEST_CASE("view needs compatible strides; reshape copies when it must") {
+TEST_CASE("view needs compatible strides and reshape copies when it must") {
   Tensor t = iota({2, 3});
   Tensor tt = t.t();
   CHECK_THROWS_WITH_AS(tt.view({6}), doctest::Contains("reshape"), Error);

@@ -22,7 +22,9 @@ inline Tensor from_f64(const std::vector<double>& v, const Shape& shape, DType d
 }
 
 // All elements as f64, row-major (any dtype, strides, device).
-inline std::vector<double> to_f64(const Tensor& t) { return t.tolist<double>(); }
+inline std::vector<double> to_f64(const Tensor& t) {
+  return t.tolist<double>();
+}
 
 // Uniform values in [lo, hi) from a seeded mt19937 (integers for integral dtypes).
 inline Tensor random_tensor(const Shape& shape, DType dtype = kFloat32, uint64_t seed = 0,
@@ -55,21 +57,41 @@ inline Tensor noncontiguous(const Tensor& t) {
   return view;
 }
 
+// Multi-index <-> row-major linear index.
+inline std::vector<int64_t> unravel(int64_t lin, const Shape& s) {
+  std::vector<int64_t> idx(s.size());
+  for (int64_t d = int64_t(s.size()) - 1; d >= 0; --d) {
+    idx[size_t(d)] = lin % s[size_t(d)];
+    lin /= s[size_t(d)];
+  }
+  return idx;
+}
+inline int64_t ravel(const std::vector<int64_t>& idx, const Shape& s) {
+  int64_t lin = 0;
+  for (size_t d = 0; d < s.size(); ++d) lin = lin * s[d] + idx[d];
+  return lin;
+}
+
 // Default tolerances per dtype (relative, absolute).
 inline std::pair<double, double> tolerance(DType dt) {
   switch (dt) {
-    case DType::f64: return {1e-10, 1e-12};
-    case DType::f32: return {1e-5, 1e-6};
-    case DType::f16: return {2e-3, 1e-3};
-    case DType::bf16: return {1.6e-2, 1e-2};
-    default: return {0, 0};
+    case DType::f64:
+      return {1e-10, 1e-12};
+    case DType::f32:
+      return {1e-5, 1e-6};
+    case DType::f16:
+      return {2e-3, 1e-3};
+    case DType::bf16:
+      return {1.6e-2, 1e-2};
+    default:
+      return {0, 0};
   }
 }
 
 // Checks |actual - expected| <= atol + rtol*|expected| elementwise (NaN equals NaN, inf
 // must match exactly); reports the first mismatches with their flat index.
-inline void check_close(const Tensor& actual, const std::vector<double>& expected,
-                        double rtol = -1, double atol = -1) {
+inline void check_close(const Tensor& actual, const std::vector<double>& expected, double rtol = -1,
+                        double atol = -1) {
   if (rtol < 0) std::tie(rtol, atol) = tolerance(actual.dtype());
   std::vector<double> a = to_f64(actual);
   REQUIRE(a.size() == expected.size());

@@ -53,8 +53,10 @@ void arange_kernel(Tensor& out, double start, double step) {
     T* o = out.data_ptr<T>();
     const int64_t n = out.numel();
     for (int64_t i = 0; i < n; ++i) {
-      if constexpr (std::is_integral_v<T>) o[i] = T(int64_t(start) + i * int64_t(step));
-      else o[i] = T(static_cast<opmath_t<T>>(start + double(i) * step));
+      if constexpr (std::is_integral_v<T>)
+        o[i] = T(int64_t(start) + i * int64_t(step));
+      else
+        o[i] = T(static_cast<opmath_t<T>>(start + double(i) * step));
     }
   });
 }

@@ -99,8 +99,10 @@ void for_each_row(const std::array<const Tensor*, N>& ts, RowFn&& row,
       }
     }
   };
-  if (p.numel < 2 * grain) run(0, p.numel);
-  else parallel_for(p.numel, grain, run);
+  if (p.numel < 2 * grain)
+    run(0, p.numel);
+  else
+    parallel_for(p.numel, grain, run);
 }
 
 // out[i] = f(in[i]) with element types TO, TI. Contiguous rows get a plain pointer loop.
@@ -121,26 +123,24 @@ void unary_loop(const Tensor& in, Tensor& out, F f) {
 // out[i] = f(a[i], b[i]); fast paths for contiguous rows and a broadcast scalar operand.
 template <typename TO, typename TA, typename TB, typename F>
 void binary_loop(const Tensor& a, const Tensor& b, Tensor& out, F f) {
-  for_each_row<3>({&out, &a, &b},
-                  [&](std::array<char*, 3> p, std::array<int64_t, 3> s, int64_t n) {
-                    TO* o = reinterpret_cast<TO*>(p[0]);
-                    const TA* x = reinterpret_cast<const TA*>(p[1]);
-                    const TB* y = reinterpret_cast<const TB*>(p[2]);
-                    if (s[0] == sizeof(TO) && s[1] == sizeof(TA) && s[2] == sizeof(TB)) {
-                      for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], y[i]);
-                    } else if (s[0] == sizeof(TO) && s[1] == sizeof(TA) && s[2] == 0) {
-                      const TB yv = *y;
-                      for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], yv);
-                    } else if (s[0] == sizeof(TO) && s[1] == 0 && s[2] == sizeof(TB)) {
-                      const TA xv = *x;
-                      for (int64_t i = 0; i < n; ++i) o[i] = f(xv, y[i]);
-                    } else {
-                      for (int64_t i = 0; i < n; ++i)
-                        *reinterpret_cast<TO*>(p[0] + i * s[0]) =
-                            f(*reinterpret_cast<const TA*>(p[1] + i * s[1]),
-                              *reinterpret_cast<const TB*>(p[2] + i * s[2]));
-                    }
-                  });
+  for_each_row<3>({&out, &a, &b}, [&](std::array<char*, 3> p, std::array<int64_t, 3> s, int64_t n) {
+    TO* o = reinterpret_cast<TO*>(p[0]);
+    const TA* x = reinterpret_cast<const TA*>(p[1]);
+    const TB* y = reinterpret_cast<const TB*>(p[2]);
+    if (s[0] == sizeof(TO) && s[1] == sizeof(TA) && s[2] == sizeof(TB)) {
+      for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], y[i]);
+    } else if (s[0] == sizeof(TO) && s[1] == sizeof(TA) && s[2] == 0) {
+      const TB yv = *y;
+      for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], yv);
+    } else if (s[0] == sizeof(TO) && s[1] == 0 && s[2] == sizeof(TB)) {
+      const TA xv = *x;
+      for (int64_t i = 0; i < n; ++i) o[i] = f(xv, y[i]);
+    } else {
+      for (int64_t i = 0; i < n; ++i)
+        *reinterpret_cast<TO*>(p[0] + i * s[0]) = f(*reinterpret_cast<const TA*>(p[1] + i * s[1]),
+                                                    *reinterpret_cast<const TB*>(p[2] + i * s[2]));
+    }
+  });
 }
 
 }  // namespace minidl::cpu

@@ -1,6 +1,209 @@
-// CPU kernels: pool family (placeholder until implemented).
+// CPU kernels: 2-D max pooling (with flat h*W+w indices per plane, NaN propagating) and
+// average pooling (count_include_pad, divisor_override, ceil_mode), forward and backward.
+// The frontend passes contiguous [N,C,H,W] tensors; planes are split across threads.
+#include <atomic>
+#include <cmath>
+#include <limits>
+#include <vector>
+
 #include "tensor/cpu/kernels.h"
+#include "tensor/cpu/loops.h"
+#include "tensor/dispatch.h"
 
 namespace minidl::cpu {
-void register_pool_kernels() {}
+namespace {
+
+struct PoolGeom {
+  int64_t planes, H, W, Ho, Wo;
+};
+
+PoolGeom pool_geom(const Shape& in, const Shape& out) {
+  return {in[0] * in[1], in[2], in[3], out[2], out[3]};
+}
+
+// Runs fn(begin, end) over planes, in parallel when the work is large enough.
+void for_planes(int64_t planes, int64_t work_per_plane,
+                const std::function<void(int64_t, int64_t)>& fn) {
+  const int64_t grain = std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(1, work_per_plane));
+  if (planes >= 2 * grain)
+    parallel_for(planes, grain, fn);
+  else if (planes > 0)
+    fn(0, planes);
+}
+
+template <typename T>
+void max_pool2d_impl(const Tensor& x, Tensor& out, Tensor& indices, const Pool2dParams& p) {
+  using A = opmath_t<T>;
+  const PoolGeom g = pool_geom(x.shape(), out.shape());
+  const T* xp = x.data_ptr<T>();
+  T* op = out.data_ptr<T>();
+  int64_t* ip = indices.data_ptr<int64_t>();
+  const int64_t kh = p.kernel[0], kw = p.kernel[1], sh = p.stride[0], sw = p.stride[1];
+  const int64_t ph = p.padding[0], pw = p.padding[1], dh = p.dilation[0], dw = p.dilation[1];
+  for_planes(g.planes, g.Ho * g.Wo * kh * kw, [&](int64_t begin, int64_t end) {
+    for (int64_t pl = begin; pl < end; ++pl) {
+      const T* src = xp + pl * g.H * g.W;
+      T* dst = op + pl * g.Ho * g.Wo;
+      int64_t* idst = ip + pl * g.Ho * g.Wo;
+      for (int64_t oh = 0; oh < g.Ho; ++oh) {
+        int64_t ih0 = oh * sh - ph;
+        const int64_t ih1 = std::min(ih0 + (kh - 1) * dh + 1, g.H);
+        while (ih0 < 0) ih0 += dh;
+        for (int64_t ow = 0; ow < g.Wo; ++ow) {
+          int64_t iw0 = ow * sw - pw;
+          const int64_t iw1 = std::min(iw0 + (kw - 1) * dw + 1, g.W);
+          while (iw0 < 0) iw0 += dw;
+          A best = -std::numeric_limits<A>::infinity();
+          int64_t best_i = ih0 * g.W + iw0;
+          for (int64_t ih = ih0; ih < ih1; ih += dh) {
+            for (int64_t iw = iw0; iw < iw1; iw += dw) {
+              const A v = static_cast<A>(src[ih * g.W + iw]);
+              if (v > best || std::isnan(v)) {
+                best = v;
+                best_i = ih * g.W + iw;
+              }
+            }
+          }
+          dst[oh * g.Wo + ow] = T(best);
+          idst[oh * g.Wo + ow] = best_i;
+        }
+      }
+    }
+  });
+}
+
+template <typename T>
+void max_pool2d_backward_impl(const Tensor& grad_out, const Tensor& indices, Tensor& grad_in) {
+  using A = opmath_t<T>;
+  const PoolGeom g = pool_geom(grad_in.shape(), grad_out.shape());
+  const T* gp = grad_out.data_ptr<T>();
+  const int64_t* ip = indices.data_ptr<int64_t>();
+  T* dp = grad_in.data_ptr<T>();
+  const int64_t HW = g.H * g.W, L = g.Ho * g.Wo;
+  std::atomic<bool> bad{false};
+  for_planes(g.planes, HW + L, [&](int64_t begin, int64_t end) {
+    std::vector<A> acc(static_cast<size_t>(HW));
+    for (int64_t pl = begin; pl < end; ++pl) {
+      std::fill(acc.begin(), acc.end(), A(0));
+      const T* gs = gp + pl * L;
+      const int64_t* is = ip + pl * L;
+      for (int64_t k = 0; k < L; ++k) {
+        const int64_t i = is[k];
+        if (i < 0 || i >= HW) {
+          bad = true;
+          continue;
+        }
+        acc[size_t(i)] += static_cast<A>(gs[k]);
+      }
+      T* d = dp + pl * HW;
+      for (int64_t i = 0; i < HW; ++i) d[i] = T(acc[size_t(i)]);
+    }
+  });
+  MINIDL_CHECK(!bad, "op `max_pool2d_backward`: an index is out of range for input planes of ",
+               "size ", g.H, " x ", g.W, " (indices of shape ", indices.shape_str(), ")");
+}
+
+// Window of output (oh, ow) clipped to the input, and its divisor, as PyTorch's avg_pool2d.
+struct AvgWindow {
+  int64_t h0, h1, w0, w1;
+  int64_t divisor;
+};
+
+inline AvgWindow avg_window(int64_t oh, int64_t ow, const PoolGeom& g, const Pool2dParams& p) {
+  int64_t h0 = oh * p.stride[0] - p.padding[0], w0 = ow * p.stride[1] - p.padding[1];
+  int64_t h1 = std::min(h0 + p.kernel[0], g.H + p.padding[0]);
+  int64_t w1 = std::min(w0 + p.kernel[1], g.W + p.padding[1]);
+  const int64_t pool_size = (h1 - h0) * (w1 - w0);
+  h0 = std::max<int64_t>(h0, 0);
+  w0 = std::max<int64_t>(w0, 0);
+  h1 = std::min(h1, g.H);
+  w1 = std::min(w1, g.W);
+  int64_t div = p.divisor_override    ? p.divisor_override
+                : p.count_include_pad ? pool_size
+                                      : (h1 - h0) * (w1 - w0);
+  return {h0, h1, w0, w1, div};
+}
+
+template <typename T>
+void avg_pool2d_impl(const Tensor& x, Tensor& out, const Pool2dParams& p) {
+  using A = opmath_t<T>;
+  const PoolGeom g = pool_geom(x.shape(), out.shape());
+  const T* xp = x.data_ptr<T>();
+  T* op = out.data_ptr<T>();
+  for_planes(g.planes, g.Ho * g.Wo * p.kernel[0] * p.kernel[1], [&](int64_t begin, int64_t end) {
+    for (int64_t pl = begin; pl < end; ++pl) {
+      const T* src = xp + pl * g.H * g.W;
+      T* dst = op + pl * g.Ho * g.Wo;
+      for (int64_t oh = 0; oh < g.Ho; ++oh) {
+        for (int64_t ow = 0; ow < g.Wo; ++ow) {
+          const AvgWindow win = avg_window(oh, ow, g, p);
+          if (win.h0 >= win.h1 || win.w0 >= win.w1) {
+            dst[oh * g.Wo + ow] = T(0);
+            continue;
+          }
+          A sum = 0;
+          for (int64_t ih = win.h0; ih < win.h1; ++ih)
+            for (int64_t iw = win.w0; iw < win.w1; ++iw) sum += static_cast<A>(src[ih * g.W + iw]);
+          dst[oh * g.Wo + ow] = T(sum / A(win.divisor));
+        }
+      }
+    }
+  });
+}
+
+template <typename T>
+void avg_pool2d_backward_impl(const Tensor& grad_out, Tensor& grad_in, const Pool2dParams& p) {
+  using A = opmath_t<T>;
+  const PoolGeom g = pool_geom(grad_in.shape(), grad_out.shape());
+  const T* gp = grad_out.data_ptr<T>();
+  T* dp = grad_in.data_ptr<T>();
+  const int64_t HW = g.H * g.W, L = g.Ho * g.Wo;
+  for_planes(g.planes, L * p.kernel[0] * p.kernel[1] + HW, [&](int64_t begin, int64_t end) {
+    std::vector<A> acc(static_cast<size_t>(HW));
+    for (int64_t pl = begin; pl < end; ++pl) {
+      std::fill(acc.begin(), acc.end(), A(0));
+      const T* gs = gp + pl * L;
+      for (int64_t oh = 0; oh < g.Ho; ++oh) {
+        for (int64_t ow = 0; ow < g.Wo; ++ow) {
+          const AvgWindow win = avg_window(oh, ow, g, p);
+          const A v = static_cast<A>(gs[oh * g.Wo + ow]) / A(win.divisor);
+          for (int64_t ih = win.h0; ih < win.h1; ++ih)
+            for (int64_t iw = win.w0; iw < win.w1; ++iw) acc[size_t(ih * g.W + iw)] += v;
+        }
+      }
+      T* d = dp + pl * HW;
+      for (int64_t i = 0; i < HW; ++i) d[i] = T(acc[size_t(i)]);
+    }
+  });
+}
+
+void max_pool2d_kernel(const Tensor& x, Tensor& out, Tensor& indices, const Pool2dParams& p) {
+  dispatch_floating(x.dtype(), "max_pool2d",
+                    [&]<typename T>() { max_pool2d_impl<T>(x, out, indices, p); });
+}
+
+void max_pool2d_backward_kernel(const Tensor& grad_out, const Tensor& indices, Tensor& grad_in,
+                                const Pool2dParams&) {
+  dispatch_floating(grad_out.dtype(), "max_pool2d_backward",
+                    [&]<typename T>() { max_pool2d_backward_impl<T>(grad_out, indices, grad_in); });
+}
+
+void avg_pool2d_kernel(const Tensor& x, Tensor& out, const Pool2dParams& p) {
+  dispatch_floating(x.dtype(), "avg_pool2d", [&]<typename T>() { avg_pool2d_impl<T>(x, out, p); });
+}
+
+void avg_pool2d_backward_kernel(const Tensor& grad_out, Tensor& grad_in, const Pool2dParams& p) {
+  dispatch_floating(grad_out.dtype(), "avg_pool2d_backward",
+                    [&]<typename T>() { avg_pool2d_backward_impl<T>(grad_out, grad_in, p); });
+}
+
+}  // namespace
+
+void register_pool_kernels() {
+  register_kernel<Op::max_pool2d>(DeviceType::cpu, max_pool2d_kernel);
+  register_kernel<Op::max_pool2d_backward>(DeviceType::cpu, max_pool2d_backward_kernel);
+  register_kernel<Op::avg_pool2d>(DeviceType::cpu, avg_pool2d_kernel);
+  register_kernel<Op::avg_pool2d_backward>(DeviceType::cpu, avg_pool2d_backward_kernel);
+}
+
 }  // namespace minidl::cpu

@@ -1,0 +1,141 @@
+// Linear algebra frontends: matmul (torch.matmul semantics: 1-D operands, broadcast batch
+// dims), mm, bmm and linear, all lowered onto the bmm kernel a:[B,M,K] x b:[B,K,N].
+#include <string>
+
+#include "tensor/ops.h"
+
+namespace minidl {
+namespace {
+
+std::string dims_x(const Tensor& t) {  // "2x3" like PyTorch's messages
+  std::string s;
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    if (d) s += 'x';
+    s += std::to_string(t.size(d));
+  }
+  return s;
+}
+
+void check_operands(const Tensor& a, const Tensor& b, std::string_view op) {
+  MINIDL_CHECK(a.defined() && b.defined(), "op `", op, "`: got an undefined tensor");
+  MINIDL_CHECK(a.device() == b.device(), "op `", op,
+               "`: expected both operands on the same device, got ", a.device(), " and ",
+               b.device());
+  MINIDL_CHECK(a.dtype() == b.dtype(), "op `", op,
+               "`: expected both operands to have the same dtype, got ", a.dtype(), " and ",
+               b.dtype(), " (shapes ", a.shape_str(), " and ", b.shape_str(), ")");
+  MINIDL_CHECK(a.dtype() != kBool, "op `", op, "` does not support dtype bool");
+}
+
+// a:[B,M,K] b:[B,K,N] (any strides) -> new contiguous [B,M,N]; shapes already checked.
+Tensor bmm_out(const Tensor& a, const Tensor& b) {
+  Tensor out = empty({a.size(0), a.size(1), b.size(2)}, a.dtype(), a.device());
+  kernel<Op::bmm>(a.device())(a, b, out);
+  return out;
+}
+
+// a:[M,K] b:[K,N], checked, as a batch of one (views, no copies).
+Tensor mm_unchecked(const Tensor& a, const Tensor& b) {
+  return bmm_out(a.unsqueeze(0), b.unsqueeze(0)).squeeze(0);
+}
+
+void check_mm_shapes(const Tensor& a, const Tensor& b, std::string_view op) {
+  MINIDL_CHECK(a.size(1) == b.size(0), "op `", op, "`: mat1 and mat2 shapes cannot be multiplied (",
+               dims_x(a), " and ", dims_x(b), ")");
+}
+
+}  // namespace
+
+Tensor mm(const Tensor& a, const Tensor& b) {
+  check_operands(a, b, "mm");
+  MINIDL_CHECK(a.dim() == 2 && b.dim() == 2, "op `mm`: expected 2-D matrices, got shapes ",
+               a.shape_str(), " and ", b.shape_str());
+  check_mm_shapes(a, b, "mm");
+  return mm_unchecked(a, b);
+}
+
+Tensor bmm(const Tensor& a, const Tensor& b) {
+  check_operands(a, b, "bmm");
+  MINIDL_CHECK(a.dim() == 3 && b.dim() == 3, "op `bmm`: expected 3-D batches [B, M, K] and ",
+               "[B, K, N], got shapes ", a.shape_str(), " and ", b.shape_str());
+  MINIDL_CHECK(a.size(0) == b.size(0) && a.size(2) == b.size(1), "op `bmm`: batch shapes ",
+               a.shape_str(), " and ", b.shape_str(),
+               " cannot be multiplied (expected batch2 to start with [", a.size(0), ", ", a.size(2),
+               "])");
+  return bmm_out(a, b);
+}
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  check_operands(a, b, "matmul");
+  const int64_t da = a.dim(), db = b.dim();
+  MINIDL_CHECK(da >= 1 && db >= 1, "op `matmul`: both arguments need at least 1 dimension, got ",
+               da, "-D ", a.shape_str(), " and ", db, "-D ", b.shape_str());
+  if (da == 1 && db == 1) {  // dot product -> 0-d
+    MINIDL_CHECK(a.size(0) == b.size(0), "op `matmul`: inconsistent tensor size, expected ",
+                 a.shape_str(), " and ", b.shape_str(), " to have the same number of elements");
+    return mm_unchecked(a.unsqueeze(0), b.unsqueeze(1)).reshape({});
+  }
+  // Contraction sizes: a's last dim against b's second-to-last (or only) dim.
+  const int64_t ka = a.size(-1), kb = db == 1 ? b.size(0) : b.size(-2);
+  if (ka != kb) {
+    if (da <= 2 && db <= 2) {  // PyTorch's mm wording with 1-D operands as 1xK / Kx1
+      Tensor a2 = da == 1 ? a.unsqueeze(0) : a, b2 = db == 1 ? b.unsqueeze(1) : b;
+      check_mm_shapes(a2, b2, "matmul");
+    }
+    MINIDL_FAIL("op `matmul`: shapes ", a.shape_str(), " and ", b.shape_str(),
+                " cannot be multiplied (contraction sizes ", ka, " and ", kb, " differ)");
+  }
+  if (da <= 2 && db <= 2) {
+    Tensor a2 = da == 1 ? a.unsqueeze(0) : a, b2 = db == 1 ? b.unsqueeze(1) : b;
+    Tensor r = mm_unchecked(a2, b2);
+    if (da == 1) return r.squeeze(0);
+    if (db == 1) return r.squeeze(1);
+    return r;
+  }
+  if (db <= 2) {  // fold a's batch dims into M: [*, M, K] x [K, N] is one GEMM
+    Tensor b2 = db == 1 ? b.unsqueeze(1) : b;
+    Shape s(a.shape().begin(), a.shape().end() - 1);
+    Tensor r = mm_unchecked(a.reshape({shape_numel(s), ka}), b2);
+    if (db == 2) s.push_back(b.size(1));
+    return r.view(s);
+  }
+  // General case: broadcast the batch dims, flatten them to one and run bmm.
+  Tensor a3 = da == 1 ? a.unsqueeze(0) : a;
+  const int64_t M = a3.size(-2), N = b.size(-1);
+  Shape batch_a(a3.shape().begin(), a3.shape().end() - 2);
+  Shape batch_b(b.shape().begin(), b.shape().end() - 2);
+  Shape batch = broadcast_shapes(batch_a, batch_b, "matmul");
+  const int64_t B = shape_numel(batch);
+  Shape ea = batch, eb = batch;
+  ea.insert(ea.end(), {M, ka});
+  eb.insert(eb.end(), {ka, N});
+  Tensor r = bmm_out(a3.expand(ea).reshape({B, M, ka}), b.expand(eb).reshape({B, ka, N}));
+  Shape s = batch;
+  if (da != 1) s.push_back(M);
+  s.push_back(N);
+  return r.view(s);
+}
+
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
+  check_operands(x, w, "linear");
+  MINIDL_CHECK(w.dim() == 1 || w.dim() == 2, "op `linear`: weight must be [out_features, ",
+               "in_features], got shape ", w.shape_str(), " (input ", x.shape_str(), ")");
+  MINIDL_CHECK(x.dim() >= 1, "op `linear`: input must have at least 1 dimension, got shape ",
+               x.shape_str());
+  const int64_t in = w.size(-1);
+  if (x.size(-1) != in) {
+    Tensor wt = w.dim() == 2 ? w.t() : w.unsqueeze(1);
+    MINIDL_FAIL("op `linear`: mat1 and mat2 shapes cannot be multiplied (",
+                x.numel() / std::max<int64_t>(x.size(-1), 1), "x", x.size(-1), " and ", dims_x(wt),
+                "); input ", x.shape_str(), ", weight ", w.shape_str());
+  }
+  Tensor out = matmul(x, w.dim() == 2 ? w.t() : w);
+  if (!b.defined()) return out;
+  check_operands(out, b, "linear");
+  Shape s = broadcast_shapes(out.shape(), b.shape(), "linear");
+  MINIDL_CHECK(s == out.shape(), "op `linear`: bias of shape ", b.shape_str(),
+               " does not broadcast to the output shape ", out.shape_str());
+  return add_(out, b);
+}
+
+}  // namespace minidl

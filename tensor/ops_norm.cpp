@@ -1,0 +1,191 @@
+// Normalisation frontends: layer_norm and batch_norm (forward + backward). Validate shapes,
+// dtypes and devices, allocate outputs, dispatch to the kernels.
+#include "tensor/ops.h"
+
+namespace minidl {
+namespace {
+
+// Saved statistics dtype: f64 for f64 inputs, f32 otherwise.
+DType stat_dtype(DType x) {
+  return x == kFloat64 ? kFloat64 : kFloat32;
+}
+
+void check_same_device(std::string_view op, const Tensor& x, const Tensor& t,
+                       std::string_view what) {
+  if (!t.defined()) return;
+  MINIDL_CHECK(t.device() == x.device(), "op `", op, "`: ", what, " is on ", t.device(),
+               " but the input is on ", x.device());
+}
+
+void check_floating(std::string_view op, const Tensor& t, std::string_view what) {
+  if (!t.defined()) return;
+  MINIDL_CHECK(t.is_floating_point(), "op `", op, "`: expected a floating ", what, ", got dtype ",
+               t.dtype());
+}
+
+// Number of rows R and row length D for x normalised over `ns` (trailing dims).
+std::pair<int64_t, int64_t> layer_norm_rows(std::string_view op, const Tensor& x, const Shape& ns) {
+  MINIDL_CHECK(!ns.empty(), "op `", op,
+               "`: expected normalized_shape to be at least 1-dimensional, got []");
+  const int64_t k = int64_t(ns.size());
+  bool ok = x.dim() >= k;
+  for (int64_t i = 0; ok && i < k; ++i) ok = x.size(x.dim() - k + i) == ns[size_t(i)];
+  MINIDL_CHECK(ok, "op `", op, "`: given normalized_shape=", shape_str(ns),
+               ", expected input with shape [*, ", shape_str(ns).substr(1),
+               ", but got input of shape ", x.shape_str());
+  int64_t R = 1;
+  for (int64_t i = 0; i < x.dim() - k; ++i) R *= x.size(i);
+  return {R, shape_numel(ns)};
+}
+
+}  // namespace
+
+LayerNormResult layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& w,
+                           const Tensor& b, double eps) {
+  constexpr std::string_view op = "layer_norm";
+  MINIDL_CHECK(x.defined(), "op `layer_norm`: input is undefined");
+  check_floating(op, x, "input");
+  auto [R, D] = layer_norm_rows(op, x, normalized_shape);
+  for (const auto& [t, name] : {std::pair{&w, "weight"}, std::pair{&b, "bias"}}) {
+    if (!t->defined()) continue;
+    MINIDL_CHECK(t->shape() == normalized_shape, "op `layer_norm`: expected ", name,
+                 " of the same shape as normalized_shape=", shape_str(normalized_shape), ", got ",
+                 name, " of shape ", t->shape_str());
+    check_floating(op, *t, name);
+    check_same_device(op, x, *t, name);
+  }
+  Tensor xc = x.contiguous().reshape({R, D});
+  Tensor out = empty({R, D}, x.dtype(), x.device());
+  Tensor mean = empty({R}, stat_dtype(x.dtype()), x.device());
+  Tensor rstd = empty({R}, stat_dtype(x.dtype()), x.device());
+  kernel<Op::layer_norm>(x.device())(xc, w, b, out, mean, rstd, D, eps);
+  return {out.view(x.shape()), mean, rstd};
+}
+
+LayerNormGrads layer_norm_backward(const Tensor& grad_out, const Tensor& x,
+                                   const Shape& normalized_shape, const Tensor& mean,
+                                   const Tensor& rstd, const Tensor& w, bool need_grad_w_b) {
+  constexpr std::string_view op = "layer_norm_backward";
+  check_floating(op, x, "input");
+  auto [R, D] = layer_norm_rows(op, x, normalized_shape);
+  MINIDL_CHECK(grad_out.shape() == x.shape(), "op `layer_norm_backward`: grad_out shape ",
+               grad_out.shape_str(), " does not match input shape ", x.shape_str());
+  const DType sd = stat_dtype(x.dtype());
+  for (const auto& [t, name] : {std::pair{&mean, "mean"}, std::pair{&rstd, "rstd"}}) {
+    MINIDL_CHECK(t->defined() && t->numel() == R, "op `layer_norm_backward`: expected ", name,
+                 " with ", R, " elements (one per row), got ",
+                 t->defined() ? t->shape_str() : "undefined");
+    check_same_device(op, x, *t, name);
+  }
+  if (w.defined())
+    MINIDL_CHECK(w.shape() == normalized_shape, "op `layer_norm_backward`: weight shape ",
+                 w.shape_str(), " does not match normalized_shape=", shape_str(normalized_shape));
+  check_same_device(op, x, grad_out, "grad_out");
+  check_same_device(op, x, w, "weight");
+  Tensor g = grad_out.to(x.dtype()).contiguous().reshape({R, D});
+  Tensor xc = x.contiguous().reshape({R, D});
+  Tensor m = mean.to(sd).contiguous().reshape({R});
+  Tensor rs = rstd.to(sd).contiguous().reshape({R});
+  LayerNormGrads res;
+  Tensor grad_x = empty({R, D}, x.dtype(), x.device());
+  if (need_grad_w_b) {
+    const DType pd = w.defined() ? w.dtype() : x.dtype();
+    res.grad_w = empty(normalized_shape, pd, x.device());
+    res.grad_b = empty(normalized_shape, pd, x.device());
+  }
+  kernel<Op::layer_norm_backward>(x.device())(g, xc, m, rs, w, grad_x, res.grad_w, res.grad_b, D);
+  res.grad_x = grad_x.view(x.shape());
+  return res;
+}
+
+namespace {
+
+// Validates batch_norm's per-channel tensors ([C], floating, same device).
+void check_channel_params(std::string_view op, const Tensor& x,
+                          std::initializer_list<std::pair<const Tensor*, const char*>> ts) {
+  const int64_t C = x.size(1);
+  for (const auto& [t, name] : ts) {
+    if (!t->defined()) continue;
+    MINIDL_CHECK(t->dim() == 1 && t->size(0) == C, "op `", op, "`: ", name, " should contain ", C,
+                 " elements (channels of input ", x.shape_str(), "), got shape ", t->shape_str());
+    check_floating(op, *t, name);
+    check_same_device(op, x, *t, name);
+  }
+}
+
+void check_bn_input(std::string_view op, const Tensor& x) {
+  MINIDL_CHECK(x.defined() && x.dim() >= 2, "op `", op,
+               "`: expected input of shape [N, C] or [N, C, *], got ",
+               x.defined() ? x.shape_str() : "undefined");
+  check_floating(op, x, "input");
+}
+
+}  // namespace
+
+BatchNormResult batch_norm(const Tensor& x, const Tensor& w, const Tensor& b, Tensor running_mean,
+                           Tensor running_var, bool training, double momentum, double eps) {
+  constexpr std::string_view op = "batch_norm";
+  check_bn_input(op, x);
+  check_channel_params(op, x,
+                       {{&w, "weight"},
+                        {&b, "bias"},
+                        {&running_mean, "running_mean"},
+                        {&running_var, "running_var"}});
+  MINIDL_CHECK(running_mean.defined() == running_var.defined(),
+               "op `batch_norm`: running_mean and running_var must both be defined or both "
+               "undefined");
+  const bool batch_stats = training || !running_mean.defined();
+  const int64_t C = x.size(1);
+  if (training) {
+    const int64_t per_channel = C == 0 ? 0 : x.numel() / C;
+    MINIDL_CHECK(per_channel != 1,
+                 "op `batch_norm`: Expected more than 1 value per channel when training, got "
+                 "input of shape ",
+                 x.shape_str());
+  }
+  Tensor xc = x.contiguous();
+  Tensor out = empty(x.shape(), x.dtype(), x.device());
+  const DType sd = stat_dtype(x.dtype());
+  Tensor save_mean = empty({batch_stats ? C : 0}, sd, x.device());
+  Tensor save_invstd = empty({batch_stats ? C : 0}, sd, x.device());
+  // batch statistics when training (running stats, if any, updated in place) or when there
+  // are no running stats; otherwise the running stats normalise (eval).
+  kernel<Op::batch_norm>(x.device())(xc, w, b, running_mean, running_var, out, save_mean,
+                                     save_invstd, batch_stats, momentum, eps);
+  return {out, save_mean, save_invstd};
+}
+
+BatchNormGrads batch_norm_backward(const Tensor& grad_out, const Tensor& x, const Tensor& w,
+                                   const Tensor& running_mean, const Tensor& running_var,
+                                   const Tensor& save_mean, const Tensor& save_invstd,
+                                   bool training, double eps) {
+  constexpr std::string_view op = "batch_norm_backward";
+  check_bn_input(op, x);
+  MINIDL_CHECK(grad_out.shape() == x.shape(), "op `batch_norm_backward`: grad_out shape ",
+               grad_out.shape_str(), " does not match input shape ", x.shape_str());
+  check_same_device(op, x, grad_out, "grad_out");
+  check_channel_params(
+      op, x, {{&w, "weight"}, {&running_mean, "running_mean"}, {&running_var, "running_var"}});
+  const bool batch_stats = training || !running_mean.defined() || !running_var.defined();
+  const DType sd = stat_dtype(x.dtype());
+  Tensor sm, si;
+  if (batch_stats) {
+    check_channel_params(op, x, {{&save_mean, "save_mean"}, {&save_invstd, "save_invstd"}});
+    MINIDL_CHECK(save_mean.defined() && save_invstd.defined(),
+                 "op `batch_norm_backward`: training mode needs save_mean and save_invstd");
+    sm = save_mean.to(sd);
+    si = save_invstd.to(sd);
+  }
+  Tensor g = grad_out.to(x.dtype()).contiguous();
+  Tensor xc = x.contiguous();
+  const DType pd = w.defined() ? w.dtype() : x.dtype();
+  BatchNormGrads res;
+  res.grad_x = empty(x.shape(), x.dtype(), x.device());
+  res.grad_w = empty({x.size(1)}, pd, x.device());
+  res.grad_b = empty({x.size(1)}, pd, x.device());
+  kernel<Op::batch_norm_backward>(x.device())(g, xc, w, running_mean, running_var, sm, si,
+                                              res.grad_x, res.grad_w, res.grad_b, batch_stats, eps);
+  return res;
+}
+
+}  // namespace minidl
