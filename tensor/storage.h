@@ -14,12 +14,18 @@ struct Allocator {
   virtual ~Allocator() = default;
   virtual void* allocate(size_t nbytes, Device device) = 0;
   virtual void deallocate(void* ptr, size_t nbytes, Device device) = 0;
+  // Returns cached free blocks to the system (torch.cuda.empty_cache()).
+  virtual void empty_cache() {}
 };
 
 // The allocator used for new storages on a device type. CPU has a 64-byte aligned one by
 // default; CUDA is installed by the CUDA backend. Throws if none is installed.
 Allocator& get_allocator(DeviceType type);
 void set_allocator(DeviceType type, Allocator* allocator);
+// Releases the cached free memory of a device type's allocator.
+inline void empty_cache(DeviceType type = DeviceType::cpu) {
+  get_allocator(type).empty_cache();
+}
 
 class Storage {
  public:

@@ -163,3 +163,17 @@ TEST_CASE("Device parsing") {
   CHECK_THROWS_AS(Device("gpu"), Error);
   CHECK_THROWS_AS(Device("cuda:x"), Error);
 }
+
+TEST_CASE("CPU allocator reuses large freed blocks and empty_cache releases them") {
+  void* first = nullptr;
+  {
+    Tensor big = empty({1 << 19}, kFloat32);  // 2 MiB: cached size class
+    first = big.data_ptr();
+    CHECK(reinterpret_cast<uintptr_t>(first) % 64 == 0);
+  }
+  Tensor again = empty({1 << 19}, kFloat32);
+  CHECK(again.data_ptr() == first);  // same block back, no fresh pages
+  Tensor small = empty({3}, kFloat64);
+  CHECK(reinterpret_cast<uintptr_t>(small.data_ptr()) % 64 == 0);
+  empty_cache();
+}
