@@ -1,9 +1,7 @@
 // bench_gemm: f32 GEMM throughput of minidl::matmul (public API) against OpenBLAS cblas_sgemm
 // in the same process and thread count; prints a markdown table (see bench/README.md).
-// Usage: bench_gemm [--threads 2] [--rounds 3] [--quick] [--no-trim]
-//   --no-trim: mallopt() so glibc keeps freed memory (shows the cost of output page faults)
+// Usage: bench_gemm [--threads 2] [--rounds 3] [--quick]
 #include <cblas.h>
-#include <malloc.h>
 
 #include <cstdio>
 #include <vector>
@@ -59,15 +57,9 @@ int main(int argc, char** argv) {
   const int rounds = bench::int_arg(argc, argv, "--rounds", quick ? 1 : 3);
   set_num_threads(threads);
   openblas_set_num_threads(threads);
-  const bool no_trim = bench::flag_arg(argc, argv, "--no-trim");
-  if (no_trim) {  // keep freed heap memory mapped: no page faults on reallocating outputs
-    mallopt(M_TRIM_THRESHOLD, 1 << 30);
-    mallopt(M_MMAP_MAX, 0);  // no mmap for big blocks: they come from the (untrimmed) heap
-  }
 
   std::vector<Shape3> shapes = {{256, 256, 256}, {1024, 1024, 1024}, {4096, 4096, 512}};
-  std::printf("### f32 GEMM C[M,N] = A[M,K] @ B[K,N], %d threads%s\n\n", threads,
-              no_trim ? " (--no-trim: glibc keeps freed memory)" : "");
+  std::printf("### f32 GEMM C[M,N] = A[M,K] @ B[K,N], %d threads\n\n", threads);
   std::printf(
       "| M x N x K | minidl matmul GFLOP/s | minidl gemm_f32 GFLOP/s | "
       "OpenBLAS sgemm GFLOP/s | ratio (matmul/OpenBLAS) | max rel err |\n");

@@ -26,9 +26,6 @@ OUT="$ROOT/bench/results/cpu-$(date +%Y-%m-%d).md"
   echo
   "$BUILD_DIR/bench/bench_gemm" "${ARGS[@]}"
   echo
-  # the same with glibc keeping freed memory: isolates matmul's output-allocation cost
-  "$BUILD_DIR/bench/bench_gemm" "${ARGS[@]}" --no-trim
-  echo
   "$BUILD_DIR/bench/bench_conv" "${ARGS[@]}"
   echo
   echo "- load average after the run: $(cut -d' ' -f1-3 /proc/loadavg)"
