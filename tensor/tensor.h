@@ -21,7 +21,8 @@ using DimList = std::vector<int64_t>;  // dims, may be negative
 
 std::string shape_str(const Shape& s);  // "[2, 3]"
 
-struct AutogradMeta;  // defined by autograd/ (issue: autograd)
+struct AutogradMeta;  // autograd/node.h
+struct Node;          // autograd/node.h
 
 struct TensorImpl {
   std::shared_ptr<Storage> storage;
@@ -121,6 +122,25 @@ class Tensor {
 
   // Version counter of the storage (bumped by in-place ops).
   uint64_t version() const { return impl_->storage->version(); }
+
+  // ---- autograd (autograd/variable.cpp)
+  bool requires_grad() const;
+  Tensor& requires_grad_(bool on = true);  // leaves only (like PyTorch)
+  const Tensor& grad() const;                    // undefined until a backward reaches it
+  Tensor& mutable_grad();                        // e.g. for optimizers and zero_grad
+  void set_grad(const Tensor& grad);
+  const std::shared_ptr<Node>& grad_fn() const;
+  bool is_leaf() const;  // no grad_fn
+  // Computes gradients of this tensor w.r.t. graph leaves; `gradient` defaults to ones for a
+  // one-element tensor. Frees the graph unless retain_graph.
+  void backward(const Tensor& gradient = {}, bool retain_graph = false) const;
+  Tensor detach() const;  // shares storage, no history
+  Tensor& detach_();
+  void retain_grad();  // keep .grad for a non-leaf
+  // hook(grad) -> replacement grad (or undefined to keep it); returns a handle index
+  size_t register_hook(std::function<Tensor(const Tensor&)> hook);
+  // Runs after this leaf's .grad was accumulated for the current backward.
+  size_t register_post_accumulate_grad_hook(std::function<void(Tensor&)> hook);
 
  private:
   std::shared_ptr<TensorImpl> impl_;

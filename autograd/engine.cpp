@@ -1,0 +1,173 @@
+// The backward engine: counts dependencies from the roots, runs nodes in reverse creation
+// order once all their gradients arrived, accumulates into leaves, runs hooks, then the
+// queued end-of-backward callbacks. Single-threaded per backward call.
+#include "autograd/engine.h"
+
+#include <queue>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "autograd/grad_mode.h"
+#include "tensor/ops.h"
+
+namespace minidl::autograd {
+namespace {
+
+thread_local int t_backward_depth = 0;
+thread_local std::vector<std::function<void()>>* t_callbacks = nullptr;
+
+struct ByLatest {
+  bool operator()(const Node* a, const Node* b) const { return a->sequence_nr < b->sequence_nr; }
+};
+
+// Gradients of roots w.r.t. (node, slot) pairs are captured instead of accumulated.
+struct Capture {
+  Node* node;
+  uint32_t slot;
+  size_t index;
+};
+
+void accumulate(std::vector<Tensor>& buffer, uint32_t slot, Tensor g) {
+  if (!g.defined()) return;
+  Tensor& b = buffer[slot];
+  b = b.defined() ? add(b, g) : std::move(g);
+}
+
+std::vector<Tensor> execute(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
+                            bool retain_graph, const std::vector<Tensor>* inputs) {
+  MINIDL_CHECK(grads.empty() || grads.size() == roots.size(), "backward: got ", grads.size(),
+               " gradients for ", roots.size(), " outputs");
+  NoGradGuard no_grad;  // backward formulas are not themselves recorded
+  std::vector<std::pair<Edge, Tensor>> starts;
+  for (size_t i = 0; i < roots.size(); ++i) {
+    const Tensor& r = roots[i];
+    MINIDL_CHECK(r.defined() && r.requires_grad(), "backward: element ", i,
+                 " of tensors does not require grad and does not have a grad_fn");
+    Tensor g = grads.empty() ? Tensor() : grads[i];
+    if (!g.defined()) {
+      MINIDL_CHECK(r.numel() == 1,
+                   "backward: grad can be implicitly created only for scalar "
+                   "outputs, but output ",
+                   i, " has shape ", r.shape_str());
+      g = ones_like(r);
+    }
+    MINIDL_CHECK(g.shape() == r.shape(), "backward: gradient of shape ", g.shape_str(),
+                 " does not match output ", i, " of shape ", r.shape_str());
+    starts.emplace_back(gradient_edge(r), g);
+  }
+  // Dependencies: number of incoming edges per node reachable from the roots.
+  std::unordered_map<Node*, int> deps;
+  std::unordered_set<Node*> seen;
+  std::vector<Node*> stack;
+  for (auto& [e, g] : starts)
+    if (seen.insert(e.fn.get()).second) stack.push_back(e.fn.get());
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    for (const Edge& e : n->next_edges) {
+      if (!e.valid()) continue;
+      ++deps[e.fn.get()];
+      if (seen.insert(e.fn.get()).second) stack.push_back(e.fn.get());
+    }
+  }
+  std::vector<Capture> captures;
+  std::vector<Tensor> captured;
+  if (inputs) {
+    captured.resize(inputs->size());
+    for (size_t i = 0; i < inputs->size(); ++i) {
+      MINIDL_CHECK((*inputs)[i].requires_grad(), "grad: input ", i, " does not require grad");
+      Edge e = gradient_edge((*inputs)[i]);
+      MINIDL_CHECK(seen.count(e.fn.get()), "grad: input ", i,
+                   " was not used in the graph of the outputs");
+      captures.push_back({e.fn.get(), e.input_nr, i});
+    }
+  }
+  std::unordered_map<Node*, std::vector<Tensor>> buffers;
+  auto buffer_of = [&](Node* n) -> std::vector<Tensor>& {
+    auto& b = buffers[n];
+    if (b.empty()) b.resize(n->num_outputs);
+    return b;
+  };
+  for (auto& [e, g] : starts) accumulate(buffer_of(e.fn.get()), e.input_nr, g);
+  std::priority_queue<Node*, std::vector<Node*>, ByLatest> ready;
+  for (auto& [e, g] : starts)
+    if (deps[e.fn.get()] == 0) {
+      deps[e.fn.get()] = -1;  // queued once
+      ready.push(e.fn.get());
+    }
+  while (!ready.empty()) {
+    Node* n = ready.top();
+    ready.pop();
+    std::vector<Tensor> in = std::move(buffer_of(n));
+    buffers.erase(n);
+    for (size_t slot = 0; slot < n->output_hooks.size() && slot < in.size(); ++slot)
+      for (auto& hook : n->output_hooks[slot])
+        if (in[slot].defined())
+          if (Tensor r = hook(in[slot]); r.defined()) in[slot] = r;
+    bool skip = false;
+    for (const Capture& c : captures)
+      if (c.node == n) {
+        if (in[c.slot].defined()) captured[c.index] = in[c.slot];
+        skip = skip || dynamic_cast<AccumulateGrad*>(n) != nullptr;
+      }
+    if (inputs && dynamic_cast<AccumulateGrad*>(n)) skip = true;  // grad() leaves .grad alone
+    std::vector<Tensor> out;
+    if (!skip) out = n->apply(std::move(in));
+    if (!retain_graph && !skip) n->release_saved();
+    for (size_t i = 0; i < n->next_edges.size(); ++i) {
+      const Edge& e = n->next_edges[i];
+      if (!e.valid()) continue;
+      if (i < out.size()) accumulate(buffer_of(e.fn.get()), e.input_nr, std::move(out[i]));
+      if (--deps[e.fn.get()] == 0) {
+        deps[e.fn.get()] = -1;
+        ready.push(e.fn.get());
+      }
+    }
+  }
+  return captured;
+}
+
+// Runs the callbacks queued during the outermost backward of this thread.
+template <typename F>
+auto with_callbacks(F&& body) {
+  std::vector<std::function<void()>> callbacks;
+  auto* prev = t_callbacks;
+  const bool outermost = t_backward_depth == 0;
+  if (outermost) t_callbacks = &callbacks;
+  ++t_backward_depth;
+  struct Restore {
+    std::vector<std::function<void()>>* prev;
+    bool outermost;
+    ~Restore() {
+      --t_backward_depth;
+      if (outermost) t_callbacks = prev;
+    }
+  } restore{prev, outermost};
+  auto result = body();
+  if (outermost)
+    for (size_t i = 0; i < callbacks.size(); ++i) callbacks[i]();  // may queue more
+  return result;
+}
+
+}  // namespace
+
+void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
+                  bool retain_graph) {
+  with_callbacks([&] { return execute(roots, grads, retain_graph, nullptr); });
+}
+
+std::vector<Tensor> grad(const std::vector<Tensor>& roots, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_roots, bool retain_graph) {
+  return with_callbacks([&] { return execute(roots, grad_roots, retain_graph, &inputs); });
+}
+
+void queue_callback(std::function<void()> cb) {
+  MINIDL_CHECK(t_callbacks, "queue_callback: no backward is running in this thread");
+  t_callbacks->push_back(std::move(cb));
+}
+
+bool in_backward() {
+  return t_backward_depth > 0;
+}
+
+}  // namespace minidl::autograd

@@ -1,0 +1,24 @@
+// The backward engine: dependency-counted execution of the graph from the roots, gradient
+// accumulation, hooks, and a queue of end-of-backward callbacks (DDP uses both).
+#pragma once
+#include <functional>
+#include <vector>
+
+#include "autograd/node.h"
+
+namespace minidl::autograd {
+
+// Runs backward from `roots` with initial gradients `grads` (same length). Frees saved
+// tensors of every executed node unless retain_graph.
+void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
+                  bool retain_graph);
+
+// Computes and returns d(roots)/d(inputs) without touching .grad (torch.autograd.grad).
+std::vector<Tensor> grad(const std::vector<Tensor>& roots, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_roots = {}, bool retain_graph = false);
+
+// Queues `cb` to run once when the current backward finishes (throws outside a backward).
+void queue_callback(std::function<void()> cb);
+bool in_backward();  // whether this thread is running a backward
+
+}  // namespace minidl::autograd
