@@ -5,6 +5,7 @@
 //          [](const auto& g, const auto& s) { return std::vector<Tensor>{mul(g[0], s[0])}; });
 #pragma once
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "autograd/grad_mode.h"
@@ -28,5 +29,10 @@ inline bool record(std::string name, const std::vector<Tensor>& inputs,
   set_history(inputs, node, outputs);
   return true;
 }
+
+// In-place writes in grad mode: a leaf that requires grad is refused (as in PyTorch); a self
+// with history, or an operand that requires grad (self would need new history), are refused
+// as a documented limitation. Under NoGradGuard everything is allowed (optimizers, loading).
+void check_inplace(std::string_view op, const Tensor& self, const Tensor& other = {});
 
 }  // namespace minidl::autograd

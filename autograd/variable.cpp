@@ -3,6 +3,7 @@
 #include <atomic>
 
 #include "autograd/engine.h"
+#include "autograd/function.h"
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
 #include "tensor/ops.h"
@@ -58,6 +59,7 @@ void FunctionNode::release_saved() {
 
 std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
   Tensor g = std::move(grads[0]);
+  if (!g.defined()) return {};  // no gradient reached this leaf in this backward
   AutogradMeta& m = autograd::ensure_meta(leaf_);
   for (auto& hook : m.leaf_hooks)
     if (Tensor r = hook(g); r.defined()) g = r;
@@ -120,6 +122,27 @@ void set_history(const std::vector<Tensor>& inputs, const std::shared_ptr<Node>&
     m.grad_fn = node;
     m.output_nr = uint32_t(i);
   }
+}
+
+void check_inplace(std::string_view op, const Tensor& self, const Tensor& other) {
+  if (!GradMode::is_enabled()) return;
+  if (self.defined() && self.requires_grad()) {
+    MINIDL_CHECK(!self.is_leaf(), "op `", op,
+                 "`: a leaf tensor that requires grad is being used "
+                 "in an in-place operation (shape ",
+                 self.shape_str(), ")");
+    MINIDL_FAIL("op `", op,
+                "`: in-place operations on tensors with autograd history are not "
+                "supported yet (shape ",
+                self.shape_str(), ")");
+  }
+  MINIDL_CHECK(!other.defined() || !other.requires_grad(), "op `", op,
+               "`: in-place operations "
+               "with an operand that requires grad (shape ",
+               other.shape_str(),
+               ") are not "
+               "supported yet: the gradient would be dropped (use the out-of-place op, detach() "
+               "the operand, or NoGradGuard)");
 }
 
 }  // namespace autograd

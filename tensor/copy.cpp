@@ -1,13 +1,16 @@
 // Copies and conversions: copy_ (broadcast, cast, cross-device), contiguous, clone, to(),
-// fill_, and element access (item, at, tolist).
+// fill_, and element access (item, at, tolist). clone/to record their backward; copy_ and fill_
+// refuse to write into tensors that take part in autograd while grad mode is on.
 #include <cstring>
 
+#include "autograd/function.h"
 #include "tensor/ops.h"
 
 namespace minidl {
 
 Tensor& Tensor::copy_(const Tensor& src_in) {
   MINIDL_CHECK(defined() && src_in.defined(), "copy_: undefined tensor");
+  autograd::check_inplace("copy_", *this, src_in);
   Tensor src = src_in;
   if (src.shape() != shape()) {
     broadcast_shapes(shape(), src.shape(), "copy_");  // validates with a named error
@@ -45,6 +48,9 @@ Tensor Tensor::contiguous() const {
 Tensor Tensor::clone() const {
   Tensor out = empty(shape(), dtype(), device());
   if (numel() > 0) kernel<Op::copy>(device())(*this, out);
+  if (autograd::any_requires_grad({this}))
+    autograd::record("CloneBackward", {*this}, {&out}, {},
+                     [](const auto& g, const auto&) { return std::vector<Tensor>{g[0]}; });
   return out;
 }
 
@@ -52,13 +58,25 @@ Tensor Tensor::to(DType dt) const {
   if (dt == dtype()) return *this;
   Tensor out = empty(shape(), dt, device());
   if (numel() > 0) kernel<Op::copy>(device())(*this, out);
+  // integer/bool results never get history
+  if (is_floating(dt) && autograd::any_requires_grad({this}))
+    autograd::record(
+        "ToCopyBackward", {*this}, {&out}, {},
+        [src = dtype()](const auto& g, const auto&) { return std::vector<Tensor>{g[0].to(src)}; });
   return out;
 }
 
 Tensor Tensor::to(Device dev) const {
   if (dev == device()) return *this;
   Tensor out = empty(shape(), dtype(), dev);
-  out.copy_(*this);
+  {
+    NoGradGuard guard;
+    out.copy_(*this);
+  }
+  if (autograd::any_requires_grad({this}))
+    autograd::record(
+        "ToCopyBackward", {*this}, {&out}, {},
+        [src = device()](const auto& g, const auto&) { return std::vector<Tensor>{g[0].to(src)}; });
   return out;
 }
 
@@ -67,6 +85,7 @@ Tensor Tensor::to(Device dev, DType dt) const {
 }
 
 Tensor& Tensor::fill_(Scalar value) {
+  autograd::check_inplace("fill_", *this);
   if (numel() > 0) kernel<Op::fill>(device())(*this, value);
   storage()->bump_version();
   return *this;
@@ -85,6 +104,7 @@ Scalar Tensor::item() const {
 double Tensor::at(const std::vector<int64_t>& index) const {
   MINIDL_CHECK(int64_t(index.size()) == dim(), "at(): got ", index.size(),
                " indices for a tensor of shape ", shape_str());
+  NoGradGuard guard;  // element access records nothing
   Tensor t = *this;
   for (int64_t i : index) t = t.select(0, i);
   return t.item().to_double();
@@ -92,6 +112,7 @@ double Tensor::at(const std::vector<int64_t>& index) const {
 
 template <typename T>
 std::vector<T> Tensor::tolist() const {
+  NoGradGuard guard;
   Tensor c = to(kCPU).to(dtype_of<T>()).contiguous();
   const T* p = static_cast<const T*>(c.data_ptr());
   return std::vector<T>(p, p + c.numel());

@@ -1,9 +1,12 @@
 // Binary op frontends with broadcasting and PyTorch type promotion (add, div, pow, comparisons,
 // where, ...), their Scalar overloads and in-place forms, plus equal/allclose. Inputs are cast to
-// the common dtype and expanded to the output shape before the kernel runs.
+// the common dtype and expanded to the output shape before the kernel runs. Differentiable ops
+// record one autograd node whose gradients are un-broadcast with sum_to_shape.
 #include <algorithm>
 #include <limits>
+#include <utility>
 
+#include "autograd/function.h"
 #include "tensor/ops.h"
 
 namespace minidl {
@@ -67,6 +70,7 @@ Operands prepare(const Tensor& a, const Tensor& b, DType dt, std::string_view op
 // out = kernel(a, b) computed in dtype `dt`, stored as `out_dt`.
 template <Op op>
 Tensor run_binary(const Tensor& a, const Tensor& b, DType dt, DType out_dt, std::string_view name) {
+  NoGradGuard guard;  // the casts/expands are internal: the caller records one node
   Operands o = prepare(a, b, dt, name);
   Tensor out = empty(o.shape, out_dt, a.device());
   if (out.numel() > 0) kernel<op>(a.device())(o.a, o.b, out);
@@ -96,7 +100,7 @@ bool is_one(Scalar s) {
 }
 
 // In-place: result dtype castable to self, broadcast shape equal to self's, no self-overlap.
-void check_inplace(const Tensor& self, const Tensor& b, DType result, std::string_view op) {
+void check_inplace_result(const Tensor& self, const Tensor& b, DType result, std::string_view op) {
   check_pair(self, b, op);
   MINIDL_CHECK(can_cast(result, self.dtype()), "op `", op, "`: result type ",
                torch_type_name(result), " can't be cast to the desired output type ",
@@ -116,7 +120,7 @@ void check_inplace(const Tensor& self, const Tensor& b, DType result, std::strin
 template <Op op, typename F>
 Tensor& inplace(Tensor& self, const Tensor& b, std::string_view name, F out_of_place) {
   const DType dt = result_type(self, b);
-  check_inplace(self, b, dt, name);
+  check_inplace_result(self, b, dt, name);
   if (dt != self.dtype()) {
     self.copy_(out_of_place());
     return self;
@@ -132,12 +136,35 @@ Tensor& inplace(Tensor& self, const Tensor& b, std::string_view name, F out_of_p
   return self;
 }
 
-}  // namespace
+using Saved = std::vector<Tensor>;
 
-// ---- tensor-tensor
-Tensor add(const Tensor& a, const Tensor& b, Scalar alpha) {
-  check_pair(a, b, "add");
-  if (is_one(alpha)) return arith<Op::add>(a, b, "add");
+// An input's gradient: the output-shaped `g` summed to the input's shape, in the input's dtype.
+Tensor reduce_grad(const Tensor& g, const Shape& shape, DType dt) {
+  Tensor r = sum_to_shape(g, shape);
+  return r.dtype() == dt || !is_floating(dt) ? r : r.to(dt);
+}
+
+// Attaches a two-input node to `out`. fn(g, saved, need_a, need_b) returns (da, db) with the
+// output's shape (undefined where not needed); they are un-broadcast to each input.
+template <typename F>
+Tensor with_grad2(Tensor out, const char* name, const Tensor& a, const Tensor& b,
+                  const Saved& saved, F fn) {
+  const bool na = a.requires_grad(), nb = b.requires_grad();
+  if (!GradMode::is_enabled() || !(na || nb)) return out;
+  autograd::record(name, {a, b}, {&out}, saved,
+                   [fn, na, nb, sa = a.shape(), sb = b.shape(), da = a.dtype(), db = b.dtype()](
+                       const auto& g, const auto& s) {
+                     auto [ga, gb] = fn(g[0], s, na, nb);
+                     return std::vector<Tensor>{na ? reduce_grad(ga, sa, da) : Tensor(),
+                                                nb ? reduce_grad(gb, sb, db) : Tensor()};
+                   });
+  return out;
+}
+
+using GradPair = std::pair<Tensor, Tensor>;
+
+// a + alpha*b for alpha != 1.
+Tensor add_scaled(const Tensor& a, const Tensor& b, Scalar alpha) {
   const DType dt = result_type(a, b);
   MINIDL_CHECK(!(is_integral(dt, true) && alpha.is_floating()), "op `add`: for integral input ",
                "tensors, argument alpha must not be a floating point number (got ", alpha, ")");
@@ -149,25 +176,59 @@ Tensor add(const Tensor& a, const Tensor& b, Scalar alpha) {
   return arith<Op::add>(a.to(ct), scaled, "add").to(dt);
 }
 
+}  // namespace
+
+// ---- tensor-tensor
+// da = g, db = alpha g
+Tensor add(const Tensor& a, const Tensor& b, Scalar alpha) {
+  check_pair(a, b, "add");
+  Tensor out;
+  if (is_one(alpha)) {
+    out = arith<Op::add>(a, b, "add");
+  } else {
+    NoGradGuard guard;
+    out = add_scaled(a, b, alpha);
+  }
+  const double al = alpha.to_double();
+  return with_grad2(out, "AddBackward", a, b, {},
+                    [al](const Tensor& g, const Saved&, bool, bool nb) {
+                      return GradPair{g, nb && al != 1 ? mul(g, al) : g};
+                    });
+}
+
 Tensor sub(const Tensor& a, const Tensor& b, Scalar alpha) {
   check_pair(a, b, "sub");
   MINIDL_CHECK(!(a.dtype() == kBool && b.dtype() == kBool),
                "op `sub`: subtraction, the `-` operator, with two bool tensors is not supported. "
                "Use the `^` or `logical_xor()` operator instead (shapes ",
                a.shape_str(), " and ", b.shape_str(), ")");
-  if (is_one(alpha)) return arith<Op::sub>(a, b, "sub");
-  return add(a, b, negate(alpha));
+  if (!is_one(alpha)) return add(a, b, negate(alpha));
+  return with_grad2(arith<Op::sub>(a, b, "sub"), "SubBackward", a, b, {},
+                    [](const Tensor& g, const Saved&, bool, bool nb) {
+                      return GradPair{g, nb ? neg(g) : Tensor()};
+                    });
 }
 
+// da = g b, db = g a
 Tensor mul(const Tensor& a, const Tensor& b) {
-  return arith<Op::mul>(a, b, "mul");
+  Tensor out = arith<Op::mul>(a, b, "mul");
+  return with_grad2(out, "MulBackward", a, b, {b.requires_grad() ? a : Tensor(), b},
+                    [](const Tensor& g, const Saved& s, bool na, bool nb) {
+                      return GradPair{na ? mul(g, s[1]) : Tensor(), nb ? mul(g, s[0]) : Tensor()};
+                    });
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
   check_pair(a, b, "div");
   DType dt = result_type(a, b);
   if (!is_floating(dt)) dt = kFloat32;  // true division
-  return run_binary<Op::div>(a, b, dt, dt, "div");
+  Tensor out = run_binary<Op::div>(a, b, dt, dt, "div");
+  // da = g / b, db = -g a / b^2
+  return with_grad2(out, "DivBackward", a, b, {b.requires_grad() ? a : Tensor(), b},
+                    [](const Tensor& g, const Saved& s, bool na, bool nb) {
+                      return GradPair{na ? div(g, s[1]) : Tensor(),
+                                      nb ? neg(div(mul(g, s[0]), mul(s[1], s[1]))) : Tensor()};
+                    });
 }
 
 Tensor pow(const Tensor& a, const Tensor& b) {
@@ -175,7 +236,18 @@ Tensor pow(const Tensor& a, const Tensor& b) {
   const DType dt = result_type(a, b);
   MINIDL_CHECK(dt != kBool, "op `pow`: not supported for bool tensors (shapes ", a.shape_str(),
                " and ", b.shape_str(), ")");
-  return run_binary<Op::pow>(a, b, dt, dt, "pow");
+  Tensor out = run_binary<Op::pow>(a, b, dt, dt, "pow");
+  // da = g b a^(b-1) (0 where b == 0), db = g a^b log(a) (0 where a == 0 and b >= 0), like
+  // PyTorch's masks for the 0 * inf cases.
+  return with_grad2(out, "PowBackward", a, b, {a, b, b.requires_grad() ? out : Tensor()},
+                    [](const Tensor& g, const Saved& s, bool na, bool nb) {
+                      const Tensor &x = s[0], &e = s[1];
+                      Tensor ga, gb;
+                      if (na) ga = where(ne(e, 0), mul(g, mul(e, pow(x, sub(e, 1)))), 0);
+                      if (nb)
+                        gb = where(logical_or(ne(x, 0), lt(e, 0)), mul(g, mul(s[2], log(x))), 0);
+                      return GradPair{ga, gb};
+                    });
 }
 
 Tensor pow(const Tensor& a, Scalar exponent) {
@@ -188,11 +260,28 @@ Tensor pow(const Tensor& a, Scalar exponent) {
   return pow(a, wrap_scalar(exponent, dt, a.device()));
 }
 
+namespace {
+// The gradient goes to the selected input; ties split it half/half (PyTorch).
+GradPair select_grads(const Tensor& g, const Tensor& a_wins, const Tensor& tie, bool na, bool nb) {
+  Tensor half = mul(g, 0.5);
+  Tensor ga, gb;
+  if (na) ga = where(a_wins, g, where(tie, half, 0));
+  if (nb) gb = where(logical_or(a_wins, tie), where(tie, half, 0), g);
+  return {ga, gb};
+}
+}  // namespace
+
 Tensor maximum(const Tensor& a, const Tensor& b) {
-  return arith<Op::maximum>(a, b, "maximum");
+  return with_grad2(arith<Op::maximum>(a, b, "maximum"), "MaximumBackward", a, b, {a, b},
+                    [](const Tensor& g, const Saved& s, bool na, bool nb) {
+                      return select_grads(g, gt(s[0], s[1]), eq(s[0], s[1]), na, nb);
+                    });
 }
 Tensor minimum(const Tensor& a, const Tensor& b) {
-  return arith<Op::minimum>(a, b, "minimum");
+  return with_grad2(arith<Op::minimum>(a, b, "minimum"), "MinimumBackward", a, b, {a, b},
+                    [](const Tensor& g, const Saved& s, bool na, bool nb) {
+                      return select_grads(g, lt(s[0], s[1]), eq(s[0], s[1]), na, nb);
+                    });
 }
 Tensor eq(const Tensor& a, const Tensor& b) {
   return compare<Op::eq>(a, b, "eq");
@@ -230,10 +319,18 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   const DType dt = result_type(a, b);
   Shape shape =
       broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(), "where");
-  Tensor c = cond.expand(shape), x = a.to(dt).expand(shape), y = b.to(dt).expand(shape);
   Tensor out = empty(shape, dt, a.device());
-  if (out.numel() > 0) kernel<Op::where>(a.device())(c, x, y, out);
-  return out;
+  {
+    NoGradGuard guard;
+    Tensor c = cond.expand(shape), x = a.to(dt).expand(shape), y = b.to(dt).expand(shape);
+    if (out.numel() > 0) kernel<Op::where>(a.device())(c, x, y, out);
+  }
+  // da = g where cond, db = g elsewhere; cond gets none
+  return with_grad2(out, "WhereBackward", a, b, {cond},
+                    [](const Tensor& g, const Saved& s, bool na, bool nb) {
+                      return GradPair{na ? where(s[0], g, 0) : Tensor(),
+                                      nb ? where(logical_not(s[0]), g, 0) : Tensor()};
+                    });
 }
 
 // ---- Scalar overloads: the scalar becomes a 0-d tensor of the promoted dtype.
@@ -292,30 +389,34 @@ Tensor operator/(Scalar a, const Tensor& b) {
 
 // ---- in place
 Tensor& add_(Tensor& self, const Tensor& b, Scalar alpha) {
+  autograd::check_inplace("add_", self, b);
   if (!is_one(alpha)) {
-    check_inplace(self, b, result_type(self, b), "add_");
+    check_inplace_result(self, b, result_type(self, b), "add_");
     return self.copy_(add(self, b, alpha));
   }
   return inplace<Op::add>(self, b, "add_", [&] { return add(self, b); });
 }
 
 Tensor& sub_(Tensor& self, const Tensor& b, Scalar alpha) {
+  autograd::check_inplace("sub_", self, b);
   if (!is_one(alpha) || (self.dtype() == kBool && b.dtype() == kBool)) {
-    check_inplace(self, b, result_type(self, b), "sub_");
+    check_inplace_result(self, b, result_type(self, b), "sub_");
     return self.copy_(sub(self, b, alpha));
   }
   return inplace<Op::sub>(self, b, "sub_", [&] { return sub(self, b); });
 }
 
 Tensor& mul_(Tensor& self, const Tensor& b) {
+  autograd::check_inplace("mul_", self, b);
   return inplace<Op::mul>(self, b, "mul_", [&] { return mul(self, b); });
 }
 
 Tensor& div_(Tensor& self, const Tensor& b) {
   check_pair(self, b, "div_");
+  autograd::check_inplace("div_", self, b);
   DType dt = result_type(self, b);
   if (!is_floating(dt)) dt = kFloat32;
-  check_inplace(self, b, dt, "div_");
+  check_inplace_result(self, b, dt, "div_");
   return inplace<Op::div>(self, b, "div_", [&] { return div(self, b); });
 }
 

@@ -1,7 +1,9 @@
 // Frontends for conv2d and 2-D max/avg pooling (NCHW, PyTorch semantics): argument and shape
 // validation, output sizes (floor / ceil_mode), 3-D unbatched inputs, dispatch to the kernels.
+// conv2d / max_pool2d / avg_pool2d record one fused autograd node each.
 #include <string>
 
+#include "autograd/function.h"
 #include "tensor/ops.h"
 
 namespace minidl {
@@ -147,10 +149,27 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2d
                  " elements, got bias of shape ", bias.shape_str());
     b = bias.contiguous();
   }
-  Tensor xc = batched(x).contiguous(), wc = w.contiguous();
-  Tensor out = empty(out4, x.dtype(), x.device());
-  kernel<Op::conv2d>(x.device())(xc, wc, b, out, p);
-  return unbatch_like(out, x.shape().size());
+  Tensor res;
+  {
+    NoGradGuard no_grad;
+    Tensor xc = batched(x).contiguous(), wc = w.contiguous();
+    Tensor out = empty(out4, x.dtype(), x.device());
+    kernel<Op::conv2d>(x.device())(xc, wc, b, out, p);
+    res = unbatch_like(out, x.shape().size());
+  }
+  // grads: x via conv2d_backward_input, w via conv2d_backward_weight, bias = sum over N,H,W
+  const bool nx = x.requires_grad(), nw = w.requires_grad();
+  const bool nb = bias.defined() && bias.requires_grad();
+  const bool unbatched = x.dim() == 3;
+  autograd::record("Conv2dBackward", {x, w, bias}, {&res}, {x, w},
+                   [p, nx, nw, nb, unbatched](const auto& g, const auto& s) {
+                     std::vector<Tensor> r(3);
+                     if (nx) r[0] = conv2d_backward_input(g[0], s[1], s[0].shape(), p);
+                     if (nw) r[1] = conv2d_backward_weight(g[0], s[0], s[1].shape(), p);
+                     if (nb) r[2] = sum(g[0], unbatched ? DimList{1, 2} : DimList{0, 2, 3});
+                     return r;
+                   });
+  return res;
 }
 
 Tensor conv2d_backward_input(const Tensor& grad_out, const Tensor& w, const Shape& x_shape,
@@ -186,11 +205,23 @@ std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, const Pool2dP
   check_floating(op, x, "input");
   Shape x4 = batched_shape(op, x.shape(), "input");
   Shape out4 = pool_output_shape(op, x4, x.shape(), p, true);
-  Tensor xc = batched(x).contiguous();
-  Tensor out = empty(out4, x.dtype(), x.device());
-  Tensor idx = empty(out4, kInt64, x.device());
-  kernel<Op::max_pool2d>(x.device())(xc, out, idx, p);
-  return {unbatch_like(out, x.shape().size()), unbatch_like(idx, x.shape().size())};
+  Tensor res, res_idx;
+  {
+    NoGradGuard no_grad;
+    Tensor xc = batched(x).contiguous();
+    Tensor out = empty(out4, x.dtype(), x.device());
+    Tensor idx = empty(out4, kInt64, x.device());
+    kernel<Op::max_pool2d>(x.device())(xc, out, idx, p);
+    res = unbatch_like(out, x.shape().size());
+    res_idx = unbatch_like(idx, x.shape().size());
+  }
+  // values only get history; the indices are saved for the backward
+  const Shape x_shape = x.shape();
+  autograd::record("MaxPool2DWithIndicesBackward", {x}, {&res}, {res_idx},
+                   [p, x_shape](const auto& g, const auto& s) {
+                     return std::vector<Tensor>{max_pool2d_backward(g[0], s[0], x_shape, p)};
+                   });
+  return {res, res_idx};
 }
 
 Tensor max_pool2d(const Tensor& x, const Pool2dParams& p) {
@@ -222,10 +253,19 @@ Tensor avg_pool2d(const Tensor& x, const Pool2dParams& p) {
   check_floating(op, x, "input");
   Shape x4 = batched_shape(op, x.shape(), "input");
   Shape out4 = pool_output_shape(op, x4, x.shape(), p, false);
-  Tensor xc = batched(x).contiguous();
-  Tensor out = empty(out4, x.dtype(), x.device());
-  kernel<Op::avg_pool2d>(x.device())(xc, out, p);
-  return unbatch_like(out, x.shape().size());
+  Tensor res;
+  {
+    NoGradGuard no_grad;
+    Tensor xc = batched(x).contiguous();
+    Tensor out = empty(out4, x.dtype(), x.device());
+    kernel<Op::avg_pool2d>(x.device())(xc, out, p);
+    res = unbatch_like(out, x.shape().size());
+  }
+  const Shape x_shape = x.shape();
+  autograd::record("AvgPool2DBackward", {x}, {&res}, {}, [p, x_shape](const auto& g, const auto&) {
+    return std::vector<Tensor>{avg_pool2d_backward(g[0], x_shape, p)};
+  });
+  return res;
 }
 
 Tensor avg_pool2d_backward(const Tensor& grad_out, const Shape& x_shape, const Pool2dParams& p) {

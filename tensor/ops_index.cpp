@@ -1,6 +1,8 @@
 // Indexing frontends: embedding (+ backward), index_select, gather, scatter_add(_), one_hot,
 // topk. Shape/dtype/device checks and output allocation; index range checks are done by the
-// kernels before they write. Device agnostic.
+// kernels before they write. Device agnostic. embedding, index_select and gather record their
+// backward (scatter-adds into zeros); integer outputs never get history.
+#include "autograd/function.h"
 #include "tensor/ops.h"
 
 namespace minidl {
@@ -43,6 +45,11 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
   shape.push_back(weight.size(1));
   Tensor out = empty(shape, weight.dtype(), weight.device());
   kernel<Op::embedding>(weight.device())(weight, 0, idx, out);
+  if (autograd::any_requires_grad({&weight}))
+    autograd::record("EmbeddingBackward", {weight}, {&out}, {idx},
+                     [v = weight.size(0)](const auto& g, const auto& s) {
+                       return std::vector<Tensor>{embedding_backward(g[0], s[0], v, -1)};
+                     });
   return out;
 }
 
@@ -85,13 +92,31 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
                  index.numel());
     Tensor out = empty({}, x.dtype(), x.device());
     Tensor o = out.view({1});
-    kernel<Op::index_select>(x.device())(x.view({1}), 0, idx, o);
+    {
+      NoGradGuard guard;
+      kernel<Op::index_select>(x.device())(x.view({1}), 0, idx, o);
+    }
+    if (autograd::any_requires_grad({&x}))
+      autograd::record("IndexSelectBackward", {x}, {&out}, {}, [](const auto& g, const auto&) {
+        return std::vector<Tensor>{g[0].clone()};  // the single index must be 0
+      });
     return out;
   }
   Shape shape = x.shape();
   shape[size_t(d)] = index.numel();
   Tensor out = empty(shape, x.dtype(), x.device());
   kernel<Op::index_select>(x.device())(x, d, idx, out);
+  if (autograd::any_requires_grad({&x})) {
+    // grad_x = index_add(zeros, d, index, g): scatter_add_ with the index expanded to g's shape
+    autograd::record("IndexSelectBackward", {x}, {&out}, {idx},
+                     [in = x.shape(), d](const auto& g, const auto& s) {
+                       Shape ishape(in.size(), 1);
+                       ishape[size_t(d)] = s[0].numel();
+                       Tensor gx = zeros(in, g[0].dtype(), g[0].device());
+                       scatter_add_(gx, d, s[0].view(ishape).expand(g[0].shape()), g[0]);
+                       return std::vector<Tensor>{gx};
+                     });
+  }
   return out;
 }
 
@@ -114,8 +139,18 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
                  k, ": expected index ", index.shape_str(), " to be smaller than input ",
                  x.shape_str(), " apart from dimension ", d);
   Tensor out = empty(index.shape(), x.dtype(), x.device());
-  Tensor o = as_1d(out);
-  kernel<Op::gather>(x.device())(as_1d(x), d, as_1d(index), o);
+  {
+    NoGradGuard guard;  // as_1d views of x record nothing
+    Tensor o = as_1d(out);
+    kernel<Op::gather>(x.device())(as_1d(x), d, as_1d(index), o);
+  }
+  if (autograd::any_requires_grad({&x}))
+    autograd::record("GatherBackward", {x}, {&out}, {index},
+                     [in = x.shape(), d](const auto& g, const auto& s) {
+                       Tensor gx = zeros(in, g[0].dtype(), g[0].device());
+                       scatter_add_(gx, d, s[0], g[0]);
+                       return std::vector<Tensor>{gx};
+                     });
   return out;
 }
 
@@ -126,6 +161,7 @@ Tensor& scatter_add_(Tensor& self, int64_t dim, const Tensor& index, const Tenso
   check_defined("scatter_add", src, "src");
   check_same_device("scatter_add", self, "self", index, "index");
   check_same_device("scatter_add", self, "self", src, "src");
+  autograd::check_inplace("scatter_add_", self, src);
   long_index("scatter_add", index, false);
   MINIDL_CHECK(self.dtype() == src.dtype(),
                "op `scatter_add`: expected self.dtype to be equal "
@@ -157,8 +193,31 @@ Tensor& scatter_add_(Tensor& self, int64_t dim, const Tensor& index, const Tenso
 
 Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
   check_defined("scatter_add", x, "input");
-  Tensor out = x.clone();
-  return scatter_add_(out, dim, index, src);
+  Tensor out;
+  {
+    NoGradGuard guard;
+    out = x.clone();
+    scatter_add_(out, dim, index, src);
+  }
+  if (autograd::any_requires_grad({&x, &src})) {
+    // grad_x = g; grad_src = g gathered at index (zeros where src is larger than index)
+    const int64_t d = wrap_dim(dim, x.dim(), "scatter_add");
+    autograd::record("ScatterAddBackward", {x, src}, {&out}, {index},
+                     [d, sshape = src.shape()](const auto& g, const auto& s) {
+                       Tensor gs = gather(g[0], d, s[0]);
+                       if (gs.shape() != sshape && gs.numel() == shape_numel(sshape)) {
+                         gs = gs.reshape(sshape);  // 0-d / [1] mixing
+                       } else if (gs.shape() != sshape) {
+                         Tensor z = zeros(sshape, gs.dtype(), gs.device());
+                         Tensor r = z;
+                         for (int64_t k = 0; k < gs.dim(); ++k) r = r.narrow(k, 0, gs.size(k));
+                         r.copy_(gs);
+                         gs = z;
+                       }
+                       return std::vector<Tensor>{g[0], gs};
+                     });
+  }
+  return out;
 }
 
 // indices int64 of any shape -> int64 [*indices, num_classes]; -1 infers max + 1.

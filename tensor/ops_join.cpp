@@ -1,6 +1,9 @@
 // Joining and splitting: cat, stack (copies) and split, chunk (views). Device agnostic.
+// cat records one node that splits the gradient back; stack/split/chunk are composites of
+// differentiable views (unsqueeze + cat, narrow).
 #include <algorithm>
 
+#include "autograd/function.h"
 #include "tensor/ops.h"
 
 namespace minidl {
@@ -40,13 +43,48 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
     out_shape[d] += t.size(d);
   }
   Tensor out = empty(out_shape, dtype, ref->device());
+  const bool skip_legacy = ref->dim() != 1;
+  {
+    NoGradGuard guard;  // the copies record nothing; CatBackward below covers them
+    int64_t offset = 0;
+    for (const Tensor& t : tensors) {
+      if (t.dim() == 1 && t.numel() == 0 && skip_legacy) continue;
+      const int64_t n = t.size(d);
+      if (n > 0) out.narrow(d, offset, n).copy_(t);
+      offset += n;
+    }
+  }
+  if (!GradMode::is_enabled() || !is_floating(dtype)) return out;
+  bool any = false;
+  for (const Tensor& t : tensors) any = any || t.requires_grad();
+  if (!any) return out;
+  // per input: (start, length) along d, or length -1 for skipped legacy empties; its dtype
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  std::vector<DType> dtypes;
   int64_t offset = 0;
   for (const Tensor& t : tensors) {
-    if (t.dim() == 1 && t.numel() == 0 && ref->dim() != 1) continue;
-    const int64_t n = t.size(d);
-    if (n > 0) out.narrow(d, offset, n).copy_(t);
-    offset += n;
+    dtypes.push_back(t.dtype());
+    if (t.dim() == 1 && t.numel() == 0 && skip_legacy) {
+      ranges.emplace_back(0, -1);
+      continue;
+    }
+    ranges.emplace_back(offset, t.size(d));
+    offset += t.size(d);
   }
+  autograd::record(
+      "CatBackward", tensors, {&out}, {}, [d, ranges, dtypes](const auto& g, const auto&) {
+        std::vector<Tensor> gi;
+        for (size_t i = 0; i < ranges.size(); ++i) {
+          if (!is_floating(dtypes[i])) {
+            gi.emplace_back();  // integer inputs never require grad
+          } else if (ranges[i].second < 0) {
+            gi.push_back(zeros({0}, dtypes[i], g[0].device()));  // skipped legacy [0]
+          } else {
+            gi.push_back(g[0].narrow(d, ranges[i].first, ranges[i].second).to(dtypes[i]));
+          }
+        }
+        return gi;
+      });
   return out;
 }
 

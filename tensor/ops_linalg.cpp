@@ -1,7 +1,9 @@
 // Linear algebra frontends: matmul (torch.matmul semantics: 1-D operands, broadcast batch
 // dims), mm, bmm and linear, all lowered onto the bmm kernel a:[B,M,K] x b:[B,K,N].
+// Each records one autograd node: grad_a = g @ b^T, grad_b = a^T @ g (un-broadcast).
 #include <string>
 
+#include "autograd/function.h"
 #include "tensor/ops.h"
 
 namespace minidl {
@@ -44,6 +46,37 @@ void check_mm_shapes(const Tensor& a, const Tensor& b, std::string_view op) {
                dims_x(a), " and ", dims_x(b), ")");
 }
 
+// Gradients of matmul(a, b) (torch.matmul semantics) for output gradient g; only the
+// requested ones are computed (others undefined).
+std::pair<Tensor, Tensor> matmul_grads(const Tensor& g, const Tensor& a, const Tensor& b,
+                                       bool need_a, bool need_b) {
+  Tensor ga, gb;
+  if (a.dim() == 1 && b.dim() == 1) {  // dot: g is 0-d
+    if (need_a) ga = mul(g, b);
+    if (need_b) gb = mul(g, a);
+    return {ga, gb};
+  }
+  const Tensor a2 = a.dim() == 1 ? a.unsqueeze(0) : a;  // [.., M, K]
+  const Tensor b2 = b.dim() == 1 ? b.unsqueeze(1) : b;  // [.., K, N]
+  Tensor g2 = g;                                        // [.., M, N]
+  if (a.dim() == 1) g2 = g2.unsqueeze(-2);
+  if (b.dim() == 1) g2 = g2.unsqueeze(-1);
+  if (need_a) ga = sum_to_shape(matmul(g2, b2.transpose(-1, -2)), a2.shape()).reshape(a.shape());
+  if (need_b) gb = sum_to_shape(matmul(a2.transpose(-1, -2), g2), b2.shape()).reshape(b.shape());
+  return {ga, gb};
+}
+
+void record_matmul(const char* name, const Tensor& a, const Tensor& b, Tensor& out) {
+  const bool need_a = a.requires_grad(), need_b = b.requires_grad();
+  autograd::record(name, {a, b}, {&out}, {a, b},
+                   [need_a, need_b](const std::vector<Tensor>& g, const std::vector<Tensor>& s) {
+                     auto [ga, gb] = matmul_grads(g[0], s[0], s[1], need_a, need_b);
+                     return std::vector<Tensor>{ga, gb};
+                   });
+}
+
+Tensor matmul_impl(const Tensor& a, const Tensor& b);
+
 }  // namespace
 
 Tensor mm(const Tensor& a, const Tensor& b) {
@@ -51,7 +84,13 @@ Tensor mm(const Tensor& a, const Tensor& b) {
   MINIDL_CHECK(a.dim() == 2 && b.dim() == 2, "op `mm`: expected 2-D matrices, got shapes ",
                a.shape_str(), " and ", b.shape_str());
   check_mm_shapes(a, b, "mm");
-  return mm_unchecked(a, b);
+  Tensor out;
+  {
+    NoGradGuard no_grad;
+    out = mm_unchecked(a, b);
+  }
+  record_matmul("MmBackward", a, b, out);
+  return out;
 }
 
 Tensor bmm(const Tensor& a, const Tensor& b) {
@@ -62,10 +101,24 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
                a.shape_str(), " and ", b.shape_str(),
                " cannot be multiplied (expected batch2 to start with [", a.size(0), ", ", a.size(2),
                "])");
-  return bmm_out(a, b);
+  Tensor out = bmm_out(a, b);
+  record_matmul("BmmBackward", a, b, out);
+  return out;
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
+  Tensor out;
+  {
+    NoGradGuard no_grad;
+    out = matmul_impl(a, b);
+  }
+  record_matmul("MatmulBackward", a, b, out);
+  return out;
+}
+
+namespace {
+
+Tensor matmul_impl(const Tensor& a, const Tensor& b) {
   check_operands(a, b, "matmul");
   const int64_t da = a.dim(), db = b.dim();
   MINIDL_CHECK(da >= 1 && db >= 1, "op `matmul`: both arguments need at least 1 dimension, got ",
@@ -116,6 +169,8 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   return r.view(s);
 }
 
+}  // namespace
+
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   check_operands(x, w, "linear");
   MINIDL_CHECK(w.dim() == 1 || w.dim() == 2, "op `linear`: weight must be [out_features, ",
@@ -129,13 +184,33 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
                 x.numel() / std::max<int64_t>(x.size(-1), 1), "x", x.size(-1), " and ", dims_x(wt),
                 "); input ", x.shape_str(), ", weight ", w.shape_str());
   }
-  Tensor out = matmul(x, w.dim() == 2 ? w.t() : w);
-  if (!b.defined()) return out;
-  check_operands(out, b, "linear");
-  Shape s = broadcast_shapes(out.shape(), b.shape(), "linear");
-  MINIDL_CHECK(s == out.shape(), "op `linear`: bias of shape ", b.shape_str(),
-               " does not broadcast to the output shape ", out.shape_str());
-  return add_(out, b);
+  Tensor out;
+  {
+    NoGradGuard no_grad;
+    out = matmul_impl(x, w.dim() == 2 ? w.t() : w);
+    if (b.defined()) {
+      check_operands(out, b, "linear");
+      Shape s = broadcast_shapes(out.shape(), b.shape(), "linear");
+      MINIDL_CHECK(s == out.shape(), "op `linear`: bias of shape ", b.shape_str(),
+                   " does not broadcast to the output shape ", out.shape_str());
+      add_(out, b);
+    }
+  }
+  // out = x @ w^T + b: one node for x, w and b.
+  const bool need_x = x.requires_grad(), need_w = w.requires_grad();
+  const bool need_b = b.defined() && b.requires_grad();
+  const Shape b_shape = b.defined() ? b.shape() : Shape{};
+  autograd::record("LinearBackward", {x, w, b}, {&out}, {x, w},
+                   [need_x, need_w, need_b, b_shape](const std::vector<Tensor>& g,
+                                                     const std::vector<Tensor>& s) {
+                     const Tensor& w = s[1];
+                     const Tensor wt = w.dim() == 2 ? w.t() : w;
+                     auto [gx, gwt] = matmul_grads(g[0], s[0], wt, need_x, need_w);
+                     Tensor gw = gwt.defined() && w.dim() == 2 ? gwt.t().contiguous() : gwt;
+                     Tensor gb = need_b ? sum_to_shape(g[0], b_shape).contiguous() : Tensor();
+                     return std::vector<Tensor>{gx, gw, gb};
+                   });
+  return out;
 }
 
 }  // namespace minidl

@@ -1,5 +1,7 @@
 // Loss frontends: cross_entropy (log_softmax + nll with ignore_index and label smoothing,
 // PyTorch semantics) forward and backward. Logits [N,C,d1..] are moved to [M,C] rows.
+// The forward records one fused autograd node on the loss (gradient to the logits only).
+#include "autograd/function.h"
 #include "tensor/ops.h"
 
 namespace minidl {
@@ -58,12 +60,10 @@ DType lse_dtype(DType x) {
   return x == kFloat64 ? kFloat64 : kFloat32;
 }
 
-}  // namespace
-
-CrossEntropyResult cross_entropy_forward(const Tensor& logits, const Tensor& target,
-                                         Reduction reduction, int64_t ignore_index,
-                                         double label_smoothing) {
-  const CeLayout l = ce_layout("cross_entropy", logits, target, label_smoothing);
+// The forward proper (no history): per-sample losses and log-sum-exp, then the reduction.
+CrossEntropyResult cross_entropy_nograd(const Tensor& logits, const Tensor& target,
+                                        const CeLayout& l, Reduction reduction,
+                                        int64_t ignore_index, double label_smoothing) {
   Tensor x = logits_rows(logits, l);
   Tensor t = target.contiguous().reshape({l.M});
   Tensor loss = empty({l.M}, logits.dtype(), logits.device());
@@ -84,6 +84,25 @@ CrossEntropyResult cross_entropy_forward(const Tensor& logits, const Tensor& tar
       res.loss = div(sum(loss), count_valid(t, ignore_index));
       break;
   }
+  return res;
+}
+
+}  // namespace
+
+CrossEntropyResult cross_entropy_forward(const Tensor& logits, const Tensor& target,
+                                         Reduction reduction, int64_t ignore_index,
+                                         double label_smoothing) {
+  const CeLayout l = ce_layout("cross_entropy", logits, target, label_smoothing);
+  CrossEntropyResult res;
+  {
+    NoGradGuard no_grad;  // the internal reshapes and reductions record nothing
+    res = cross_entropy_nograd(logits, target, l, reduction, ignore_index, label_smoothing);
+  }
+  autograd::record("CrossEntropyBackward", {logits}, {&res.loss}, {logits, target, res.lse},
+                   [reduction, ignore_index, label_smoothing](const auto& g, const auto& s) {
+                     return std::vector<Tensor>{cross_entropy_backward(
+                         g[0], s[0], s[1], s[2], reduction, ignore_index, label_smoothing)};
+                   });
   return res;
 }
 

@@ -1,5 +1,7 @@
 // Normalisation frontends: layer_norm and batch_norm (forward + backward). Validate shapes,
-// dtypes and devices, allocate outputs, dispatch to the kernels.
+// dtypes and devices, allocate outputs, dispatch to the kernels. The forwards record one fused
+// autograd node on `out` (grads for x, weight, bias; statistics and running stats get none).
+#include "autograd/function.h"
 #include "tensor/ops.h"
 
 namespace minidl {
@@ -54,12 +56,27 @@ LayerNormResult layer_norm(const Tensor& x, const Shape& normalized_shape, const
     check_floating(op, *t, name);
     check_same_device(op, x, *t, name);
   }
-  Tensor xc = x.contiguous().reshape({R, D});
-  Tensor out = empty({R, D}, x.dtype(), x.device());
-  Tensor mean = empty({R}, stat_dtype(x.dtype()), x.device());
-  Tensor rstd = empty({R}, stat_dtype(x.dtype()), x.device());
-  kernel<Op::layer_norm>(x.device())(xc, w, b, out, mean, rstd, D, eps);
-  return {out.view(x.shape()), mean, rstd};
+  LayerNormResult res;
+  {
+    NoGradGuard no_grad;
+    Tensor xc = x.contiguous().reshape({R, D});
+    Tensor out = empty({R, D}, x.dtype(), x.device());
+    Tensor mean = empty({R}, stat_dtype(x.dtype()), x.device());
+    Tensor rstd = empty({R}, stat_dtype(x.dtype()), x.device());
+    kernel<Op::layer_norm>(x.device())(xc, w, b, out, mean, rstd, D, eps);
+    res = {out.view(x.shape()), mean, rstd};
+  }
+  const bool nx = x.requires_grad(), nw = w.defined() && w.requires_grad();
+  const bool nb = b.defined() && b.requires_grad();
+  autograd::record(
+      "NativeLayerNormBackward", {x, w, b}, {&res.out}, {x, w, res.mean, res.rstd},
+      [normalized_shape, nx, nw, nb](const auto& g, const auto& s) {
+        LayerNormGrads lg =
+            layer_norm_backward(g[0], s[0], normalized_shape, s[2], s[3], s[1], nw || nb);
+        return std::vector<Tensor>{nx ? lg.grad_x : Tensor(), nw ? lg.grad_w : Tensor(),
+                                   nb ? lg.grad_b : Tensor()};
+      });
+  return res;
 }
 
 LayerNormGrads layer_norm_backward(const Tensor& grad_out, const Tensor& x,
@@ -143,16 +160,34 @@ BatchNormResult batch_norm(const Tensor& x, const Tensor& w, const Tensor& b, Te
                  "input of shape ",
                  x.shape_str());
   }
-  Tensor xc = x.contiguous();
-  Tensor out = empty(x.shape(), x.dtype(), x.device());
-  const DType sd = stat_dtype(x.dtype());
-  Tensor save_mean = empty({batch_stats ? C : 0}, sd, x.device());
-  Tensor save_invstd = empty({batch_stats ? C : 0}, sd, x.device());
-  // batch statistics when training (running stats, if any, updated in place) or when there
-  // are no running stats; otherwise the running stats normalise (eval).
-  kernel<Op::batch_norm>(x.device())(xc, w, b, running_mean, running_var, out, save_mean,
-                                     save_invstd, batch_stats, momentum, eps);
-  return {out, save_mean, save_invstd};
+  BatchNormResult res;
+  {
+    NoGradGuard no_grad;
+    Tensor xc = x.contiguous();
+    Tensor out = empty(x.shape(), x.dtype(), x.device());
+    const DType sd = stat_dtype(x.dtype());
+    Tensor save_mean = empty({batch_stats ? C : 0}, sd, x.device());
+    Tensor save_invstd = empty({batch_stats ? C : 0}, sd, x.device());
+    // batch statistics when training (running stats, if any, updated in place) or when there
+    // are no running stats; otherwise the running stats normalise (eval).
+    kernel<Op::batch_norm>(x.device())(xc, w, b, running_mean, running_var, out, save_mean,
+                                       save_invstd, batch_stats, momentum, eps);
+    res = {out, save_mean, save_invstd};
+  }
+  // batch stats: the backward uses save_mean/save_invstd; eval: the running stats (constants)
+  const bool nx = x.requires_grad(), nw = w.defined() && w.requires_grad();
+  const bool nb = b.defined() && b.requires_grad();
+  Tensor rm = batch_stats ? Tensor() : running_mean, rv = batch_stats ? Tensor() : running_var;
+  autograd::record(
+      "NativeBatchNormBackward", {x, w, b}, {&res.out},
+      {x, w, rm, rv, res.save_mean, res.save_invstd},
+      [batch_stats, eps, nx, nw, nb](const auto& g, const auto& s) {
+        BatchNormGrads bg =
+            batch_norm_backward(g[0], s[0], s[1], s[2], s[3], s[4], s[5], batch_stats, eps);
+        return std::vector<Tensor>{nx ? bg.grad_x : Tensor(), nw ? bg.grad_w : Tensor(),
+                                   nb ? bg.grad_b : Tensor()};
+      });
+  return res;
 }
 
 BatchNormGrads batch_norm_backward(const Tensor& grad_out, const Tensor& x, const Tensor& w,

@@ -1,7 +1,9 @@
 // Reduction frontends (torch.sum/mean/var/std/amax/amin/max/min/argmax/argmin/logsumexp and
-// sum_to_shape): dim normalisation and checks, result dtype, keepdim shapes, then dispatch.
+// sum_to_shape): dim normalisation and checks, result dtype, keepdim shapes, then dispatch;
+// floating results record their backward (autograd::record) when an input requires grad.
 #include <algorithm>
 
+#include "autograd/function.h"
 #include "tensor/ops.h"
 
 namespace minidl {
@@ -99,6 +101,50 @@ Tensor arg_index(const Tensor& x, std::optional<int64_t> dim, bool keepdim, bool
   return keepdim ? idx.view(Shape(size_t(x.dim()), 1)) : idx;
 }
 
+// ---- autograd helpers (backward closures run under NoGradGuard inside the engine)
+using autograd::record;
+using Grads = std::vector<Tensor>;
+
+// g: gradient of a reduction's output -> broadcast view of in_shape (re-inserts reduced dims).
+Tensor unreduce(const Tensor& g, const Shape& in_shape, const DimList& dims, bool keepdim) {
+  Tensor r = g;
+  if (!keepdim)
+    for (int64_t d : dims) r = r.unsqueeze(d);  // dims sorted ascending
+  return r.expand(in_shape);
+}
+
+int64_t reduced_count(const Shape& s, const DimList& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= s[size_t(d)];
+  return n;
+}
+
+// amax/amin/max/min: the gradient is split evenly among the elements equal to the result.
+void record_extreme(const char* name, const Tensor& x, Tensor& out, const DimList& d,
+                    bool keepdim) {
+  if (!is_floating(out.dtype())) return;
+  record(name, {x}, {&out}, {x, out}, [d, keepdim](const Grads& g, const Grads& s) {
+    const Tensor& x = s[0];
+    Tensor mask = eq(x, unreduce(s[1], x.shape(), d, keepdim)).to(g[0].dtype());
+    Tensor count = sum(mask, d, true);
+    return Grads{div(mul(unreduce(g[0], x.shape(), d, keepdim), mask), count)};
+  });
+}
+
+// max/min(dim): the values' gradient goes to the index positions.
+void record_dim_extreme(const char* name, const Tensor& x, std::pair<Tensor, Tensor>& r,
+                        int64_t dim, bool keepdim) {
+  if (!is_floating(r.first.dtype())) return;
+  const int64_t d = dim < 0 ? dim + std::max<int64_t>(x.dim(), 1) : dim;
+  record(name, {x}, {&r.first}, {r.second},
+         [shape = x.shape(), d, keepdim](const Grads& g, const Grads& s) {
+           if (shape.empty()) return Grads{g[0].reshape({})};
+           const Tensor idx = keepdim ? s[0] : s[0].unsqueeze(d);
+           const Tensor gk = keepdim ? g[0] : g[0].unsqueeze(d);
+           return Grads{scatter_add(zeros(shape, g[0].dtype(), g[0].device()), d, idx, gk)};
+         });
+}
+
 void check_floating_var(const Tensor& x, std::string_view op) {
   MINIDL_CHECK(is_floating(x.dtype()), "op `", op,
                "`: std and var only support floating point dtypes, got ", x.dtype(),
@@ -109,9 +155,19 @@ void check_floating_var(const Tensor& x, std::string_view op) {
 
 Tensor sum(const Tensor& x, const DimList& dims, bool keepdim, std::optional<DType> dtype) {
   const DimList d = reduce_dims(x, dims, "sum");
-  const Tensor in = dtype ? x.to(*dtype) : x;
   const DType od = dtype ? *dtype : (is_integral(x.dtype(), true) ? kInt64 : x.dtype());
-  return simple_reduce<Op::sum>(in, d, keepdim, od);
+  Tensor out;
+  {
+    NoGradGuard no_grad;
+    const Tensor in = dtype ? x.to(*dtype) : x;
+    out = simple_reduce<Op::sum>(in, d, keepdim, od);
+  }
+  if (is_floating(od))
+    record("SumBackward", {x}, {&out}, {},
+           [shape = x.shape(), xd = x.dtype(), d, keepdim](const Grads& g, const Grads&) {
+             return Grads{unreduce(g[0], shape, d, keepdim).to(xd).contiguous()};
+           });
+  return out;
 }
 
 Tensor mean(const Tensor& x, const DimList& dims, bool keepdim) {
@@ -120,53 +176,121 @@ Tensor mean(const Tensor& x, const DimList& dims, bool keepdim) {
                "op `mean`: could not infer output dtype. Input dtype must be either a floating "
                "point or complex dtype. Got: ",
                x.dtype(), " (input shape ", x.shape_str(), ")");
-  return simple_reduce<Op::mean>(x, d, keepdim, x.dtype());
+  Tensor out;
+  {
+    NoGradGuard no_grad;
+    out = simple_reduce<Op::mean>(x, d, keepdim, x.dtype());
+  }
+  record("MeanBackward", {x}, {&out}, {},
+         [shape = x.shape(), d, keepdim](const Grads& g, const Grads&) {
+           const double n = double(reduced_count(shape, d));
+           return Grads{div(unreduce(g[0], shape, d, keepdim), n)};
+         });
+  return out;
 }
 
 Tensor var(const Tensor& x, const DimList& dims, double correction, bool keepdim) {
   const DimList d = reduce_dims(x, dims, "var");
   check_floating_var(x, "var");
-  Tensor out = empty(keep_shape(x.shape(), d), x.dtype(), x.device());
-  kernel<Op::var>(x.device())(x, out, d, correction);
-  return finish(out, x.shape(), d, keepdim);
+  Tensor out;
+  {
+    NoGradGuard no_grad;
+    out = empty(keep_shape(x.shape(), d), x.dtype(), x.device());
+    kernel<Op::var>(x.device())(x, out, d, correction);
+    out = finish(out, x.shape(), d, keepdim);
+  }
+  // d var / dx = 2 (x - mean) / (N - correction)
+  record("VarBackward", {x}, {&out}, {x}, [d, correction, keepdim](const Grads& g, const Grads& s) {
+    const Tensor& x = s[0];
+    const double n = double(reduced_count(x.shape(), d)) - correction;
+    Tensor centered = sub(x, mean(x, d, true));
+    return Grads{mul(unreduce(g[0], x.shape(), d, keepdim), mul(centered, 2.0 / n))};
+  });
+  return out;
 }
 
 Tensor std(const Tensor& x, const DimList& dims, double correction, bool keepdim) {
-  reduce_dims(x, dims, "std");
+  const DimList d = reduce_dims(x, dims, "std");
   check_floating_var(x, "std");
-  return sqrt(var(x, dims, correction, keepdim));
+  Tensor out;
+  {
+    NoGradGuard no_grad;
+    out = sqrt(var(x, dims, correction, keepdim));
+  }
+  // d std / dx = (x - mean) / ((N - correction) std)
+  record("StdBackward", {x}, {&out}, {x, out},
+         [d, correction, keepdim](const Grads& g, const Grads& s) {
+           const Tensor& x = s[0];
+           const double n = double(reduced_count(x.shape(), d)) - correction;
+           Tensor centered = sub(x, mean(x, d, true));
+           Tensor scale = div(g[0], mul(s[1], n));  // output shape
+           return Grads{mul(unreduce(scale, x.shape(), d, keepdim), centered)};
+         });
+  return out;
 }
 
 Tensor amax(const Tensor& x, const DimList& dims, bool keepdim) {
   const DimList d = reduce_dims(x, dims, "amax");
   check_nonempty(x, d, dims.empty(), "amax");
-  return simple_reduce<Op::amax>(x, d, keepdim, x.dtype());
+  Tensor out = [&] {
+    NoGradGuard no_grad;
+    return simple_reduce<Op::amax>(x, d, keepdim, x.dtype());
+  }();
+  record_extreme("AmaxBackward", x, out, d, keepdim);
+  return out;
 }
 
 Tensor amin(const Tensor& x, const DimList& dims, bool keepdim) {
   const DimList d = reduce_dims(x, dims, "amin");
   check_nonempty(x, d, dims.empty(), "amin");
-  return simple_reduce<Op::amin>(x, d, keepdim, x.dtype());
+  Tensor out = [&] {
+    NoGradGuard no_grad;
+    return simple_reduce<Op::amin>(x, d, keepdim, x.dtype());
+  }();
+  record_extreme("AminBackward", x, out, d, keepdim);
+  return out;
 }
 
 Tensor max(const Tensor& x) {
   const DimList d = reduce_dims(x, {}, "max");
   check_nonempty(x, d, true, "max");
-  return simple_reduce<Op::amax>(x, d, false, x.dtype());
+  Tensor out = [&] {
+    NoGradGuard no_grad;
+    return simple_reduce<Op::amax>(x, d, false, x.dtype());
+  }();
+  record_extreme("MaxBackward", x, out, d, false);
+  return out;
 }
 
 Tensor min(const Tensor& x) {
   const DimList d = reduce_dims(x, {}, "min");
   check_nonempty(x, d, true, "min");
-  return simple_reduce<Op::amin>(x, d, false, x.dtype());
+  Tensor out = [&] {
+    NoGradGuard no_grad;
+    return simple_reduce<Op::amin>(x, d, false, x.dtype());
+  }();
+  record_extreme("MinBackward", x, out, d, false);
+  return out;
 }
 
 std::pair<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim) {
-  return arg_reduce(x, dim, keepdim, true, "max");
+  std::pair<Tensor, Tensor> r;
+  {
+    NoGradGuard no_grad;
+    r = arg_reduce(x, dim, keepdim, true, "max");
+  }
+  record_dim_extreme("MaxBackward", x, r, dim, keepdim);
+  return r;
 }
 
 std::pair<Tensor, Tensor> min(const Tensor& x, int64_t dim, bool keepdim) {
-  return arg_reduce(x, dim, keepdim, false, "min");
+  std::pair<Tensor, Tensor> r;
+  {
+    NoGradGuard no_grad;
+    r = arg_reduce(x, dim, keepdim, false, "min");
+  }
+  record_dim_extreme("MinBackward", x, r, dim, keepdim);
+  return r;
 }
 
 Tensor argmax(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
@@ -179,8 +303,19 @@ Tensor argmin(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
 
 Tensor logsumexp(const Tensor& x, const DimList& dims, bool keepdim) {
   const DimList d = reduce_dims(x, dims, "logsumexp");
-  const Tensor in = is_floating(x.dtype()) ? x : x.to(kFloat32);  // integers -> default float
-  return simple_reduce<Op::logsumexp>(in, d, keepdim, in.dtype());
+  Tensor out;
+  {
+    NoGradGuard no_grad;
+    const Tensor in = is_floating(x.dtype()) ? x : x.to(kFloat32);  // integers -> default float
+    out = simple_reduce<Op::logsumexp>(in, d, keepdim, in.dtype());
+  }
+  // d lse / dx = exp(x - lse) (the softmax over the reduced dims)
+  record("LogsumexpBackward", {x}, {&out}, {x, out}, [d, keepdim](const Grads& g, const Grads& s) {
+    const Tensor& x = s[0];
+    Tensor sm = exp(sub(x, unreduce(s[1], x.shape(), d, keepdim)));
+    return Grads{mul(unreduce(g[0], x.shape(), d, keepdim), sm)};
+  });
+  return out;
 }
 
 Tensor sum_to_shape(const Tensor& x, const Shape& shape) {
@@ -198,8 +333,16 @@ Tensor sum_to_shape(const Tensor& x, const Shape& shape) {
                  ": ", shape[i], " vs ", xs, ")");
     if (shape[i] == 1 && xs != 1) dims.push_back(lead + int64_t(i));
   }
-  if (dims.empty()) return x.reshape(shape);
-  return sum(x, dims, true, x.dtype()).reshape(shape);
+  Tensor out;
+  {
+    NoGradGuard no_grad;
+    out = dims.empty() ? x.reshape(shape) : sum(x, dims, true, x.dtype()).reshape(shape);
+  }
+  if (is_floating(out.dtype()))
+    record("SumToShapeBackward", {x}, {&out}, {}, [xs = x.shape()](const Grads& g, const Grads&) {
+      return Grads{g[0].expand(xs).contiguous()};
+    });
+  return out;
 }
 
 }  // namespace minidl

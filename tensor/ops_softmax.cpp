@@ -1,5 +1,7 @@
 // Softmax frontends (torch.softmax / log_softmax and their backward formulas): dim and dtype
 // checks, output allocation, dispatch. 0-d inputs are treated as one-element vectors.
+// softmax/log_softmax record a node whose backward uses the saved output.
+#include "autograd/function.h"
 #include "tensor/ops.h"
 
 namespace minidl {
@@ -20,6 +22,7 @@ int64_t softmax_dim(const Tensor& x, int64_t dim, std::string_view op) {
 template <Op op>
 Tensor softmax_forward(const Tensor& x, int64_t dim, std::string_view name) {
   const int64_t d = softmax_dim(x, dim, name);
+  NoGradGuard no_grad;
   const Tensor in = x.dim() == 0 ? x.reshape({1}) : x;
   Tensor out = empty(in.shape(), in.dtype(), in.device());
   if (out.numel() > 0) kernel<op>(in.device())(in, out, d);
@@ -48,11 +51,21 @@ Tensor softmax_bwd(const Tensor& grad_out, const Tensor& out, int64_t dim, std::
 }  // namespace
 
 Tensor softmax(const Tensor& x, int64_t dim) {
-  return softmax_forward<Op::softmax>(x, dim, "softmax");
+  Tensor out = softmax_forward<Op::softmax>(x, dim, "softmax");
+  autograd::record("SoftmaxBackward", {x}, {&out}, {out},
+                   [dim](const std::vector<Tensor>& g, const std::vector<Tensor>& s) {
+                     return std::vector<Tensor>{softmax_backward(g[0], s[0], dim)};
+                   });
+  return out;
 }
 
 Tensor log_softmax(const Tensor& x, int64_t dim) {
-  return softmax_forward<Op::log_softmax>(x, dim, "log_softmax");
+  Tensor out = softmax_forward<Op::log_softmax>(x, dim, "log_softmax");
+  autograd::record("LogSoftmaxBackward", {x}, {&out}, {out},
+                   [dim](const std::vector<Tensor>& g, const std::vector<Tensor>& s) {
+                     return std::vector<Tensor>{log_softmax_backward(g[0], s[0], dim)};
+                   });
+  return out;
 }
 
 Tensor softmax_backward(const Tensor& grad_out, const Tensor& out, int64_t dim) {

@@ -1,8 +1,11 @@
 // Unary op frontends (torch.neg, exp, gelu, clamp, ...): dtype rules as PyTorch (float math on
-// integer/bool inputs computes in f32), output allocation, dispatch to kernel[op][device].
+// integer/bool inputs computes in f32), output allocation, dispatch to kernel[op][device], and
+// the autograd node of each differentiable op (backward written with tensor frontends).
 #include <cmath>
 #include <limits>
+#include <numbers>
 
+#include "autograd/function.h"
 #include "tensor/ops.h"
 
 namespace minidl {
@@ -15,6 +18,7 @@ void check_defined(const Tensor& x, std::string_view op) {
 // Runs a kernel with in and out of dtype `dt` (the input cast first when needed).
 template <Op op>
 Tensor run_unary(const Tensor& x, DType dt) {
+  NoGradGuard guard;  // the cast is internal: the caller records one node
   Tensor in = x.to(dt);
   Tensor out = empty(x.shape(), dt, x.device());
   if (out.numel() > 0) kernel<op>(x.device())(in, out);
@@ -37,6 +41,17 @@ Tensor numeric_unary(const Tensor& x, std::string_view name) {
   return run_unary<op>(x, x.dtype());
 }
 
+// Attaches a one-input node to `out`: dx = fn(g, saved) (saved: tensors to version-check).
+template <typename F>
+Tensor with_grad(Tensor out, const char* name, const Tensor& x, const std::vector<Tensor>& saved,
+                 F fn) {
+  autograd::record(name, {x}, {&out}, saved,
+                   [fn](const auto& g, const auto& s) { return std::vector<Tensor>{fn(g[0], s)}; });
+  return out;
+}
+
+using Saved = std::vector<Tensor>;
+
 }  // namespace
 
 Tensor neg(const Tensor& x) {
@@ -46,58 +61,113 @@ Tensor neg(const Tensor& x) {
                "are trying to invert a mask, use the `~` or `logical_not()` operator instead "
                "(shape ",
                x.shape_str(), ")");
-  return run_unary<Op::neg>(x, x.dtype());
+  return with_grad(run_unary<Op::neg>(x, x.dtype()), "NegBackward", x, {},
+                   [](const Tensor& g, const Saved&) { return neg(g); });
 }
 
 Tensor abs(const Tensor& x) {
-  return numeric_unary<Op::abs>(x, "abs");
+  return with_grad(numeric_unary<Op::abs>(x, "abs"), "AbsBackward", x, {x},
+                   [](const Tensor& g, const Saved& s) { return mul(g, sign(s[0])); });
 }
 Tensor relu(const Tensor& x) {
-  return numeric_unary<Op::relu>(x, "relu");
+  Tensor y = numeric_unary<Op::relu>(x, "relu");
+  return with_grad(y, "ReluBackward", x, {y},
+                   [](const Tensor& g, const Saved& s) { return where(gt(s[0], 0), g, 0); });
 }
 
 Tensor sign(const Tensor& x) {
   check_defined(x, "sign");
-  return run_unary<Op::sign>(x, x.dtype());
+  Tensor y = run_unary<Op::sign>(x, x.dtype());
+  // Piecewise constant: zero gradient (like PyTorch).
+  return with_grad(y, "SignBackward", x, {},
+                   [](const Tensor& g, const Saved&) { return zeros_like(g); });
 }
 
 Tensor exp(const Tensor& x) {
-  return float_unary<Op::exp>(x, "exp");
+  Tensor y = float_unary<Op::exp>(x, "exp");
+  return with_grad(y, "ExpBackward", x, {y},
+                   [](const Tensor& g, const Saved& s) { return mul(g, s[0]); });
 }
 Tensor log(const Tensor& x) {
-  return float_unary<Op::log>(x, "log");
+  return with_grad(float_unary<Op::log>(x, "log"), "LogBackward", x, {x},
+                   [](const Tensor& g, const Saved& s) { return div(g, s[0]); });
 }
 Tensor log1p(const Tensor& x) {
-  return float_unary<Op::log1p>(x, "log1p");
+  return with_grad(float_unary<Op::log1p>(x, "log1p"), "Log1PBackward", x, {x},
+                   [](const Tensor& g, const Saved& s) { return div(g, add(s[0], 1)); });
 }
 Tensor sqrt(const Tensor& x) {
-  return float_unary<Op::sqrt>(x, "sqrt");
+  Tensor y = float_unary<Op::sqrt>(x, "sqrt");  // dx = g / (2 y)
+  return with_grad(y, "SqrtBackward", x, {y},
+                   [](const Tensor& g, const Saved& s) { return div(g, mul(s[0], 2)); });
 }
 Tensor rsqrt(const Tensor& x) {
-  return float_unary<Op::rsqrt>(x, "rsqrt");
+  Tensor y = float_unary<Op::rsqrt>(x, "rsqrt");  // dx = -g y^3 / 2
+  return with_grad(y, "RsqrtBackward", x, {y}, [](const Tensor& g, const Saved& s) {
+    return mul(g, mul(mul(s[0], mul(s[0], s[0])), -0.5));
+  });
 }
 Tensor sin(const Tensor& x) {
-  return float_unary<Op::sin>(x, "sin");
+  return with_grad(float_unary<Op::sin>(x, "sin"), "SinBackward", x, {x},
+                   [](const Tensor& g, const Saved& s) { return mul(g, cos(s[0])); });
 }
 Tensor cos(const Tensor& x) {
-  return float_unary<Op::cos>(x, "cos");
+  return with_grad(float_unary<Op::cos>(x, "cos"), "CosBackward", x, {x},
+                   [](const Tensor& g, const Saved& s) { return mul(g, neg(sin(s[0]))); });
 }
 Tensor tanh(const Tensor& x) {
-  return float_unary<Op::tanh>(x, "tanh");
+  Tensor y = float_unary<Op::tanh>(x, "tanh");  // dx = g (1 - y^2)
+  return with_grad(y, "TanhBackward", x, {y},
+                   [](const Tensor& g, const Saved& s) { return mul(g, 1.0 - mul(s[0], s[0])); });
 }
 Tensor sigmoid(const Tensor& x) {
-  return float_unary<Op::sigmoid>(x, "sigmoid");
+  Tensor y = float_unary<Op::sigmoid>(x, "sigmoid");  // dx = g y (1 - y)
+  return with_grad(y, "SigmoidBackward", x, {y},
+                   [](const Tensor& g, const Saved& s) { return mul(g, mul(s[0], 1.0 - s[0])); });
 }
 Tensor silu(const Tensor& x) {
-  return float_unary<Op::silu>(x, "silu");
+  // dx = g s (1 + x (1 - s)), s = sigmoid(x)
+  return with_grad(float_unary<Op::silu>(x, "silu"), "SiluBackward", x, {x},
+                   [](const Tensor& g, const Saved& s) {
+                     Tensor sg = sigmoid(s[0]);
+                     return mul(g, mul(sg, add(mul(s[0], 1.0 - sg), 1)));
+                   });
 }
 Tensor erf(const Tensor& x) {
-  return float_unary<Op::erf>(x, "erf");
+  // dx = g 2/sqrt(pi) exp(-x^2)
+  return with_grad(float_unary<Op::erf>(x, "erf"), "ErfBackward", x, {x},
+                   [](const Tensor& g, const Saved& s) {
+                     return mul(g, mul(exp(neg(mul(s[0], s[0]))), std::numbers::inv_sqrtpi * 2));
+                   });
 }
 
 Tensor gelu(const Tensor& x, std::string_view approximate) {
-  if (approximate == "none") return float_unary<Op::gelu>(x, "gelu");
-  if (approximate == "tanh") return float_unary<Op::gelu_tanh>(x, "gelu");
+  if (approximate == "none") {
+    // dx = g (Phi(x) + x phi(x)), Phi/phi the standard normal cdf/pdf
+    return with_grad(float_unary<Op::gelu>(x, "gelu"), "GeluBackward", x, {x},
+                     [](const Tensor& g, const Saved& s) {
+                       const Tensor& v = s[0];
+                       Tensor cdf = mul(add(erf(mul(v, std::numbers::sqrt2 / 2)), 1), 0.5);
+                       Tensor pdf = mul(exp(mul(mul(v, v), -0.5)),
+                                        std::numbers::inv_sqrtpi / std::numbers::sqrt2);
+                       return mul(g, add(cdf, mul(v, pdf)));
+                     });
+  }
+  if (approximate == "tanh") {
+    // y = x/2 (1 + tanh(u)), u = k (x + c x^3): dx = g (1/2 (1 + t) + x/2 (1 - t^2) k (1 + 3c x^2))
+    return with_grad(float_unary<Op::gelu_tanh>(x, "gelu"), "GeluBackward", x, {x},
+                     [](const Tensor& g, const Saved& s) {
+                       constexpr double k = std::numbers::sqrt2 * std::numbers::inv_sqrtpi;
+                       constexpr double c = 0.044715;
+                       const Tensor& v = s[0];
+                       Tensor v2 = mul(v, v);
+                       Tensor t = tanh(mul(add(v, mul(mul(v2, v), c)), k));
+                       Tensor du = mul(add(mul(v2, 3 * c), 1), k);
+                       Tensor d =
+                           add(mul(add(t, 1), 0.5), mul(mul(mul(v, 0.5), 1.0 - mul(t, t)), du));
+                       return mul(g, d);
+                     });
+  }
   MINIDL_FAIL("op `gelu`: approximate must be \"none\" or \"tanh\", got \"", approximate, "\"");
 }
 
@@ -122,31 +192,45 @@ std::pair<double, double> clamp_bounds(const Tensor& x, std::optional<double> mi
 }
 }  // namespace
 
-// Integer tensors keep their dtype (the bounds are rounded inwards to integers).
+// Integer tensors keep their dtype (the bounds are rounded inwards to integers). The gradient
+// passes where lo <= x <= hi.
 Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max) {
   auto [lo, hi] = clamp_bounds(x, min, max, "clamp");
   Tensor out = empty(x.shape(), x.dtype(), x.device());
   if (out.numel() > 0) kernel<Op::clamp>(x.device())(x, out, lo, hi);
-  return out;
+  return with_grad(out, "ClampBackward", x, {x},
+                   [lo = lo, hi = hi](const Tensor& g, const Saved& s) {
+                     return where(logical_and(ge(s[0], lo), le(s[0], hi)), g, 0);
+                   });
 }
 
 Tensor& clamp_(Tensor& self, std::optional<double> min, std::optional<double> max) {
   auto [lo, hi] = clamp_bounds(self, min, max, "clamp_");
+  autograd::check_inplace("clamp_", self);
   if (self.numel() > 0) kernel<Op::clamp>(self.device())(self, self, lo, hi);
   self.storage()->bump_version();
   return self;
 }
 
-// x * x; bool squares to int64 like torch.square.
+// x * x (differentiable through mul); bool squares to int64 like torch.square.
 Tensor square(const Tensor& x) {
   check_defined(x, "square");
   Tensor v = x.dtype() == kBool ? x.to(kInt64) : x;
   return mul(v, v);
 }
 
+// The gradient is cast back to the input dtype (only floating -> floating casts have one).
 Tensor cast(const Tensor& x, DType dtype) {
   check_defined(x, "cast");
-  return x.dtype() == dtype ? x.clone() : x.to(dtype);
+  Tensor out;
+  {
+    NoGradGuard guard;  // one CastBackward node, whatever `to`/`clone` record
+    out = x.dtype() == dtype ? x.clone() : x.to(dtype);
+  }
+  if (!is_floating(dtype)) return out;
+  const DType in_dt = x.dtype();
+  return with_grad(out, "CastBackward", x, {},
+                   [in_dt](const Tensor& g, const Saved&) { return g.to(in_dt); });
 }
 
 }  // namespace minidl

@@ -126,8 +126,8 @@ class Tensor {
   // ---- autograd (autograd/variable.cpp)
   bool requires_grad() const;
   Tensor& requires_grad_(bool on = true);  // leaves only (like PyTorch)
-  const Tensor& grad() const;                    // undefined until a backward reaches it
-  Tensor& mutable_grad();                        // e.g. for optimizers and zero_grad
+  const Tensor& grad() const;              // undefined until a backward reaches it
+  Tensor& mutable_grad();                  // e.g. for optimizers and zero_grad
   void set_grad(const Tensor& grad);
   const std::shared_ptr<Node>& grad_fn() const;
   bool is_leaf() const;  // no grad_fn

@@ -1,12 +1,35 @@
 // Tensor metadata and views that share storage: view/reshape, permute/transpose, narrow,
-// slice, select, expand, squeeze/unsqueeze, flatten, as_strided, split/chunk.
+// slice, select, expand, squeeze/unsqueeze, flatten, as_strided, split/chunk. Views record a
+// backward node when their input requires grad (as_strided stays the raw, history-free primitive).
 #include <algorithm>
 #include <numeric>
 
+#include "autograd/function.h"
 #include "tensor/ops.h"
 #include "tensor/tensor.h"
 
 namespace minidl {
+namespace {
+// The cheap check every view does first (views run on plain tensors all the time).
+bool tracks(const Tensor& x) {
+  return autograd::any_requires_grad({&x});
+}
+// Records a one-input view node; bw maps the output grad to the input grad.
+template <class F>
+void record_view(const char* name, const Tensor& x, Tensor& out, F bw) {
+  autograd::record(name, {x}, {&out}, {},
+                   [bw = std::move(bw)](const std::vector<Tensor>& g, const std::vector<Tensor>&) {
+                     return std::vector<Tensor>{bw(g[0])};
+                   });
+}
+// Grad of a view that picks a region: zeros of the input shape with g copied into the region.
+template <class F>
+Tensor region_grad(const Tensor& g, const Shape& in_shape, F region) {
+  Tensor z = zeros(in_shape, g.dtype(), g.device());
+  region(z).copy_(g);
+  return z;
+}
+}  // namespace
 
 std::string shape_str(const Shape& s) {
   std::string r = "[";
@@ -148,14 +171,23 @@ Tensor Tensor::view(const Shape& shape) const {
   MINIDL_CHECK(st.has_value(), "view: size ", minidl::shape_str(s),
                " is not compatible with input's size ", shape_str(), " and strides ",
                minidl::shape_str(strides()), "; use reshape() instead");
-  return as_strided(s, *st, storage_offset());
+  Tensor out = as_strided(s, *st, storage_offset());
+  if (tracks(*this))
+    record_view("ViewBackward", *this, out,
+                [in = this->shape()](const Tensor& g) { return g.reshape(in); });
+  return out;
 }
 
 Tensor Tensor::reshape(const Shape& shape) const {
   Shape s = infer_shape(shape, numel(), "reshape", this->shape());
-  if (auto st = view_strides(this->shape(), strides(), s))
-    return as_strided(s, *st, storage_offset());
-  return contiguous().view(s);
+  if (auto st = view_strides(this->shape(), strides(), s)) {
+    Tensor out = as_strided(s, *st, storage_offset());
+    if (tracks(*this))
+      record_view("ReshapeBackward", *this, out,
+                  [in = this->shape()](const Tensor& g) { return g.reshape(in); });
+    return out;
+  }
+  return contiguous().view(s);  // CloneBackward + ViewBackward record themselves
 }
 
 Tensor Tensor::permute(const DimList& dims) const {
@@ -171,7 +203,13 @@ Tensor Tensor::permute(const DimList& dims) const {
     s[i] = shape()[d];
     st[i] = strides()[d];
   }
-  return as_strided(s, st, storage_offset());
+  Tensor out = as_strided(s, st, storage_offset());
+  if (tracks(*this)) {
+    DimList inv(dims.size());
+    for (size_t i = 0; i < dims.size(); ++i) inv[size_t(wrap_dim(dims[i], dim()))] = int64_t(i);
+    record_view("PermuteBackward", *this, out, [inv](const Tensor& g) { return g.permute(inv); });
+  }
+  return out;
 }
 
 Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
@@ -182,7 +220,11 @@ Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
   Strides st = strides();
   std::swap(s[d0], s[d1]);
   std::swap(st[d0], st[d1]);
-  return as_strided(s, st, storage_offset());
+  Tensor out = as_strided(s, st, storage_offset());
+  if (tracks(*this))
+    record_view("TransposeBackward", *this, out,
+                [d0, d1](const Tensor& g) { return g.transpose(d0, d1); });
+  return out;
 }
 
 Tensor Tensor::t() const {
@@ -201,7 +243,12 @@ Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
                shape_str(), ")");
   Shape s = shape();
   s[d] = length;
-  return as_strided(s, strides(), storage_offset() + start * strides()[d]);
+  Tensor out = as_strided(s, strides(), storage_offset() + start * strides()[d]);
+  if (tracks(*this))
+    record_view("NarrowBackward", *this, out, [in = shape(), d, start, length](const Tensor& g) {
+      return region_grad(g, in, [&](const Tensor& z) { return z.narrow(d, start, length); });
+    });
+  return out;
 }
 
 Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const {
@@ -217,7 +264,12 @@ Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const 
   Strides st = strides();
   s[d] = (end - start + step - 1) / step;
   st[d] *= step;
-  return as_strided(s, st, storage_offset() + start * strides()[d]);
+  Tensor out = as_strided(s, st, storage_offset() + start * strides()[d]);
+  if (tracks(*this))
+    record_view("SliceBackward", *this, out, [in = shape(), d, start, end, step](const Tensor& g) {
+      return region_grad(g, in, [&](const Tensor& z) { return z.slice(d, start, end, step); });
+    });
+  return out;
 }
 
 Tensor Tensor::select(int64_t d, int64_t index) const {
@@ -232,7 +284,12 @@ Tensor Tensor::select(int64_t d, int64_t index) const {
   int64_t off = storage_offset() + index * st[d];
   s.erase(s.begin() + d);
   st.erase(st.begin() + d);
-  return as_strided(s, st, off);
+  Tensor out = as_strided(s, st, off);
+  if (tracks(*this))
+    record_view("SelectBackward", *this, out, [in = shape(), d, index](const Tensor& g) {
+      return region_grad(g, in, [&](const Tensor& z) { return z.select(d, index); });
+    });
+  return out;
 }
 
 Tensor Tensor::expand(const Shape& shape) const {
@@ -263,7 +320,11 @@ Tensor Tensor::expand(const Shape& shape) const {
       st[i] = 0;
     }
   }
-  return as_strided(s, st, storage_offset());
+  Tensor out = as_strided(s, st, storage_offset());
+  if (tracks(*this))
+    record_view("ExpandBackward", *this, out,
+                [in = this->shape()](const Tensor& g) { return sum_to_shape(g, in); });
+  return out;
 }
 
 Tensor Tensor::squeeze() const {
@@ -274,7 +335,11 @@ Tensor Tensor::squeeze() const {
       s.push_back(shape()[d]);
       st.push_back(strides()[d]);
     }
-  return as_strided(s, st, storage_offset());
+  Tensor out = as_strided(s, st, storage_offset());
+  if (tracks(*this))
+    record_view("SqueezeBackward", *this, out,
+                [in = shape()](const Tensor& g) { return g.reshape(in); });
+  return out;
 }
 
 Tensor Tensor::squeeze(int64_t d) const {
@@ -285,7 +350,10 @@ Tensor Tensor::squeeze(int64_t d) const {
   Strides st = strides();
   s.erase(s.begin() + d);
   st.erase(st.begin() + d);
-  return as_strided(s, st, storage_offset());
+  Tensor out = as_strided(s, st, storage_offset());
+  if (tracks(*this))
+    record_view("SqueezeBackward", *this, out, [d](const Tensor& g) { return g.unsqueeze(d); });
+  return out;
 }
 
 Tensor Tensor::unsqueeze(int64_t d) const {
@@ -295,7 +363,10 @@ Tensor Tensor::unsqueeze(int64_t d) const {
   int64_t new_stride = d < dim() ? strides()[d] * shape()[d] : 1;
   s.insert(s.begin() + d, 1);
   st.insert(st.begin() + d, new_stride);
-  return as_strided(s, st, storage_offset());
+  Tensor out = as_strided(s, st, storage_offset());
+  if (tracks(*this))
+    record_view("UnsqueezeBackward", *this, out, [d](const Tensor& g) { return g.squeeze(d); });
+  return out;
 }
 
 Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
