@@ -136,6 +136,28 @@ void from_compute(const A* src, T* dst, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dst[i] = T(src[i]);
 }
 
+// A read-only array in the compute type A: the tensor's own data when T == A, else a
+// converted copy (f16/bf16 weights and biases are converted once per call).
+template <typename T, typename A = opmath_t<T>>
+class ComputeArray {
+ public:
+  explicit ComputeArray(const Tensor& t) {
+    if (!t.defined()) return;
+    if constexpr (std::is_same_v<A, T>) {
+      data_ = t.data_ptr<T>();
+    } else {
+      buf_.resize(size_t(t.numel()));
+      to_compute(t.data_ptr<T>(), buf_.data(), t.numel());
+      data_ = buf_.data();
+    }
+  }
+  const A* data() const { return data_; }
+
+ private:
+  std::vector<A> buf_;
+  const A* data_ = nullptr;
+};
+
 // Runs fn(begin, end) over the images: split across threads when there are enough images,
 // otherwise serially so that Eigen's GEMM can use the threads itself.
 void for_images(int64_t N, const std::function<void(int64_t, int64_t)>& fn) {
@@ -153,22 +175,9 @@ void conv2d_impl(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& o
   const Geom g = make_geom(x.shape(), w.shape(), out.shape(), p);
   const T* xp = x.data_ptr<T>();
   T* op = out.data_ptr<T>();
-  std::vector<A> wbuf, bbuf;
-  const A* wa;
-  const A* ba = nullptr;
-  if constexpr (same) {
-    wa = w.data_ptr<T>();
-    if (bias.defined()) ba = bias.data_ptr<T>();
-  } else {
-    wbuf.resize(size_t(w.numel()));
-    to_compute(w.data_ptr<T>(), wbuf.data(), w.numel());
-    wa = wbuf.data();
-    if (bias.defined()) {
-      bbuf.resize(size_t(g.O));
-      to_compute(bias.data_ptr<T>(), bbuf.data(), g.O);
-      ba = bbuf.data();
-    }
-  }
+  const ComputeArray<T> w_compute(w), bias_compute(bias);
+  const A* wa = w_compute.data();
+  const A* ba = bias_compute.data();  // nullptr without bias
   for_images(g.N, [&](int64_t begin, int64_t end) {
     const bool direct = same && g.identity_cols();
     std::vector<A> col(direct ? 0 : size_t(g.K * g.L));
@@ -208,15 +217,8 @@ void conv2d_backward_input_impl(const Tensor& grad_out, const Tensor& w, Tensor&
   const Geom g = make_geom(grad_x.shape(), w.shape(), grad_out.shape(), p);
   const T* gp = grad_out.data_ptr<T>();
   T* dxp = grad_x.data_ptr<T>();
-  std::vector<A> wbuf;
-  const A* wa;
-  if constexpr (same) {
-    wa = w.data_ptr<T>();
-  } else {
-    wbuf.resize(size_t(w.numel()));
-    to_compute(w.data_ptr<T>(), wbuf.data(), w.numel());
-    wa = wbuf.data();
-  }
+  const ComputeArray<T> w_compute(w);
+  const A* wa = w_compute.data();
   for_images(g.N, [&](int64_t begin, int64_t end) {
     const bool direct = g.identity_cols();
     std::vector<A> col(direct ? 0 : size_t(g.K * g.L));
