@@ -229,48 +229,34 @@ Tensor std(const Tensor& x, const DimList& dims, double correction, bool keepdim
   return out;
 }
 
+namespace {
+// amax/amin and the full max/min: the extreme over `dims`; the gradient is split evenly among
+// tied elements.
+template <Op op>
+Tensor extreme(const Tensor& x, const DimList& dims, bool keepdim, const char* name,
+               const char* node) {
+  const DimList d = reduce_dims(x, dims, name);
+  check_nonempty(x, d, dims.empty(), name);
+  Tensor out = [&] {
+    NoGradGuard no_grad;
+    return simple_reduce<op>(x, d, keepdim, x.dtype());
+  }();
+  record_extreme(node, x, out, d, keepdim);
+  return out;
+}
+}  // namespace
+
 Tensor amax(const Tensor& x, const DimList& dims, bool keepdim) {
-  const DimList d = reduce_dims(x, dims, "amax");
-  check_nonempty(x, d, dims.empty(), "amax");
-  Tensor out = [&] {
-    NoGradGuard no_grad;
-    return simple_reduce<Op::amax>(x, d, keepdim, x.dtype());
-  }();
-  record_extreme("AmaxBackward", x, out, d, keepdim);
-  return out;
+  return extreme<Op::amax>(x, dims, keepdim, "amax", "AmaxBackward");
 }
-
 Tensor amin(const Tensor& x, const DimList& dims, bool keepdim) {
-  const DimList d = reduce_dims(x, dims, "amin");
-  check_nonempty(x, d, dims.empty(), "amin");
-  Tensor out = [&] {
-    NoGradGuard no_grad;
-    return simple_reduce<Op::amin>(x, d, keepdim, x.dtype());
-  }();
-  record_extreme("AminBackward", x, out, d, keepdim);
-  return out;
+  return extreme<Op::amin>(x, dims, keepdim, "amin", "AminBackward");
 }
-
 Tensor max(const Tensor& x) {
-  const DimList d = reduce_dims(x, {}, "max");
-  check_nonempty(x, d, true, "max");
-  Tensor out = [&] {
-    NoGradGuard no_grad;
-    return simple_reduce<Op::amax>(x, d, false, x.dtype());
-  }();
-  record_extreme("MaxBackward", x, out, d, false);
-  return out;
+  return extreme<Op::amax>(x, {}, false, "max", "MaxBackward");
 }
-
 Tensor min(const Tensor& x) {
-  const DimList d = reduce_dims(x, {}, "min");
-  check_nonempty(x, d, true, "min");
-  Tensor out = [&] {
-    NoGradGuard no_grad;
-    return simple_reduce<Op::amin>(x, d, false, x.dtype());
-  }();
-  record_extreme("MinBackward", x, out, d, false);
-  return out;
+  return extreme<Op::amin>(x, {}, false, "min", "MinBackward");
 }
 
 std::pair<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim) {

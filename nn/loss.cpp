@@ -1,0 +1,151 @@
+// Loss functions: functional forms composed of differentiable ops (autograd comes from the
+// ops they use) and the loss Module wrappers.
+#include "nn/loss.h"
+
+namespace minidl::nn {
+
+Reduction parse_reduction(std::string_view s) {
+  if (s == "none") return Reduction::none;
+  if (s == "mean") return Reduction::mean;
+  if (s == "sum") return Reduction::sum;
+  MINIDL_CHECK(false, "loss: reduction must be 'none', 'mean' or 'sum', got '", s, "'");
+  return Reduction::mean;
+}
+
+namespace functional {
+namespace {
+
+Tensor reduce(const Tensor& loss, Reduction r) {
+  switch (r) {
+    case Reduction::none:
+      return loss;
+    case Reduction::sum:
+      return sum(loss);
+    case Reduction::mean:
+      break;
+  }
+  return mean(loss);
+}
+
+}  // namespace
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduction,
+                     int64_t ignore_index, double label_smoothing) {
+  return minidl::cross_entropy(logits, target, reduction, ignore_index, label_smoothing);
+}
+
+Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reduction,
+                int64_t ignore_index) {
+  MINIDL_CHECK(log_probs.defined() && target.defined(), "op `nll_loss`: undefined input");
+  MINIDL_CHECK(log_probs.is_floating_point(), "op `nll_loss`: expected floating input, got dtype ",
+               log_probs.dtype());
+  MINIDL_CHECK(target.dtype() == kInt64, "op `nll_loss`: expected target of dtype int64, got ",
+               target.dtype());
+  MINIDL_CHECK(log_probs.dim() >= 1, "op `nll_loss`: expected input of shape [C], [N, C] or ",
+               "[N, C, d1, ...], got ", log_probs.shape_str());
+  // Move the class dim last: rows [M, C], per-sample shape = target's shape.
+  Tensor rows = log_probs;
+  Shape per_sample;
+  if (log_probs.dim() >= 2) {
+    per_sample = log_probs.shape();
+    per_sample.erase(per_sample.begin() + 1);
+    DimList perm{0};
+    for (int64_t d = 2; d < log_probs.dim(); ++d) perm.push_back(d);
+    perm.push_back(1);
+    rows = log_probs.permute(perm);
+  }
+  MINIDL_CHECK(target.shape() == per_sample, "op `nll_loss`: target shape ", target.shape_str(),
+               " does not match input shape ", log_probs.shape_str(), " (expected target shape ",
+               shape_str(per_sample), ")");
+  const int64_t C = log_probs.size(log_probs.dim() >= 2 ? 1 : 0);
+  const int64_t M = shape_numel(per_sample);
+  rows = rows.reshape({M, C});
+  Tensor t = target.reshape({M});
+  Tensor valid = ne(t, Scalar(ignore_index));
+  if (M > 0) {
+    Tensor bad = logical_and(valid, logical_or(lt(t, Scalar(0)), ge(t, Scalar(C))));
+    MINIDL_CHECK(sum(bad).item<int64_t>() == 0, "op `nll_loss`: target index out of range [0, ", C,
+                 ") for input of shape ", log_probs.shape_str());
+  }
+  Tensor safe = where(valid, t, Scalar(0));
+  Tensor picked = gather(rows, 1, safe.unsqueeze(1)).squeeze(1);  // [M]
+  Tensor w = valid.to(log_probs.dtype());
+  Tensor loss = neg(picked) * w;
+  switch (reduction) {
+    case Reduction::none:
+      return loss.reshape(per_sample);
+    case Reduction::sum:
+      return sum(loss);
+    case Reduction::mean:
+      break;
+  }
+  return sum(loss) / sum(w);
+}
+
+Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  MINIDL_CHECK(input.defined() && target.defined(), "op `mse_loss`: undefined input");
+  MINIDL_CHECK(input.is_floating_point(), "op `mse_loss`: expected floating input, got dtype ",
+               input.dtype());
+  broadcast_shapes(input.shape(), target.shape(), "mse_loss");
+  return reduce(square(input - target), reduction);
+}
+
+Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,
+                                        const Tensor& weight, Reduction reduction,
+                                        const Tensor& pos_weight) {
+  constexpr std::string_view op = "binary_cross_entropy_with_logits";
+  MINIDL_CHECK(input.defined() && target.defined(), "op `", op, "`: undefined input");
+  MINIDL_CHECK(input.is_floating_point() && target.is_floating_point(), "op `", op,
+               "`: expected floating input and target, got dtypes ", input.dtype(), " and ",
+               target.dtype());
+  MINIDL_CHECK(input.shape() == target.shape(), "op `", op, "`: target shape ", target.shape_str(),
+               " must be the same as input shape ", input.shape_str());
+  // log(1 + exp(-|x|)) + max(-x, 0) = -log(sigmoid(x)), computed stably.
+  Tensor log_sig_neg = log1p(exp(neg(abs(input)))) + relu(neg(input));
+  Tensor loss;
+  if (pos_weight.defined()) {
+    broadcast_shapes(pos_weight.shape(), input.shape(), op);
+    Tensor log_weight = (pos_weight - 1.0) * target + 1.0;
+    loss = (1.0 - target) * input + log_weight * log_sig_neg;
+  } else {
+    loss = (1.0 - target) * input + log_sig_neg;  // = max(x,0) - x*y + log1p(exp(-|x|))
+  }
+  if (weight.defined()) loss = loss * weight;
+  return reduce(loss, reduction);
+}
+
+}  // namespace functional
+
+CrossEntropyLoss::CrossEntropyLoss(Reduction r, int64_t ii, double ls)
+    : ignore_index(ii), label_smoothing(ls) {
+  MINIDL_CHECK(ls >= 0.0 && ls <= 1.0,
+               "CrossEntropyLoss: label_smoothing must be between 0.0 and 1.0, got ", ls);
+  this->reduction = r;
+}
+Tensor CrossEntropyLoss::forward(const Tensor& logits, const Tensor& target) {
+  return functional::cross_entropy(logits, target, reduction, ignore_index, label_smoothing);
+}
+
+NLLLoss::NLLLoss(Reduction r, int64_t ii) : ignore_index(ii) {
+  this->reduction = r;
+}
+Tensor NLLLoss::forward(const Tensor& log_probs, const Tensor& target) {
+  return functional::nll_loss(log_probs, target, reduction, ignore_index);
+}
+
+MSELoss::MSELoss(Reduction r) {
+  this->reduction = r;
+}
+Tensor MSELoss::forward(const Tensor& input, const Tensor& target) {
+  return functional::mse_loss(input, target, reduction);
+}
+
+BCEWithLogitsLoss::BCEWithLogitsLoss(Reduction r, Tensor pw) : pos_weight(std::move(pw)) {
+  this->reduction = r;
+  if (pos_weight.defined()) register_buffer("pos_weight", &pos_weight);
+}
+Tensor BCEWithLogitsLoss::forward(const Tensor& logits, const Tensor& target) {
+  return functional::binary_cross_entropy_with_logits(logits, target, {}, reduction, pos_weight);
+}
+
+}  // namespace minidl::nn

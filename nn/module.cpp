@@ -1,0 +1,406 @@
+// nn::Module implementation: registration, traversal, mode/conversion, state dicts, clone
+// and PyTorch-style repr.
+#include "nn/module.h"
+
+#include <cxxabi.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <iostream>
+#include <sstream>
+#include <typeinfo>
+
+#include "autograd/grad_mode.h"
+
+namespace minidl::nn {
+
+namespace {
+std::string join_name(const std::string& prefix, const std::string& name) {
+  return prefix.empty() ? name : prefix + "." + name;
+}
+}  // namespace
+
+// ---------------------------------------------------------------- registration
+
+std::ptrdiff_t Module::slot_offset(const void* slot, const char* what) const {
+  MINIDL_CHECK(slot != nullptr, what, ": null slot");
+  std::ptrdiff_t off = reinterpret_cast<const char*>(slot) - reinterpret_cast<const char*>(this);
+  // Slots must be data members of this object (offsets stay valid for member-wise copies).
+  MINIDL_CHECK(off >= std::ptrdiff_t(sizeof(Module)) && off < (std::ptrdiff_t(1) << 20), what,
+               ": the slot must be a data member of the module (pointer to member)");
+  return off;
+}
+
+void Module::check_new_name(const std::string& name, const char* what) const {
+  MINIDL_CHECK(!name.empty() && name.find('.') == std::string::npos, what, ": invalid name '", name,
+               "' (must be non-empty and contain no '.')");
+  auto same = [&](const auto& e) { return e.name == name; };
+  MINIDL_CHECK(std::none_of(params_.begin(), params_.end(), same) &&
+                   std::none_of(buffers_.begin(), buffers_.end(), same) &&
+                   std::none_of(children_.begin(), children_.end(), same),
+               what, ": attribute '", name, "' is already registered");
+}
+
+void Module::register_parameter(std::string name, Tensor* slot, bool requires_grad) {
+  check_new_name(name, "register_parameter");
+  std::ptrdiff_t off = slot_offset(slot, "register_parameter");
+  if (slot->defined()) {
+    MINIDL_CHECK(!requires_grad || slot->is_floating_point(), "register_parameter: '", name,
+                 "' of dtype ", dtype_name(slot->dtype()), " cannot require gradients");
+    if (!slot->is_leaf()) *slot = slot->detach();
+    slot->requires_grad_(requires_grad);
+  }
+  params_.push_back({std::move(name), off});
+}
+
+void Module::register_buffer(std::string name, Tensor* slot) {
+  check_new_name(name, "register_buffer");
+  buffers_.push_back({name, slot_offset(slot, "register_buffer")});
+}
+
+void Module::add_child(ChildEntry e) {
+  check_new_name(e.name, "register_module");
+  children_.push_back(std::move(e));
+}
+
+void Module::register_module(std::string name, std::shared_ptr<Module> module) {
+  MINIDL_CHECK(module != nullptr, "register_module: '", name, "' is null");
+  ChildEntry e;
+  e.name = std::move(name);
+  e.owned = std::move(module);
+  add_child(std::move(e));
+}
+
+Tensor& Module::tensor_at(std::ptrdiff_t offset) const {
+  return *reinterpret_cast<Tensor*>(const_cast<char*>(reinterpret_cast<const char*>(this)) +
+                                    offset);
+}
+
+std::shared_ptr<Module> Module::child_at(const ChildEntry& e) const {
+  if (e.offset < 0) return e.owned;
+  return e.get(const_cast<Module*>(this), e.offset);
+}
+
+// ---------------------------------------------------------------- traversal
+
+std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::named_children() const {
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> out;
+  for (const auto& e : children_)
+    if (auto c = child_at(e)) out.emplace_back(e.name, std::move(c));
+  return out;
+}
+
+std::vector<std::shared_ptr<Module>> Module::children() const {
+  std::vector<std::shared_ptr<Module>> out;
+  for (auto& [n, c] : named_children()) out.push_back(c);
+  return out;
+}
+
+void Module::collect_modules(const std::string& prefix,
+                             std::vector<std::pair<std::string, std::shared_ptr<Module>>>& out,
+                             std::vector<const Module*>& seen) const {
+  for (auto& [n, c] : named_children()) {
+    if (std::find(seen.begin(), seen.end(), c.get()) != seen.end()) continue;
+    seen.push_back(c.get());
+    std::string full = join_name(prefix, n);
+    out.emplace_back(full, c);
+    c->collect_modules(full, out, seen);
+  }
+}
+
+std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::named_modules() const {
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> out;
+  std::shared_ptr<const Module> self = weak_from_this().lock();
+  MINIDL_CHECK(self != nullptr, "named_modules: the module must be owned by a std::shared_ptr");
+  out.emplace_back("", std::const_pointer_cast<Module>(self));
+  std::vector<const Module*> seen{this};
+  collect_modules("", out, seen);
+  return out;
+}
+
+std::vector<std::shared_ptr<Module>> Module::modules() const {
+  std::vector<std::shared_ptr<Module>> out;
+  for (auto& [n, m] : named_modules()) out.push_back(m);
+  return out;
+}
+
+namespace {
+// Visits (module, prefix) for this module and all descendants (each module once).
+template <class F>
+void visit(const Module& root, bool recurse, F&& f) {
+  f(root, std::string());
+  if (!recurse) return;
+  std::vector<const Module*> seen{&root};
+  struct Walker {
+    static void walk(const Module& m, const std::string& prefix, std::vector<const Module*>& seen,
+                     F& f) {
+      for (auto& [n, c] : m.named_children()) {
+        if (std::find(seen.begin(), seen.end(), c.get()) != seen.end()) continue;
+        seen.push_back(c.get());
+        std::string full = join_name(prefix, n);
+        f(*c, full);
+        walk(*c, full, seen, f);
+      }
+    }
+  };
+  Walker::walk(root, "", seen, f);
+}
+}  // namespace
+
+std::vector<std::pair<std::string, Tensor>> Module::named_parameters(bool recurse) const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  std::vector<const TensorImpl*> seen;
+  visit(*this, recurse, [&](const Module& m, const std::string& prefix) {
+    for (const auto& e : m.params_) {
+      const Tensor& t = m.tensor_at(e.offset);
+      if (!t.defined()) continue;
+      if (std::find(seen.begin(), seen.end(), t.impl()) != seen.end()) continue;
+      seen.push_back(t.impl());
+      out.emplace_back(join_name(prefix, e.name), t);
+    }
+  });
+  return out;
+}
+
+std::vector<Tensor> Module::parameters(bool recurse) const {
+  std::vector<Tensor> out;
+  for (auto& [n, t] : named_parameters(recurse)) out.push_back(t);
+  return out;
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::named_buffers(bool recurse) const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  visit(*this, recurse, [&](const Module& m, const std::string& prefix) {
+    for (const auto& e : m.buffers_) {
+      const Tensor& t = m.tensor_at(e.offset);
+      if (t.defined()) out.emplace_back(join_name(prefix, e.name), t);
+    }
+  });
+  return out;
+}
+
+std::vector<Tensor> Module::buffers(bool recurse) const {
+  std::vector<Tensor> out;
+  for (auto& [n, t] : named_buffers(recurse)) out.push_back(t);
+  return out;
+}
+
+int64_t Module::num_parameters(bool only_trainable) const {
+  int64_t n = 0;
+  for (auto& p : parameters())
+    if (!only_trainable || p.requires_grad()) n += p.numel();
+  return n;
+}
+
+// ---------------------------------------------------------------- mode, conversion, grads
+
+void Module::train(bool on) {
+  training_ = on;
+  for (auto& c : children()) c->train(on);
+}
+
+void Module::apply_to_tensors(const std::function<Tensor(const Tensor&)>& fn, bool floating_only) {
+  NoGradGuard guard;
+  visit(*this, true, [&](const Module& cm, const std::string&) {
+    Module& m = const_cast<Module&>(cm);
+    for (const auto& e : m.params_) {
+      Tensor& t = m.tensor_at(e.offset);
+      if (!t.defined() || (floating_only && !t.is_floating_point())) continue;
+      bool rg = t.requires_grad();
+      Tensor g = t.grad();
+      Tensor nt = fn(t);
+      if (nt.is_same(t)) continue;
+      nt = nt.detach();
+      if (rg) nt.requires_grad_(true);
+      if (g.defined()) nt.set_grad(fn(g).detach());
+      t = nt;
+    }
+    for (const auto& e : m.buffers_) {
+      Tensor& t = m.tensor_at(e.offset);
+      if (!t.defined() || (floating_only && !t.is_floating_point())) continue;
+      t = fn(t);
+    }
+  });
+}
+
+Module& Module::to(Device device) {
+  apply_to_tensors([&](const Tensor& t) { return t.to(device); }, false);
+  return *this;
+}
+
+Module& Module::to(DType dtype) {
+  MINIDL_CHECK(is_floating(dtype), "Module.to: only floating dtypes are allowed, got ",
+               dtype_name(dtype));
+  apply_to_tensors([&](const Tensor& t) { return t.to(dtype); }, true);
+  return *this;
+}
+
+void Module::zero_grad(bool set_to_none) {
+  NoGradGuard guard;
+  for (auto& p : parameters()) {
+    if (!p.grad().defined()) continue;
+    if (set_to_none) {
+      p.set_grad(Tensor());
+    } else {
+      Tensor& g = p.mutable_grad();
+      if (g.grad_fn()) g = g.detach();
+      g.zero_();
+    }
+  }
+}
+
+// ---------------------------------------------------------------- state dict
+
+StateDict Module::state_dict() const {
+  StateDict out;
+  visit(*this, true, [&](const Module& m, const std::string& prefix) {
+    for (const auto& e : m.params_) {
+      const Tensor& t = m.tensor_at(e.offset);
+      if (t.defined()) out[join_name(prefix, e.name)] = t.detach();
+    }
+    for (const auto& e : m.buffers_) {
+      const Tensor& t = m.tensor_at(e.offset);
+      if (t.defined()) out[join_name(prefix, e.name)] = t.detach();
+    }
+  });
+  return out;
+}
+
+LoadStateDictResult Module::load_state_dict(const StateDict& state_in, bool strict) {
+  const StateDict* state = &state_in;
+  StateDict stripped;
+  bool all_prefixed =
+      !state_in.empty() && std::all_of(state_in.begin(), state_in.end(),
+                                       [](auto& kv) { return kv.first.rfind("module.", 0) == 0; });
+  if (all_prefixed) {
+    std::cerr << "minidl warning: load_state_dict: stripping the 'module.' prefix from every key"
+              << std::endl;
+    for (auto& [k, v] : state_in) stripped[k.substr(7)] = v;
+    state = &stripped;
+  }
+  StateDict own = state_dict();
+  LoadStateDictResult res;
+  for (auto& [k, v] : own)
+    if (!state->count(k)) res.missing_keys.push_back(k);
+  for (auto& [k, v] : *state)
+    if (!own.count(k)) res.unexpected_keys.push_back(k);
+  if (strict && (!res.missing_keys.empty() || !res.unexpected_keys.empty())) {
+    std::ostringstream os;
+    os << "Error(s) in loading state_dict for " << name() << ":";
+    auto list = [&](const char* what, const std::vector<std::string>& keys) {
+      if (keys.empty()) return;
+      os << " " << what << " key(s) in state_dict: ";
+      for (size_t i = 0; i < keys.size(); ++i) os << (i ? ", " : "") << "\"" << keys[i] << "\"";
+      os << ".";
+    };
+    list("Missing", res.missing_keys);
+    list("Unexpected", res.unexpected_keys);
+    MINIDL_FAIL(os.str());
+  }
+  // Check every shape first so a failure leaves the module untouched.
+  for (auto& [k, dst] : own) {
+    auto it = state->find(k);
+    if (it == state->end()) continue;
+    MINIDL_CHECK(it->second.defined(), "load_state_dict: '", k, "' is an undefined tensor");
+    MINIDL_CHECK(it->second.shape() == dst.shape(), "load_state_dict: size mismatch for ", k,
+                 ": copying a param with shape ", it->second.shape_str(),
+                 " from checkpoint, the shape in current model is ", dst.shape_str());
+  }
+  NoGradGuard guard;
+  for (auto& [k, dst] : own) {
+    auto it = state->find(k);
+    if (it == state->end()) continue;
+    Tensor d = dst;  // alias of the slot tensor's storage
+    d.copy_(it->second);
+  }
+  return res;
+}
+
+// ---------------------------------------------------------------- clone
+
+std::shared_ptr<Module> Module::clone() const {
+  MINIDL_FAIL("clone: ", name(), " does not support clone(); derive it from nn::Cloneable<", name(),
+              ">");
+}
+
+void Module::deep_copy_after_member_copy() {
+  NoGradGuard guard;
+  for (const auto& e : params_) {
+    Tensor& t = tensor_at(e.offset);
+    if (!t.defined()) continue;
+    bool rg = t.requires_grad();
+    Tensor c = t.detach().clone();
+    if (rg) c.requires_grad_(true);
+    t = c;
+  }
+  for (const auto& e : buffers_) {
+    Tensor& t = tensor_at(e.offset);
+    if (t.defined()) t = t.detach().clone();
+  }
+  for (auto& e : children_) {
+    std::shared_ptr<Module> c = child_at(e);
+    if (!c) continue;
+    std::shared_ptr<Module> cc = c->clone();
+    if (e.offset < 0)
+      e.owned = cc;
+    else
+      e.set(this, e.offset, cc);
+  }
+}
+
+// ---------------------------------------------------------------- forward, printing
+
+Tensor Module::forward(const Tensor&) {
+  MINIDL_FAIL(name(), ": forward(const Tensor&) is not implemented for this module");
+}
+
+std::string Module::name() const {
+  const char* mangled = typeid(*this).name();
+  int status = 0;
+  char* dem = abi::__cxa_demangle(mangled, nullptr, nullptr, &status);
+  std::string s = (status == 0 && dem) ? dem : mangled;
+  std::free(dem);
+  auto lt = s.find('<');
+  std::string base = s.substr(0, lt);
+  auto colon = base.rfind("::");
+  if (colon != std::string::npos) s = s.substr(colon + 2);
+  return s;
+}
+
+std::string Module::extra_repr() const {
+  return "";
+}
+
+std::string Module::repr() const {
+  std::string extra = extra_repr();
+  std::vector<std::string> lines;
+  if (!extra.empty()) {
+    std::istringstream is(extra);
+    for (std::string l; std::getline(is, l);) lines.push_back(l);
+  }
+  for (auto& [n, c] : named_children()) {
+    std::string child = c->repr();
+    std::string indented;  // _addindent(child, 2)
+    for (char ch : child) {
+      indented += ch;
+      if (ch == '\n') indented += "  ";
+    }
+    lines.push_back("(" + n + "): " + indented);
+  }
+  std::string out = name() + "(";
+  if (!lines.empty()) {
+    if (extra.empty() || lines.size() > 1 || !named_children().empty()) {
+      out += "\n";
+      for (auto& l : lines) out += "  " + l + "\n";
+    } else {
+      out += lines[0];
+    }
+  }
+  return out + ")";
+}
+
+std::ostream& operator<<(std::ostream& os, const Module& m) {
+  return os << m.repr();
+}
+
+}  // namespace minidl::nn

@@ -1,0 +1,161 @@
+// nn::Module: the base class of layers and models (torch.nn.Module): parameter/buffer/child
+// registration by pointer to member, recursive traversal, train/eval, dtype/device moves,
+// state_dict loading, deep clone (via Cloneable<Derived>) and PyTorch-style printing.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <iosfwd>
+#include <map>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "tensor/device.h"
+#include "tensor/dtype.h"
+#include "tensor/error.h"
+#include "tensor/tensor.h"
+
+namespace minidl::nn {
+
+using StateDict = std::map<std::string, Tensor>;
+
+struct LoadStateDictResult {
+  std::vector<std::string> missing_keys;
+  std::vector<std::string> unexpected_keys;
+};
+
+// Registration stores each slot as a byte offset from the Module base of `this`, so a member-wise
+// copy of the derived object (what Cloneable::clone does) refers to its own members. Slots must
+// therefore be data members of the module object itself (e.g. `Tensor weight_;`,
+// `std::shared_ptr<Linear> fc1_;`). Modules without a member slot (Sequential, ModuleList)
+// use the owning overload `register_module(name, module)`, which keeps the child inside Module.
+// A parameter slot holding an undefined tensor (e.g. bias=false) is skipped by all traversals.
+//
+// Usage:
+//   struct Net : nn::Cloneable<Net> {
+//     std::shared_ptr<nn::Linear> fc_;
+//     Tensor scale_;
+//     Net() {
+//       fc_ = std::make_shared<nn::Linear>(4, 3);
+//       register_module("fc", &fc_);
+//       scale_ = ones({3});
+//       register_parameter("scale", &scale_);
+//     }
+//     Tensor forward(const Tensor& x) override { return mul((*fc_)(x), scale_); }
+//   };
+// Derive from Cloneable<Derived> (not Module directly) to get a working deep clone();
+// Derived must be copy-constructible (the member-wise copy is then made deep).
+class Module : public std::enable_shared_from_this<Module> {
+ public:
+  Module() = default;
+  virtual ~Module() = default;
+  Module& operator=(const Module&) = delete;
+
+  // ---- registration (slot = pointer to a data member of this module)
+  void register_parameter(std::string name, Tensor* slot, bool requires_grad = true);
+  void register_buffer(std::string name, Tensor* slot);
+  template <class M>
+  void register_module(std::string name, std::shared_ptr<M>* slot) {
+    static_assert(std::is_base_of_v<Module, M>, "register_module: M must derive from nn::Module");
+    ChildEntry e;
+    e.name = std::move(name);
+    e.offset = slot_offset(slot, "register_module");
+    e.get = [](Module* self, std::ptrdiff_t off) -> std::shared_ptr<Module> {
+      return *reinterpret_cast<std::shared_ptr<M>*>(reinterpret_cast<char*>(self) + off);
+    };
+    e.set = [](Module* self, std::ptrdiff_t off, std::shared_ptr<Module> m) {
+      auto typed = std::dynamic_pointer_cast<M>(m);
+      MINIDL_CHECK(typed != nullptr || m == nullptr, "register_module: clone has a wrong type");
+      *reinterpret_cast<std::shared_ptr<M>*>(reinterpret_cast<char*>(self) + off) = typed;
+    };
+    add_child(std::move(e));
+  }
+  // Owning registration (no member slot): the child is held by this Module.
+  void register_module(std::string name, std::shared_ptr<Module> module);
+
+  // ---- traversal (registration order, own entries first, then children; dotted names)
+  std::vector<std::pair<std::string, Tensor>> named_parameters(bool recurse = true) const;
+  std::vector<Tensor> parameters(bool recurse = true) const;
+  std::vector<std::pair<std::string, Tensor>> named_buffers(bool recurse = true) const;
+  std::vector<Tensor> buffers(bool recurse = true) const;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const;
+  std::vector<std::shared_ptr<Module>> children() const;
+  // Includes this module under the name "" (it must be owned by a shared_ptr).
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_modules() const;
+  std::vector<std::shared_ptr<Module>> modules() const;
+  int64_t num_parameters(bool only_trainable = false) const;
+
+  // ---- mode, conversion, gradients
+  virtual void train(bool on = true);  // recursive
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+  Module& to(Device device);
+  Module& to(DType dtype);  // floating parameters and buffers only
+  void zero_grad(bool set_to_none = true);
+
+  // ---- state
+  StateDict state_dict() const;  // params + buffers, detached aliases
+  LoadStateDictResult load_state_dict(const StateDict& state, bool strict = true);
+
+  // Deep independent copy; implemented by Cloneable<Derived>. The base version throws.
+  virtual std::shared_ptr<Module> clone() const;
+
+  // ---- forward and printing
+  virtual Tensor forward(const Tensor& x);
+  Tensor operator()(const Tensor& x) { return forward(x); }
+  virtual std::string name() const;        // "Linear"; default: the demangled class name
+  virtual std::string extra_repr() const;  // "in_features=4, out_features=3, bias=True"
+  std::string repr() const;                // PyTorch's print(module) format
+
+ protected:
+  // Copying is for Cloneable only (slots are offsets, so the copy sees its own members).
+  Module(const Module&) = default;
+  // Replaces every parameter/buffer by an independent clone and every child by its clone().
+  void deep_copy_after_member_copy();
+
+ private:
+  struct TensorEntry {
+    std::string name;
+    std::ptrdiff_t offset;
+  };
+  struct ChildEntry {
+    std::string name;
+    std::ptrdiff_t offset = -1;  // -1: owned (held in `owned`)
+    std::shared_ptr<Module> owned;
+    std::shared_ptr<Module> (*get)(Module*, std::ptrdiff_t) = nullptr;
+    void (*set)(Module*, std::ptrdiff_t, std::shared_ptr<Module>) = nullptr;
+  };
+
+  std::ptrdiff_t slot_offset(const void* slot, const char* what) const;
+  void add_child(ChildEntry e);
+  void check_new_name(const std::string& name, const char* what) const;
+  Tensor& tensor_at(std::ptrdiff_t offset) const;
+  std::shared_ptr<Module> child_at(const ChildEntry& e) const;
+  void collect_modules(const std::string& prefix,
+                       std::vector<std::pair<std::string, std::shared_ptr<Module>>>& out,
+                       std::vector<const Module*>& seen) const;
+  void apply_to_tensors(const std::function<Tensor(const Tensor&)>& fn, bool floating_only);
+
+  std::vector<TensorEntry> params_;
+  std::vector<TensorEntry> buffers_;
+  std::vector<ChildEntry> children_;
+  bool training_ = true;
+};
+
+std::ostream& operator<<(std::ostream& os, const Module& m);
+
+// CRTP helper providing clone(): `struct Net : nn::Cloneable<Net> { ... };`
+template <class Derived>
+class Cloneable : public Module {
+ public:
+  std::shared_ptr<Module> clone() const override {
+    auto copy = std::make_shared<Derived>(static_cast<const Derived&>(*this));
+    copy->deep_copy_after_member_copy();
+    return copy;
+  }
+};
+
+}  // namespace minidl::nn

@@ -1,0 +1,120 @@
+// BatchNorm1d/2d and LayerNorm over the fused batch_norm/layer_norm ops (which record autograd
+// and update running statistics in place).
+#include "nn/normalization.h"
+
+#include "autograd/grad_mode.h"
+
+namespace minidl::nn {
+
+namespace {
+
+std::string py_bool(bool b) {
+  return b ? "True" : "False";
+}
+
+void init_batch_norm(Module& m, BatchNormState& s, int64_t num_features, BatchNormOptions opt,
+                     const char* layer) {
+  MINIDL_CHECK(num_features > 0, layer, ": num_features must be positive, got ", num_features);
+  MINIDL_CHECK(opt.eps >= 0, layer, ": eps must be non-negative, got ", opt.eps);
+  s.num_features = num_features;
+  s.opt = opt;
+  if (opt.affine) {
+    s.weight = ones({num_features});
+    s.bias = zeros({num_features});
+    m.register_parameter("weight", &s.weight);
+    m.register_parameter("bias", &s.bias);
+  }
+  if (opt.track_running_stats) {
+    s.running_mean = zeros({num_features});
+    s.running_var = ones({num_features});
+    s.num_batches_tracked = zeros({}, kInt64);
+    m.register_buffer("running_mean", &s.running_mean);
+    m.register_buffer("running_var", &s.running_var);
+    m.register_buffer("num_batches_tracked", &s.num_batches_tracked);
+  }
+}
+
+Tensor batch_norm_forward(BatchNormState& s, bool training, const Tensor& x, const char* layer,
+                          const char* expected) {
+  MINIDL_CHECK(x.defined(), layer, ": undefined input");
+  const bool ok =
+      std::string_view(layer) == "BatchNorm1d" ? (x.dim() == 2 || x.dim() == 3) : x.dim() == 4;
+  MINIDL_CHECK(ok, layer, ": expected ", expected, " input, got shape ", x.shape_str());
+  MINIDL_CHECK(x.size(1) == s.num_features, layer, ": expected ", s.num_features,
+               " channels (dim 1), got input of shape ", x.shape_str());
+  double momentum = s.opt.momentum.value_or(0.0);
+  if (training && s.opt.track_running_stats) {
+    {
+      NoGradGuard guard;
+      add_(s.num_batches_tracked, Scalar(1));
+    }
+    if (!s.opt.momentum) momentum = 1.0 / double(s.num_batches_tracked.item<int64_t>());
+  }
+  const bool use_batch_stats = training || !s.opt.track_running_stats;
+  return batch_norm(x, s.weight, s.bias, s.running_mean, s.running_var, use_batch_stats, momentum,
+                    s.opt.eps)
+      .out;
+}
+
+std::string batch_norm_repr(const BatchNormState& s) {
+  return std::to_string(s.num_features) + ", eps=" + py_float(s.opt.eps) +
+         ", momentum=" + (s.opt.momentum ? py_float(*s.opt.momentum) : std::string("None")) +
+         ", affine=" + py_bool(s.opt.affine) +
+         ", track_running_stats=" + py_bool(s.opt.track_running_stats);
+}
+
+}  // namespace
+
+BatchNorm1d::BatchNorm1d(int64_t num_features, BatchNormOptions opt) {
+  init_batch_norm(*this, s_, num_features, opt, "BatchNorm1d");
+}
+BatchNorm1d::BatchNorm1d(int64_t num_features, double eps, double momentum, bool affine,
+                         bool track_running_stats)
+    : BatchNorm1d(num_features, BatchNormOptions{eps, momentum, affine, track_running_stats}) {}
+Tensor BatchNorm1d::forward(const Tensor& x) {
+  return batch_norm_forward(s_, is_training(), x, "BatchNorm1d", "2D [N, C] or 3D [N, C, L]");
+}
+std::string BatchNorm1d::extra_repr() const {
+  return batch_norm_repr(s_);
+}
+
+BatchNorm2d::BatchNorm2d(int64_t num_features, BatchNormOptions opt) {
+  init_batch_norm(*this, s_, num_features, opt, "BatchNorm2d");
+}
+BatchNorm2d::BatchNorm2d(int64_t num_features, double eps, double momentum, bool affine,
+                         bool track_running_stats)
+    : BatchNorm2d(num_features, BatchNormOptions{eps, momentum, affine, track_running_stats}) {}
+Tensor BatchNorm2d::forward(const Tensor& x) {
+  return batch_norm_forward(s_, is_training(), x, "BatchNorm2d", "4D [N, C, H, W]");
+}
+std::string BatchNorm2d::extra_repr() const {
+  return batch_norm_repr(s_);
+}
+
+LayerNorm::LayerNorm(Shape shape, double eps_, bool affine)
+    : normalized_shape(std::move(shape)), eps(eps_), elementwise_affine(affine) {
+  MINIDL_CHECK(!normalized_shape.empty(), "LayerNorm: normalized_shape must not be empty");
+  for (int64_t d : normalized_shape)
+    MINIDL_CHECK(d > 0, "LayerNorm: normalized_shape must be positive, got ",
+                 shape_str(normalized_shape));
+  if (elementwise_affine) {
+    weight = ones(normalized_shape);
+    bias = zeros(normalized_shape);
+    register_parameter("weight", &weight);
+    register_parameter("bias", &bias);
+  }
+}
+
+Tensor LayerNorm::forward(const Tensor& x) {
+  return layer_norm(x, normalized_shape, weight, bias, eps).out;
+}
+
+std::string LayerNorm::extra_repr() const {
+  std::string s = "(";
+  for (size_t i = 0; i < normalized_shape.size(); ++i)
+    s += std::to_string(normalized_shape[i]) + (normalized_shape.size() == 1 ? "," : "") +
+         (i + 1 < normalized_shape.size() ? ", " : "");
+  return s + "), eps=" + py_float(eps) + ", elementwise_affine=" + py_bool(elementwise_affine);
+}
+
+}  // namespace minidl::nn

@@ -1,0 +1,67 @@
+// Normalisation layers (torch.nn.BatchNorm1d/2d, LayerNorm): parameters weight/bias, buffers
+// running_mean, running_var, num_batches_tracked (int64), PyTorch names and defaults.
+#pragma once
+#include <optional>
+
+#include "nn/functional.h"
+#include "nn/module.h"
+#include "tensor/ops.h"
+
+namespace minidl::nn {
+
+struct BatchNormOptions {
+  double eps = 1e-5;
+  std::optional<double> momentum = 0.1;  // nullopt: cumulative moving average
+  bool affine = true;
+  bool track_running_stats = true;
+};
+
+// Shared state and forward of BatchNorm1d/2d (not a Module itself: the layers register its
+// tensors as their own members).
+struct BatchNormState {
+  int64_t num_features = 0;
+  BatchNormOptions opt;
+  Tensor weight, bias, running_mean, running_var, num_batches_tracked;
+};
+
+// x:[N,C] or [N,C,L]
+class BatchNorm1d : public Cloneable<BatchNorm1d> {
+ public:
+  explicit BatchNorm1d(int64_t num_features, BatchNormOptions opt = {});
+  BatchNorm1d(int64_t num_features, double eps, double momentum = 0.1, bool affine = true,
+              bool track_running_stats = true);
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override { return "BatchNorm1d"; }
+  std::string extra_repr() const override;
+  BatchNormState s_;
+};
+
+// x:[N,C,H,W]
+class BatchNorm2d : public Cloneable<BatchNorm2d> {
+ public:
+  explicit BatchNorm2d(int64_t num_features, BatchNormOptions opt = {});
+  BatchNorm2d(int64_t num_features, double eps, double momentum = 0.1, bool affine = true,
+              bool track_running_stats = true);
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override { return "BatchNorm2d"; }
+  std::string extra_repr() const override;
+  BatchNormState s_;
+};
+
+// Normalises over the trailing dims `normalized_shape`; weight (ones) and bias (zeros) have
+// that shape when elementwise_affine.
+class LayerNorm : public Cloneable<LayerNorm> {
+ public:
+  explicit LayerNorm(Shape normalized_shape, double eps = 1e-5, bool elementwise_affine = true);
+  explicit LayerNorm(int64_t normalized_size, double eps = 1e-5, bool elementwise_affine = true)
+      : LayerNorm(Shape{normalized_size}, eps, elementwise_affine) {}
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override { return "LayerNorm"; }
+  std::string extra_repr() const override;
+  Shape normalized_shape;
+  double eps;
+  bool elementwise_affine;
+  Tensor weight, bias;
+};
+
+}  // namespace minidl::nn

@@ -1,0 +1,43 @@
+// Pooling layers: MaxPool2d, AvgPool2d (PyTorch arguments; stride defaults to kernel_size)
+// and AdaptiveAvgPool2d. Inputs x:[N,C,H,W].
+#pragma once
+
+#include <optional>
+
+#include "nn/functional.h"
+#include "nn/module.h"
+
+namespace minidl::nn {
+
+class MaxPool2d : public Cloneable<MaxPool2d> {
+ public:
+  MaxPool2d(Size2 kernel_size, std::optional<Size2> stride = std::nullopt, Size2 padding = 0,
+            Size2 dilation = 1, bool ceil_mode = false);
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override { return "MaxPool2d"; }
+  std::string extra_repr() const override;
+  Size2 kernel_size, stride, padding, dilation;
+  bool ceil_mode;
+};
+
+class AvgPool2d : public Cloneable<AvgPool2d> {
+ public:
+  AvgPool2d(Size2 kernel_size, std::optional<Size2> stride = std::nullopt, Size2 padding = 0,
+            bool ceil_mode = false, bool count_include_pad = true);
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override { return "AvgPool2d"; }
+  std::string extra_repr() const override;
+  Size2 kernel_size, stride, padding;
+  bool ceil_mode, count_include_pad;
+};
+
+class AdaptiveAvgPool2d : public Cloneable<AdaptiveAvgPool2d> {
+ public:
+  explicit AdaptiveAvgPool2d(Size2 output_size);
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override { return "AdaptiveAvgPool2d"; }
+  std::string extra_repr() const override { return "output_size=" + output_size.str(); }
+  Size2 output_size;
+};
+
+}  // namespace minidl::nn

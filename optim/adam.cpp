@@ -1,0 +1,100 @@
+// Adam/AdamW step (per parameter): m = b1*m + (1-b1)*g; v = b2*v + (1-b2)*g*g;
+// denom = sqrt(v)/sqrt(1-b2^t) + eps; p -= lr/(1-b1^t) * m/denom.
+#include "optim/adam.h"
+
+#include <cmath>
+
+#include "autograd/grad_mode.h"
+#include "tensor/error.h"
+#include "tensor/ops.h"
+
+namespace minidl::optim {
+
+static Options adam_defaults(double lr, std::pair<double, double> betas, double eps, double wd,
+                             bool amsgrad) {
+  return {{"lr", lr},   {"beta1", betas.first}, {"beta2", betas.second},
+          {"eps", eps}, {"weight_decay", wd},   {"amsgrad", amsgrad ? 1.0 : 0.0}};
+}
+
+static std::vector<ParamGroup> one_group(std::vector<Tensor> params) {
+  return {ParamGroup(std::move(params))};
+}
+
+Adam::Adam(std::vector<ParamGroup> groups, Options defaults, bool decoupled)
+    : Optimizer(std::move(defaults)), decoupled_(decoupled) {
+  check_options(defaults_);
+  for (ParamGroup& g : groups) add_param_group(std::move(g));
+}
+
+Adam::Adam(std::vector<Tensor> params, double lr, std::pair<double, double> betas, double eps,
+           double weight_decay, bool amsgrad)
+    : Adam(one_group(std::move(params)), adam_defaults(lr, betas, eps, weight_decay, amsgrad),
+           false) {}
+Adam::Adam(std::vector<ParamGroup> groups, double lr, std::pair<double, double> betas, double eps,
+           double weight_decay, bool amsgrad)
+    : Adam(std::move(groups), adam_defaults(lr, betas, eps, weight_decay, amsgrad), false) {}
+AdamW::AdamW(std::vector<Tensor> params, double lr, std::pair<double, double> betas, double eps,
+             double weight_decay, bool amsgrad)
+    : Adam(one_group(std::move(params)), adam_defaults(lr, betas, eps, weight_decay, amsgrad),
+           true) {}
+AdamW::AdamW(std::vector<ParamGroup> groups, double lr, std::pair<double, double> betas, double eps,
+             double weight_decay, bool amsgrad)
+    : Adam(std::move(groups), adam_defaults(lr, betas, eps, weight_decay, amsgrad), true) {}
+
+void Adam::check_options(const Options& o) const {
+  Optimizer::check_options(o);
+  const char* name = decoupled_ ? "AdamW" : "Adam";
+  double b1 = o.at("beta1"), b2 = o.at("beta2");
+  MINIDL_CHECK(o.at("eps") >= 0, name, ": Invalid epsilon value: ", o.at("eps"));
+  MINIDL_CHECK(b1 >= 0 && b1 < 1, name, ": Invalid beta parameter at index 0: ", b1);
+  MINIDL_CHECK(b2 >= 0 && b2 < 1, name, ": Invalid beta parameter at index 1: ", b2);
+  MINIDL_CHECK(o.at("weight_decay") >= 0, name,
+               ": Invalid weight_decay value: ", o.at("weight_decay"));
+}
+
+void Adam::step() {
+  NoGradGuard guard;
+  size_t idx = 0;
+  for (ParamGroup& g : groups_) {
+    const double lr = g.get("lr"), b1 = g.get("beta1"), b2 = g.get("beta2"), eps = g.get("eps"),
+                 wd = g.get("weight_decay");
+    const bool amsgrad = g.get("amsgrad") != 0;
+    for (Tensor& p : g.params) {
+      auto& st = state_[idx++];
+      const Tensor& grad0 = p.grad();
+      if (!grad0.defined()) continue;
+      if (!st.count("exp_avg")) {
+        st["step"] = scalar_tensor(0.0, kFloat64);
+        st["exp_avg"] = zeros_like(p.detach());
+        st["exp_avg_sq"] = zeros_like(p.detach());
+        if (amsgrad) st["max_exp_avg_sq"] = zeros_like(p.detach());
+      }
+      const double t = increment_step(st);
+      Tensor grad = grad0;
+      if (decoupled_)
+        mul_(p, 1 - lr * wd);
+      else if (wd != 0)
+        grad = add(grad0, p, wd);
+      Tensor& m = st["exp_avg"];
+      Tensor& v = st["exp_avg_sq"];
+      mul_(m, b1);
+      add_(m, grad, 1 - b1);
+      mul_(v, b2);
+      add_(v, mul(grad, grad), 1 - b2);
+      const double bc1 = 1 - std::pow(b1, t), bc2_sqrt = std::sqrt(1 - std::pow(b2, t));
+      Tensor denom;
+      if (amsgrad) {
+        auto it = st.find("max_exp_avg_sq");
+        if (it == st.end()) it = st.emplace("max_exp_avg_sq", zeros_like(p.detach())).first;
+        it->second.copy_(maximum(it->second, v));
+        denom = div(sqrt(it->second), bc2_sqrt);
+      } else {
+        denom = div(sqrt(v), bc2_sqrt);
+      }
+      add_(denom, eps);
+      add_(p, div(m, denom), -lr / bc1);
+    }
+  }
+}
+
+}  // namespace minidl::optim

@@ -1,0 +1,56 @@
+// Gradient clipping by total norm (per-grad norms combined like PyTorch) and by value.
+#include "optim/clip_grad.h"
+
+#include <cmath>
+
+#include "autograd/grad_mode.h"
+#include "tensor/error.h"
+#include "tensor/ops.h"
+
+namespace minidl::optim {
+
+double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, double norm_type,
+                       bool error_if_nonfinite) {
+  NoGradGuard guard;
+  MINIDL_CHECK(norm_type > 0 || std::isinf(norm_type),
+               "clip_grad_norm_: norm_type must be positive or inf, got ", norm_type);
+  std::vector<Tensor> grads;
+  for (const Tensor& p : params)
+    if (p.grad().defined()) grads.push_back(p.grad());
+  if (grads.empty()) return 0.0;
+  const bool inf = std::isinf(norm_type);
+  double total = 0;
+  for (const Tensor& g : grads) {
+    if (g.numel() == 0) continue;
+    Tensor a = abs(g).to(kFloat64);
+    if (inf) {
+      total = std::max(total, max(a).item<double>());
+    } else {
+      double s = norm_type == 2.0   ? sum(mul(a, a)).item<double>()
+                 : norm_type == 1.0 ? sum(a).item<double>()
+                                    : sum(pow(a, norm_type)).item<double>();
+      if (std::isnan(s)) total = s;
+      if (!std::isnan(total)) total += s;
+    }
+  }
+  if (!inf) total = std::pow(total, 1.0 / norm_type);
+  MINIDL_CHECK(!error_if_nonfinite || std::isfinite(total),
+               "clip_grad_norm_: the total norm of order ", norm_type,
+               " for gradients from `parameters` is non-finite (", total,
+               "), so it cannot be clipped");
+  const double coef = max_norm / (total + 1e-6);
+  if (!(coef >= 1))  // nan total: grads become nan, like PyTorch
+    for (Tensor& g : grads) mul_(g, coef);
+  return total;
+}
+
+void clip_grad_value_(const std::vector<Tensor>& params, double clip_value) {
+  NoGradGuard guard;
+  for (const Tensor& p : params)
+    if (p.grad().defined()) {
+      Tensor g = p.grad();
+      clamp_(g, -clip_value, clip_value);
+    }
+}
+
+}  // namespace minidl::optim

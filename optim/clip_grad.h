@@ -1,0 +1,18 @@
+// Gradient clipping (torch.nn.utils.clip_grad_norm_ / clip_grad_value_).
+#pragma once
+#include <vector>
+
+#include "tensor/tensor.h"
+
+namespace minidl::optim {
+
+// Total norm of all defined .grad of `params` (norm_type p > 0 or INFINITY); when above
+// max_norm, scales every grad in place by max_norm / (total + 1e-6). Returns the total norm
+// (before clipping; 0 when no grad). error_if_nonfinite: throw when the total is nan/inf.
+double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, double norm_type = 2.0,
+                       bool error_if_nonfinite = false);
+
+// Clamps every defined .grad of `params` in place to [-clip_value, clip_value].
+void clip_grad_value_(const std::vector<Tensor>& params, double clip_value);
+
+}  // namespace minidl::optim

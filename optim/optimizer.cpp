@@ -1,0 +1,140 @@
+// Optimizer base: parameter groups, zero_grad, and the flat state_dict save/load with validation.
+#include "optim/optimizer.h"
+
+#include <set>
+
+#include "autograd/grad_mode.h"
+#include "tensor/error.h"
+#include "tensor/ops.h"
+
+namespace minidl::optim {
+
+double ParamGroup::get(const std::string& name) const {
+  auto it = options.find(name);
+  MINIDL_CHECK(it != options.end(), "optimizer: param group has no option `", name, "`");
+  return it->second;
+}
+
+void Optimizer::check_options(const Options& o) const {
+  auto it = o.find("lr");
+  MINIDL_CHECK(it != o.end(), "optimizer: missing option `lr`");
+  MINIDL_CHECK(it->second >= 0, "optimizer: Invalid learning rate: ", it->second);
+}
+
+void Optimizer::add_param_group(ParamGroup group) {
+  for (const auto& [k, v] : defaults_) group.options.emplace(k, v);
+  check_options(group.options);
+  for (const Tensor& p : group.params) {
+    MINIDL_CHECK(p.defined(), "optimizer: undefined parameter tensor in param group");
+    for (const ParamGroup& g : groups_)
+      for (const Tensor& q : g.params)
+        MINIDL_CHECK(!p.is_same(q),
+                     "optimizer: some parameters appear in more than one parameter group");
+  }
+  state_.resize(state_.size() + group.params.size());
+  groups_.push_back(std::move(group));
+}
+
+void Optimizer::zero_grad(bool set_to_none) {
+  NoGradGuard guard;
+  for (ParamGroup& g : groups_)
+    for (Tensor& p : g.params) {
+      if (!p.grad().defined()) continue;
+      if (set_to_none)
+        p.set_grad(Tensor());
+      else
+        p.mutable_grad().zero_();
+    }
+}
+
+double increment_step(std::map<std::string, Tensor>& st) {
+  auto it = st.find("step");
+  if (it == st.end()) it = st.emplace("step", scalar_tensor(0.0, kFloat64)).first;
+  double s = it->second.item<double>() + 1;
+  it->second.fill_(s);
+  return s;
+}
+
+std::map<std::string, Tensor> Optimizer::state_dict() const {
+  std::map<std::string, Tensor> sd;
+  int64_t idx = 0;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    const std::string pre = "param_groups." + std::to_string(g) + ".";
+    std::vector<int64_t> ids;
+    for (size_t j = 0; j < groups_[g].params.size(); ++j) ids.push_back(idx++);
+    Tensor t = empty({int64_t(ids.size())}, kInt64);
+    std::copy(ids.begin(), ids.end(), t.data_ptr<int64_t>());
+    sd[pre + "params"] = t;
+    for (const auto& [k, v] : groups_[g].options) sd[pre + k] = scalar_tensor(v, kFloat64);
+  }
+  for (size_t i = 0; i < state_.size(); ++i)
+    for (const auto& [k, v] : state_[i])
+      sd["state." + std::to_string(i) + "." + k] = v.detach().clone();
+  return sd;
+}
+
+void Optimizer::load_state_dict(const std::map<std::string, Tensor>& sd) {
+  const std::string op = "optimizer load_state_dict: ";
+  std::vector<const Tensor*> params;
+  for (const ParamGroup& g : groups_)
+    for (const Tensor& p : g.params) params.push_back(&p);
+  std::vector<Options> options(groups_.size());
+  std::vector<std::map<std::string, Tensor>> state(params.size());
+  std::set<size_t> groups_seen;
+  for (const auto& [key, t] : sd) {
+    MINIDL_CHECK(t.defined(), op, "key `", key, "` holds an undefined tensor");
+    size_t dot1 = key.find('.'), dot2 = key.find('.', dot1 == std::string::npos ? 0 : dot1 + 1);
+    MINIDL_CHECK(dot1 != std::string::npos && dot2 != std::string::npos, op, "unexpected key `",
+                 key, "`");
+    std::string kind = key.substr(0, dot1), name = key.substr(dot2 + 1);
+    size_t index = 0;
+    try {
+      index = std::stoul(key.substr(dot1 + 1, dot2 - dot1 - 1));
+    } catch (const std::exception&) {
+      MINIDL_CHECK(false, op, "unexpected key `", key, "`");
+    }
+    if (kind == "param_groups") {
+      MINIDL_CHECK(index < groups_.size(), op, "key `", key, "` refers to param group ", index,
+                   " but the optimizer has ", groups_.size(), " group(s)");
+      if (name == "params") {
+        MINIDL_CHECK(t.numel() == int64_t(groups_[index].params.size()), op, "key `", key,
+                     "` lists ", t.numel(), " parameter(s) (shape ", t.shape_str(),
+                     ") but param group ", index, " has ", groups_[index].params.size());
+        groups_seen.insert(index);
+      } else {
+        MINIDL_CHECK(t.numel() == 1, op, "key `", key, "` must be a scalar, got shape ",
+                     t.shape_str());
+        options[index][name] = t.item<double>();
+      }
+    } else if (kind == "state") {
+      MINIDL_CHECK(index < params.size(), op, "key `", key, "` refers to parameter ", index,
+                   " but the optimizer has ", params.size(), " parameter(s)");
+      const Tensor& p = *params[index];
+      if (name == "step") {
+        MINIDL_CHECK(t.numel() == 1, op, "key `", key, "` must be a scalar, got shape ",
+                     t.shape_str());
+        state[index][name] = scalar_tensor(t.item<double>(), kFloat64);
+      } else {
+        MINIDL_CHECK(t.shape() == p.shape(), op, "key `", key, "` has shape ", t.shape_str(),
+                     " but parameter ", index, " has shape ", p.shape_str());
+        Tensor c = empty(p.shape(), p.dtype(), p.device());
+        c.copy_(t.detach());
+        state[index][name] = c;
+      }
+    } else {
+      MINIDL_CHECK(false, op, "unexpected key `", key, "`");
+    }
+  }
+  MINIDL_CHECK(groups_seen.size() == groups_.size(), op, "the state dict has ", groups_seen.size(),
+               " param group(s) but the optimizer has ", groups_.size());
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    Options merged = groups_[g].options;
+    for (const auto& [k, v] : options[g]) merged[k] = v;
+    check_options(merged);
+    options[g] = std::move(merged);
+  }
+  for (size_t g = 0; g < groups_.size(); ++g) groups_[g].options = std::move(options[g]);
+  state_ = std::move(state);
+}
+
+}  // namespace minidl::optim

@@ -1,0 +1,70 @@
+// Optimizer base (torch.optim.Optimizer): parameter groups with per-group options, per-parameter
+// state tensors, zero_grad and a flat, safetensors-friendly state_dict.
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include "tensor/tensor.h"
+
+namespace minidl::optim {
+
+// Hyper-parameters by name ("lr", "momentum", "beta1", "beta2", "eps", "weight_decay", ...);
+// booleans are stored as 0/1. Schedulers add "initial_lr" (and OneCycleLR "max_lr", ...).
+using Options = std::map<std::string, double>;
+
+// A set of parameters (leaf tensors with requires_grad) sharing options. Options left out take
+// the optimizer's defaults when the group is added.
+struct ParamGroup {
+  std::vector<Tensor> params;
+  Options options;
+  ParamGroup(std::vector<Tensor> p, Options o = {}) : params(std::move(p)), options(std::move(o)) {}
+  double& lr() { return options.at("lr"); }
+  double lr() const { return options.at("lr"); }
+  double get(const std::string& name) const;  // throws naming the option when missing
+};
+
+// State dict key scheme (every value a Tensor so it can go through save_safetensors):
+//   "state.<i>.<name>"        per-parameter state of the i-th parameter, counted across groups
+//                             in order (e.g. "state.0.momentum_buffer", "state.3.exp_avg",
+//                             "state.3.exp_avg_sq", "state.3.max_exp_avg_sq"); "state.<i>.step"
+//                             is a 0-d f64 tensor.
+//   "param_groups.<g>.params" 1-d int64 tensor: the global indices of group g's parameters.
+//   "param_groups.<g>.<opt>"  0-d f64 tensor per option (e.g. "param_groups.0.lr").
+class Optimizer {
+ public:
+  explicit Optimizer(Options defaults) : defaults_(std::move(defaults)) {}
+  virtual ~Optimizer() = default;
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  std::vector<ParamGroup>& param_groups() { return groups_; }
+  const std::vector<ParamGroup>& param_groups() const { return groups_; }
+  const Options& defaults() const { return defaults_; }
+  // Fills missing options from the defaults, validates them; a parameter may be in one group only.
+  void add_param_group(ParamGroup group);
+
+  virtual void step() = 0;
+  // Drops (set_to_none) or zeroes every parameter's .grad.
+  void zero_grad(bool set_to_none = true);
+
+  std::map<std::string, Tensor> state_dict() const;
+  // Validates group/parameter counts and state shapes (minidl::Error naming the key and shapes)
+  // before changing anything; state tensors are copied (cast to the parameter's dtype).
+  void load_state_dict(const std::map<std::string, Tensor>& sd);
+
+  // Per-parameter state of the i-th parameter (global index).
+  std::map<std::string, Tensor>& state(size_t i) { return state_.at(i); }
+  size_t num_params() const { return state_.size(); }
+
+ protected:
+  virtual void check_options(const Options& o) const;  // "lr" >= 0 by default
+  Options defaults_;
+  std::vector<ParamGroup> groups_;
+  std::vector<std::map<std::string, Tensor>> state_;  // by global parameter index
+};
+
+// Incremented step count stored in state["step"] (a 0-d f64 tensor); returns the new value.
+double increment_step(std::map<std::string, Tensor>& st);
+
+}  // namespace minidl::optim
