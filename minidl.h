@@ -29,3 +29,4 @@
 #include "nn/embedding.h"
 #include "nn/loss.h"
 #include "nn/normalization.h"
+#include "nn/checkpoint.h"
