@@ -58,11 +58,6 @@ Tensor distinct_leaf(const Shape& shape, uint64_t seed) {
 Tensor targets(const std::vector<double>& v, const Shape& shape) {
   return from_f64(v, shape, kInt64);
 }
-#define GRADCHECK(f, ...)                          \
-  do {                                             \
-    auto r_ = autograd::gradcheck(f, __VA_ARGS__); \
-    CHECK_MESSAGE(r_.ok, r_.message);              \
-  } while (0)
 }  // namespace
 
 TEST_CASE("conv2d gradcheck: x, weight and bias across stride, padding, groups, dilation") {

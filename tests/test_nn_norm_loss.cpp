@@ -23,11 +23,6 @@ Tensor leaf(const Shape& shape, uint64_t seed, double lo = -1, double hi = 1) {
 Tensor idx(const std::vector<double>& v, const Shape& s) {
   return from_f64(v, s, kInt64);
 }
-#define GRADCHECK(f, ...)                          \
-  do {                                             \
-    auto r_ = autograd::gradcheck(f, __VA_ARGS__); \
-    CHECK_MESSAGE(r_.ok, r_.message);              \
-  } while (0)
 }  // namespace
 
 TEST_CASE("nll_loss: hand-worked values, reductions and ignore_index") {

@@ -115,3 +115,10 @@ inline void check_close(const Tensor& actual, const Tensor& expected, double rto
 }
 
 }  // namespace testutil
+
+// Runs autograd::gradcheck(f, inputs...) and reports the first mismatch on failure.
+#define GRADCHECK(f, ...)                                    \
+  do {                                                       \
+    auto r_ = ::minidl::autograd::gradcheck(f, __VA_ARGS__); \
+    CHECK_MESSAGE(r_.ok, r_.message);                        \
+  } while (0)
