@@ -72,7 +72,7 @@ nn::StateDict initial_state(const json& init, DType dt) {
 }
 
 struct Errors {
-  double loss = 0, weight = 0, sums = 0;
+  double loss = 0, weight = 0, weight_norm = 0, sums = 0;
 };
 
 // Relative error with a floor (1e-3 of the tensor's largest golden magnitude) so entries that
@@ -82,7 +82,7 @@ double rel_err(double got, double want, double floor) {
 }
 
 Errors train_and_compare(const std::string& model_name, const std::string& opt_name, DType dt,
-                         double rtol) {
+                         double rtol, double elem_rtol) {
   Shape in_shape;
   auto model = make_model(model_name, in_shape);
   model->to(dt);
@@ -133,30 +133,42 @@ Errors train_and_compare(const std::string& model_name, const std::string& opt_n
       e.sums = std::max(e.sums, es);
       // Sums cancel (the sum of a zero-mean tensor); compare with a scale of sqrt(n)*rms.
       double scale = std::sqrt(double(got.size()) * g["sumsq"].get<double>());
-      CHECK(rel_err(sum, g["sum"].get<double>(), scale) <= rtol);
+      CHECK(rel_err(sum, g["sum"].get<double>(), scale) <= elem_rtol);
       CHECK(rel_err(sumsq, g["sumsq"].get<double>(), 0) <= rtol);
     }
-    double maxabs = 0;
+    double maxabs = 0, diff_sq = 0, want_sq = 0;
     for (double v : want) maxabs = std::max(maxabs, std::abs(v));
     for (size_t k = 0; k < want.size(); ++k) {
-      double err = rel_err(got[k * size_t(stride)], want[k], 1e-3 * maxabs);
+      double g_k = got[k * size_t(stride)];
+      diff_sq += (g_k - want[k]) * (g_k - want[k]);
+      want_sq += want[k] * want[k];
+      double err = rel_err(g_k, want[k], 1e-3 * maxabs);
       e.weight = std::max(e.weight, err);
-      CHECK_MESSAGE(err <= rtol, name, "[", k * size_t(stride), "]: ", got[k * size_t(stride)],
-                    " vs ", want[k]);
+      CHECK_MESSAGE(err <= elem_rtol, name, "[", k * size_t(stride), "]: ", g_k, " vs ", want[k]);
     }
+    // The 1e-5 target, per tensor: ||w - w_torch|| / ||w_torch||.
+    double norm_err = std::sqrt(diff_sq / want_sq);
+    e.weight_norm = std::max(e.weight_norm, norm_err);
+    CHECK_MESSAGE(norm_err <= rtol, name, ": relative norm error ", norm_err);
   }
   return e;
 }
 
-// f64 (both sides f64) is the exact check at 1e-9. In f32 the 20-step trajectories drift from
-// PyTorch's by accumulated rounding (different summation orders in conv/matmul), so f32 is held
-// to 5e-4 (AdamW amplifies rounding in near-zero weights: 2.2e-4 seen) and its errors reported.
+// f64 (both sides f64) is the exact check at 1e-9. In f32, losses and each weight tensor (as a
+// norm-relative error) are held to 1e-5. Single f32 entries drift further from PyTorch's by
+// accumulated rounding (other summation orders in conv/matmul; AdamW's m/sqrt(v) amplifies it for
+// near-zero gradients: 2.2e-4 seen), so each entry is held to 5e-4 and the maximum reported.
 void run_case(const std::string& model_name, const std::string& opt_name) {
-  for (auto [dt, rtol] : {std::pair{kFloat32, 5e-4}, std::pair{kFloat64, 1e-9}}) {
+  struct Tol {
+    DType dt;
+    double rtol, elem_rtol;
+  };
+  for (auto [dt, rtol, elem_rtol] : {Tol{kFloat32, 1e-5, 5e-4}, Tol{kFloat64, 1e-9, 1e-9}}) {
     CAPTURE(dt);
-    Errors e = train_and_compare(model_name, opt_name, dt, rtol);
+    Errors e = train_and_compare(model_name, opt_name, dt, rtol, elem_rtol);
     MESSAGE(model_name, " ", opt_name, " ", (dt == kFloat32 ? "f32" : "f64"),
-            ": max rel err losses ", e.loss, ", weights ", e.weight, ", sums ", e.sums);
+            ": max rel err losses ", e.loss, ", weights (norm) ", e.weight_norm,
+            ", weights (entry) ", e.weight, ", sums ", e.sums);
   }
 }
 
