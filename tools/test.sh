@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The README's test command: installs dependencies, builds minidl (Release, -Werror, CUDA
-# auto-detected) and runs every test suite with ctest. `cuda*` suites skip without a GPU.
+# auto-detected), fetches the offline MNIST digits (once) and runs every test suite with ctest.
+# `cuda*` suites skip without a GPU.
 # Env: BUILD_DIR (default build), JOBS (default: nproc).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,4 +10,6 @@ JOBS=${JOBS:-$(nproc)}
 bash tools/setup-deps.sh
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DMINIDL_WERROR=ON
 cmake --build "$BUILD_DIR" -j "$JOBS"
+# The MNIST tests and the end-to-end mnist_ddp runs read the offline digits (data/mnist/).
+BUILD_DIR="$BUILD_DIR" bash tools/fetch-mnist.sh data/mnist
 ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS"

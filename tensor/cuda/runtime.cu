@@ -48,5 +48,24 @@ std::vector<float> smoke_iota(int n, float start) {
   return h;
 }
 
+void* host_alloc_pinned(size_t nbytes) {
+  void* p = nullptr;
+  check(cudaHostAlloc(&p, nbytes == 0 ? 1 : nbytes, cudaHostAllocDefault), "cudaHostAlloc");
+  return p;
+}
+
+void host_free_pinned(void* ptr) {
+  if (ptr) (void)cudaFreeHost(ptr);  // runs in destructors: never throws
+}
+
+bool is_pinned_host_ptr(const void* ptr) {
+  cudaPointerAttributes attr{};
+  if (cudaPointerGetAttributes(&attr, ptr) != cudaSuccess) {
+    (void)cudaGetLastError();  // pageable memory on old runtimes reports an error
+    return false;
+  }
+  return attr.type == cudaMemoryTypeHost;
+}
+
 }  // namespace cuda
 }  // namespace minidl

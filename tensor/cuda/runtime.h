@@ -1,8 +1,14 @@
 // CUDA runtime entry points usable from plain C++ (no CUDA headers here).
 #pragma once
+#include <cstddef>
 #include <vector>
 
 namespace minidl::cuda {
 // Runs a trivial kernel writing start, start+1, ... on device 0 and returns the values.
 std::vector<float> smoke_iota(int n, float start);
+// Page-locked host memory (cudaHostAlloc / cudaFreeHost); throws minidl::Error on failure.
+void* host_alloc_pinned(size_t nbytes);
+void host_free_pinned(void* ptr);
+// Whether `ptr` points into page-locked host memory known to the CUDA runtime.
+bool is_pinned_host_ptr(const void* ptr);
 }  // namespace minidl::cuda

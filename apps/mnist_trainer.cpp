@@ -1,0 +1,285 @@
+// mnist_ddp's training run: builds data, model and optimizer from Options, trains with a progress
+// bar, evaluates each epoch, logs JSON lines, writes atomic per-epoch checkpoints and resumes
+// from them bit-exactly (model, optimizer, scheduler and RNG state, sampler order by epoch).
+#include "apps/mnist_trainer.h"
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <regex>
+
+#include "apps/common/metrics.h"
+#include "apps/common/progress.h"
+#include "apps/mnist_model.h"
+#include "data/dataloader.h"
+#include "data/mnist.h"
+#include "data/transforms.h"
+
+namespace mnist {
+namespace fs = std::filesystem;
+using minidl::Error;
+
+namespace {
+
+std::atomic<int> g_stop_requested{0};
+
+extern "C" void on_stop_signal(int) {
+  g_stop_requested.store(1);
+}
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+std::string checkpoint_path(const std::string& dir, int64_t epoch) {
+  return (fs::path(dir) / ("checkpoint-epoch-" + std::to_string(epoch) + ".safetensors")).string();
+}
+
+// The completed epoch a checkpoint file name stands for, or -1.
+int64_t checkpoint_epoch(const fs::path& p) {
+  static const std::regex re(R"(checkpoint-epoch-(\d+)\.safetensors)");
+  std::smatch m;
+  std::string name = p.filename().string();
+  return std::regex_match(name, m, re) ? std::stoll(m[1]) : -1;
+}
+
+// --resume FILE, or --resume DIR: that directory's newest complete checkpoint.
+std::string resolve_resume(const std::string& arg) {
+  MINIDL_CHECK(fs::exists(arg), "--resume: '", arg, "' does not exist");
+  if (!fs::is_directory(arg)) return arg;
+  std::string best;
+  int64_t best_epoch = -1;
+  for (const auto& entry : fs::directory_iterator(arg)) {
+    int64_t e = checkpoint_epoch(entry.path());
+    if (e > best_epoch) best_epoch = e, best = entry.path().string();
+  }
+  MINIDL_CHECK(best_epoch >= 0, "--resume: no checkpoint-epoch-N.safetensors in '", arg, "'");
+  return best;
+}
+
+// Keeps only the newest checkpoint: older ones are removed after the new one is complete.
+void remove_older_checkpoints(const std::string& dir, int64_t keep_epoch) {
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    int64_t e = checkpoint_epoch(entry.path());
+    if (e >= 0 && e < keep_epoch) fs::remove(entry.path());
+  }
+}
+
+std::unique_ptr<optim::Optimizer> make_optimizer(const Options& o, nn::Module& model) {
+  if (o.optimizer == "sgd")
+    return std::make_unique<optim::SGD>(model.parameters(), o.lr, o.momentum, 0.0, o.weight_decay);
+  if (o.optimizer == "adamw")
+    return std::make_unique<optim::AdamW>(model.parameters(), o.lr, std::pair{0.9, 0.999}, 1e-8,
+                                          o.weight_decay);
+  MINIDL_FAIL("--optimizer must be sgd or adamw, got '", o.optimizer, "'");
+}
+
+// Per-epoch schedulers step after each epoch, OneCycleLR after each batch.
+std::unique_ptr<optim::LRScheduler> make_scheduler(const Options& o, optim::Optimizer& opt,
+                                                   int64_t steps_per_epoch) {
+  if (o.scheduler == "none") return nullptr;
+  if (o.scheduler == "step") return std::make_unique<optim::StepLR>(opt, 1, o.gamma);
+  if (o.scheduler == "cosine") return std::make_unique<optim::CosineAnnealingLR>(opt, o.epochs);
+  if (o.scheduler == "onecycle")
+    return std::make_unique<optim::OneCycleLR>(opt, o.lr, o.epochs * steps_per_epoch);
+  MINIDL_FAIL("--scheduler must be none, step, cosine or onecycle, got '", o.scheduler, "'");
+}
+
+struct EvalResult {
+  double loss = 0;
+  int64_t correct = 0, samples = 0;
+};
+
+EvalResult evaluate(nn::Module& model, data::DataLoader& loader) {
+  NoGradGuard no_grad;
+  model.eval();
+  EvalResult r;
+  data::Example batch;
+  loader.start_epoch(0);
+  while (loader.next(batch)) {
+    Tensor log_probs = model(batch.data);  // [B,10]
+    r.loss += nn::functional::nll_loss(log_probs, batch.target, Reduction::sum).item<double>();
+    r.correct += sum(eq(argmax(log_probs, 1), batch.target)).item<int64_t>();
+    r.samples += batch.target.size(0);
+  }
+  model.train();
+  if (r.samples > 0) r.loss /= double(r.samples);
+  return r;
+}
+
+}  // namespace
+
+void install_stop_handlers() {
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sa.sa_flags = SA_RESETHAND;  // a second Ctrl-C terminates at once
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
+Result run_training(const Options& o) {
+  const int rank = 0, world_size = 1;  // the distributed modes set these
+  const bool main_rank = rank == 0, verbose = main_rank && !o.quiet;
+  auto t_start = Clock::now();
+  MINIDL_CHECK(o.epochs >= 1, "--epochs must be >= 1, got ", o.epochs);
+  MINIDL_CHECK(o.batch_size >= 1, "--batch-size must be >= 1, got ", o.batch_size);
+  MINIDL_CHECK(o.lr > 0, "--lr must be > 0, got ", o.lr);
+  MINIDL_CHECK(o.workers >= 0, "--workers must be >= 0, got ", o.workers);
+  Device device(o.device);
+  MINIDL_CHECK(device.is_cpu() || device.index < device_count(DeviceType::cuda), "--device ",
+               o.device, ": this machine has ", device_count(DeviceType::cuda), " CUDA device(s)");
+  if (o.threads > 0) set_num_threads(o.threads);
+
+  // Data: MNIST normalised with the usual mean/std (0.1307, 0.3081).
+  auto normalize = std::make_shared<data::Normalize>(std::vector{0.1307}, std::vector{0.3081});
+  auto train_raw = std::make_shared<data::MnistDataset>(o.data, data::MnistSplit::train);
+  auto test_raw = std::make_shared<data::MnistDataset>(o.data, data::MnistSplit::test);
+  auto train_set = std::make_shared<data::TransformDataset>(train_raw, normalize);
+  auto test_set = std::make_shared<data::TransformDataset>(test_raw, normalize);
+  auto sampler = std::make_shared<data::DistributedSampler>(train_set->size(), world_size, rank,
+                                                            /*shuffle=*/true, o.seed);
+  data::DataLoader train_loader(
+      train_set, {.batch_size = o.batch_size, .seed = o.seed, .num_workers = o.workers}, sampler);
+  data::DataLoader test_loader(test_set,
+                               {.batch_size = o.test_batch_size, .num_workers = o.workers});
+  MINIDL_CHECK(train_loader.size() > 0, "no training batches: ", train_set->size(),
+               " samples with --batch-size ", o.batch_size);
+
+  manual_seed(o.seed);
+  auto model = std::make_shared<Net>();
+  model->to(device);
+  auto optimizer = make_optimizer(o, *model);
+  const int64_t steps_per_epoch =
+      o.max_steps > 0 ? std::min(o.max_steps, train_loader.size()) : train_loader.size();
+  auto scheduler = make_scheduler(o, *optimizer, steps_per_epoch);
+  const bool per_step_scheduler = o.scheduler == "onecycle";
+
+  int64_t first_epoch = 1;
+  if (!o.resume.empty()) {
+    std::string path = resolve_resume(o.resume);
+    auto meta = nn::load_checkpoint(path, *model, optimizer.get(), scheduler.get());
+    MINIDL_CHECK(meta.count("epoch"), "checkpoint '", path, "' has no epoch");
+    first_epoch = std::stoll(meta["epoch"]) + 1;
+    for (const char* key : {"seed", "batch_size", "world_size"}) {
+      std::string now = key == std::string("seed")         ? std::to_string(o.seed)
+                        : key == std::string("batch_size") ? std::to_string(o.batch_size)
+                                                           : std::to_string(world_size);
+      if (meta.count(key) && meta[key] != now && main_rank)
+        std::fprintf(stderr, "warning: resuming with %s=%s, the checkpoint used %s\n", key,
+                     now.c_str(), meta[key].c_str());
+    }
+    if (verbose)
+      std::printf("resumed from %s (epoch %lld done)\n", path.c_str(),
+                  (long long)(first_epoch - 1));
+  }
+  if (!o.checkpoint_dir.empty() && main_rank) fs::create_directories(o.checkpoint_dir);
+
+  apps::JsonLinesLog log;
+  if (!o.log_json.empty() && main_rank) log = apps::JsonLinesLog(o.log_json, !o.resume.empty());
+  apps::TrainingCurves curves;
+  if (verbose)
+    std::printf(
+        "mnist_ddp: %lld train / %lld test images from %s, %s, batch %lld, %s lr %g, "
+        "%d thread(s), %d loader worker(s)\n",
+        (long long)train_set->size(), (long long)test_set->size(), o.data.c_str(),
+        device.str().c_str(), (long long)o.batch_size, o.optimizer.c_str(), o.lr, get_num_threads(),
+        o.workers);
+
+  Result result;
+  double train_seconds = 0, loader_wait = 0;
+  int64_t train_samples = 0;
+  model->train();
+  for (int64_t epoch = first_epoch; epoch <= o.epochs; ++epoch) {
+    auto t_epoch = Clock::now();
+    train_loader.start_epoch(epoch);  // sampler order = f(seed, epoch)
+    train_loader.reset_stats();
+    apps::ProgressBar bar("epoch " + std::to_string(epoch) + "/" + std::to_string(o.epochs),
+                          steps_per_epoch, verbose, o.log_interval);
+    double loss_sum = 0, interval_loss = 0;
+    int64_t step = 0, interval_steps = 0;
+    data::Example batch;
+    while (step < steps_per_epoch && train_loader.next(batch)) {
+      Tensor x = batch.data.to(device), y = batch.target.to(device);
+      optimizer->zero_grad();
+      Tensor loss = nn::functional::nll_loss((*model)(x), y);
+      loss.backward();
+      optimizer->step();
+      if (scheduler && per_step_scheduler) scheduler->step();
+      double l = loss.item<double>();
+      loss_sum += l, interval_loss += l, ++interval_steps;
+      train_samples += x.size(0);
+      ++step;
+      bar.update(step, loss_sum / double(step));
+      if (step % o.log_interval == 0 || step == steps_per_epoch) {
+        curves.train_x.push_back(double(epoch - 1) + double(step) / double(steps_per_epoch));
+        curves.train_loss.push_back(interval_loss / double(interval_steps));
+        interval_loss = 0, interval_steps = 0;
+      }
+      if (g_stop_requested.load()) break;
+    }
+    if (g_stop_requested.load()) {
+      bar.close("(interrupted)");
+      result.interrupted = true;
+      break;
+    }
+    double epoch_train_seconds = seconds_since(t_epoch);
+    train_seconds += epoch_train_seconds;
+    loader_wait += train_loader.stats().wait_seconds;
+    if (scheduler && !per_step_scheduler) scheduler->step();
+
+    EvalResult ev = evaluate(*model, test_loader);
+    double acc = ev.samples ? 100.0 * double(ev.correct) / double(ev.samples) : 0;
+    char suffix[128];
+    std::snprintf(suffix, sizeof suffix, "test loss %.4f, acc %.2f%% (%lld/%lld)", ev.loss, acc,
+                  (long long)ev.correct, (long long)ev.samples);
+    bar.close(suffix);
+    curves.epoch.push_back(double(epoch));
+    curves.test_loss.push_back(ev.loss);
+    curves.test_acc.push_back(acc);
+    result = {epoch - first_epoch + 1, acc, ev.loss, ev.correct, ev.samples};
+    log.write({{"event", "epoch"},
+               {"epoch", epoch},
+               {"train_loss", step ? loss_sum / double(step) : 0.0},
+               {"test_loss", ev.loss},
+               {"test_accuracy", acc},
+               {"lr", optimizer->param_groups()[0].lr()},
+               {"epoch_seconds", seconds_since(t_epoch)},
+               {"train_seconds", epoch_train_seconds},
+               {"loader_wait_seconds", train_loader.stats().wait_seconds},
+               {"train_samples_per_s", double(step * o.batch_size) / epoch_train_seconds}});
+    if (!o.checkpoint_dir.empty() && main_rank) {
+      nn::save_checkpoint(checkpoint_path(o.checkpoint_dir, epoch), *model, optimizer.get(),
+                          scheduler.get(),
+                          {{"epoch", std::to_string(epoch)},
+                           {"seed", std::to_string(o.seed)},
+                           {"batch_size", std::to_string(o.batch_size)},
+                           {"world_size", std::to_string(world_size)},
+                           {"optimizer", o.optimizer}});
+      remove_older_checkpoints(o.checkpoint_dir, epoch);
+    }
+    if (!o.plot.empty() && main_rank) apps::write_training_plot(o.plot, curves, "mnist_ddp");
+  }
+  if (result.epochs_run == 0 && !result.interrupted) {  // resumed at the end: just evaluate
+    EvalResult ev = evaluate(*model, test_loader);
+    result.test_accuracy = ev.samples ? 100.0 * double(ev.correct) / double(ev.samples) : 0;
+    result.test_loss = ev.loss, result.correct = ev.correct, result.test_samples = ev.samples;
+  }
+  result.seconds = seconds_since(t_start);
+  result.train_samples_per_s = train_seconds > 0 ? double(train_samples) / train_seconds : 0;
+  result.loader_wait_fraction = train_seconds > 0 ? loader_wait / train_seconds : 0;
+  log.write({{"event", "summary"},
+             {"epochs_run", result.epochs_run},
+             {"test_accuracy", result.test_accuracy},
+             {"test_loss", result.test_loss},
+             {"seconds", result.seconds},
+             {"train_samples_per_s", result.train_samples_per_s},
+             {"loader_wait_fraction", result.loader_wait_fraction},
+             {"interrupted", result.interrupted}});
+  return result;
+}
+
+}  // namespace mnist

@@ -1,0 +1,52 @@
+// The mnist_ddp training run: options, data, model, optimizer, scheduler, the epoch loop with
+// progress, metrics, checkpoints and resume. Written around (rank, world_size) so the
+// distributed modes slot in; today it runs one process.
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace mnist {
+
+struct Options {
+  std::string data = "data/mnist";
+  int64_t epochs = 3;
+  int64_t batch_size = 64;  // per process
+  int64_t test_batch_size = 1000;
+  double lr = 1e-3;
+  std::string optimizer = "adamw";  // sgd | adamw
+  double momentum = 0.9;            // sgd only
+  double weight_decay = 0.0;
+  std::string scheduler = "none";  // none | step | cosine | onecycle
+  double gamma = 0.7;              // StepLR factor per epoch
+  uint64_t seed = 1;
+  std::string device = "cpu";
+  int threads = 0;  // 0: all cores
+  int workers = 2;  // DataLoader worker threads
+  std::string checkpoint_dir;
+  std::string resume;  // a checkpoint file, or a directory (its latest checkpoint)
+  std::string log_json;
+  std::string plot;
+  int64_t log_interval = 20;  // steps between plain progress lines / curve samples
+  int64_t max_steps = 0;      // >0: stop each epoch after this many steps (smoke tests)
+  bool quiet = false;
+};
+
+// The outcome of a run (also printed as the one-line summary).
+struct Result {
+  int64_t epochs_run = 0;
+  double test_accuracy = 0;  // percent
+  double test_loss = 0;
+  int64_t correct = 0, test_samples = 0;
+  double seconds = 0, train_samples_per_s = 0, loader_wait_fraction = 0;
+  bool interrupted = false;
+};
+
+// Trains and evaluates; throws minidl::Error with a one-line message on bad input. Returns
+// with interrupted=true after SIGINT/SIGTERM (the last complete checkpoint is kept).
+Result run_training(const Options& opt);
+
+// Installs SIGINT/SIGTERM handlers that ask the training loop to stop after the current step
+// (a second signal terminates at once).
+void install_stop_handlers();
+
+}  // namespace mnist

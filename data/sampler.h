@@ -1,0 +1,64 @@
+// Samplers: the index order of one epoch. Each is a pure function of (its settings, epoch), so a
+// resumed run replays exactly the order of an uninterrupted one. Shuffles use torch_randperm,
+// which reproduces torch.randperm(n, generator=torch.Generator().manual_seed(seed)) exactly.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+namespace minidl::data {
+
+// torch.randperm(n, generator=g) on CPU with g.manual_seed(seed): the same mt19937 stream and
+// the same Fisher-Yates variant as PyTorch, so the indices are identical.
+std::vector<int64_t> torch_randperm(int64_t n, uint64_t seed);
+
+class Sampler {
+ public:
+  virtual ~Sampler() = default;
+  // Number of indices per epoch (len(sampler)).
+  virtual int64_t size() const = 0;
+  // The indices of epoch `epoch`.
+  virtual std::vector<int64_t> indices(int64_t epoch) const = 0;
+};
+
+// 0, 1, ..., n-1 every epoch.
+class SequentialSampler : public Sampler {
+ public:
+  explicit SequentialSampler(int64_t n);
+  int64_t size() const override { return n_; }
+  std::vector<int64_t> indices(int64_t epoch) const override;
+
+ private:
+  int64_t n_;
+};
+
+// A permutation of 0..n-1 seeded by seed + epoch (torch_randperm).
+class RandomSampler : public Sampler {
+ public:
+  RandomSampler(int64_t n, uint64_t seed);
+  int64_t size() const override { return n_; }
+  std::vector<int64_t> indices(int64_t epoch) const override;
+
+ private:
+  int64_t n_;
+  uint64_t seed_;
+};
+
+// torch.utils.data.DistributedSampler(dataset, num_replicas, rank, shuffle, seed, drop_last):
+// shuffle with seed + epoch, pad by wrapping around (or drop the tail with drop_last) so every
+// rank gets num_samples indices, then take the strided slice indices[rank::num_replicas].
+class DistributedSampler : public Sampler {
+ public:
+  DistributedSampler(int64_t n, int64_t num_replicas, int64_t rank, bool shuffle = true,
+                     uint64_t seed = 0, bool drop_last = false);
+  int64_t size() const override { return num_samples_; }
+  std::vector<int64_t> indices(int64_t epoch) const override;
+  int64_t total_size() const { return num_samples_ * num_replicas_; }
+
+ private:
+  int64_t n_, num_replicas_, rank_;
+  bool shuffle_, drop_last_;
+  uint64_t seed_;
+  int64_t num_samples_;
+};
+
+}  // namespace minidl::data

@@ -1,0 +1,359 @@
+// Rendezvous: env:// and tcp:// connect to a TcpStore hosted by rank 0; file:// has rank 0
+// publish its store's address in a file (written atomically, reclaimed when stale, removed
+// on every exit path). Then every rank registers and waits, bounded by the timeout.
+#include "parallel/rendezvous.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <charconv>
+#include <csignal>
+#include <cstdlib>
+#include <fstream>
+#include <optional>
+#include <thread>
+
+#include "parallel/tcp_store.h"
+#include "tensor/error.h"
+
+namespace minidl::dist {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+std::optional<int> parse_int(const std::string& s) {
+  int v = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || p != s.data() + s.size()) return std::nullopt;
+  return v;
+}
+
+// The first of `names` that is set, as an int (-1 when none is set).
+int env_int(std::initializer_list<const char*> names) {
+  for (const char* name : names) {
+    const char* v = std::getenv(name);
+    if (!v) continue;
+    auto parsed = parse_int(v);
+    MINIDL_CHECK(parsed.has_value(), "rendezvous: ", name, "='", v, "' is not an integer");
+    return *parsed;
+  }
+  return -1;
+}
+
+std::string host_name() {
+  char buf[256] = {};
+  ::gethostname(buf, sizeof(buf) - 1);
+  return buf;
+}
+
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string s = "[";
+  for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
+  return s + "]";
+}
+
+[[noreturn]] void fail_all(Store& store, const std::string& where, const std::string& why) {
+  try {
+    store.set("rdzv/error", why);  // lets the waiting ranks fail now, not at their timeout
+  } catch (const Error&) {
+  }
+  MINIDL_FAIL("rendezvous via ", where, " failed: ", why);
+}
+
+}  // namespace
+
+LaunchEnv read_launch_env() {
+  LaunchEnv e;
+  if (std::getenv("RANK"))
+    e.source = "torchrun";
+  else if (std::getenv("OMPI_COMM_WORLD_RANK"))
+    e.source = "OpenMPI";
+  else if (std::getenv("SLURM_PROCID"))
+    e.source = "Slurm";
+  if (e.source == "torchrun") {
+    e.rank = env_int({"RANK"});
+    e.world_size = env_int({"WORLD_SIZE"});
+    e.local_rank = env_int({"LOCAL_RANK"});
+    e.local_world_size = env_int({"LOCAL_WORLD_SIZE"});
+  } else if (e.source == "OpenMPI") {
+    e.rank = env_int({"OMPI_COMM_WORLD_RANK"});
+    e.world_size = env_int({"OMPI_COMM_WORLD_SIZE"});
+    e.local_rank = env_int({"OMPI_COMM_WORLD_LOCAL_RANK"});
+    e.local_world_size = env_int({"OMPI_COMM_WORLD_LOCAL_SIZE"});
+  } else if (e.source == "Slurm") {
+    e.rank = env_int({"SLURM_PROCID"});
+    e.world_size = env_int({"SLURM_NTASKS"});
+    e.local_rank = env_int({"SLURM_LOCALID"});
+    e.local_world_size = env_int({"SLURM_NTASKS_PER_NODE"});
+  } else {
+    e.world_size = env_int({"WORLD_SIZE"});
+  }
+  if (const char* a = std::getenv("MASTER_ADDR")) e.master_addr = a;
+  e.master_port = env_int({"MASTER_PORT"});
+  return e;
+}
+
+void register_rank(Store& store, RendezvousInfo& info, milliseconds timeout,
+                   const std::string& where, bool* joined) {
+  const int r = info.rank, ws = info.world_size;
+  const std::string ws_text = std::to_string(ws);
+  const std::string registered = store.compare_set("rdzv/world_size", "", ws_text);
+  if (registered != ws_text)
+    fail_all(store, where,
+             "rank " + std::to_string(r) + " has world_size " + ws_text +
+                 " but another rank registered world_size " + registered);
+  if (store.add("rdzv/count/" + std::to_string(r), 1) > 1)
+    fail_all(store, where, "rank " + std::to_string(r) + " joined twice");
+  const std::string me = host_name();
+  store.set("rank/" + std::to_string(r), me);
+  store.add("rdzv/joined", 1);
+  if (joined) *joined = true;
+
+  std::vector<std::string> keys;
+  for (int i = 0; i < ws; ++i) keys.push_back("rank/" + std::to_string(i));
+  const auto deadline = Clock::now() + timeout;
+  for (;;) {  // wait in slices so an error from another rank stops us early
+    auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
+    if (left.count() <= 0) {
+      std::vector<int> missing;
+      for (int i = 0; i < ws; ++i)
+        if (!store.check({keys[size_t(i)]})) missing.push_back(i);
+      if (missing.empty()) break;
+      MINIDL_FAIL("rendezvous via ", where, " timed out after ", format_seconds(timeout), " (rank ",
+                  r, "): expected ", ws, ", joined ", ws - int(missing.size()), ", missing ranks ",
+                  rank_list(missing));
+    }
+    try {
+      store.wait(keys, std::min(left, milliseconds(100)));
+      break;
+    } catch (const Error&) {
+      if (store.check({"rdzv/error"}))
+        MINIDL_FAIL("rendezvous via ", where,
+                    " failed on another rank: ", store.get_string("rdzv/error"));
+    }
+  }
+  // local rank / size from the hosts that joined, unless the launcher said so
+  int local_rank = 0, local_size = 0;
+  for (int i = 0; i < ws; ++i) {
+    if (store.get_string(keys[size_t(i)]) != me) continue;
+    local_size += 1;
+    if (i < r) local_rank += 1;
+  }
+  if (info.local_rank < 0) info.local_rank = local_rank;
+  if (info.local_world_size < 0) info.local_world_size = local_size;
+}
+
+namespace {
+
+// A failed rank acknowledges, so that rank 0 keeps its server up until the joined ranks
+// have read the error (instead of seeing the connection close).
+void acknowledge_failure(Store& store) {
+  try {
+    store.add("rdzv/acks", 1);
+  } catch (const Error&) {
+  }
+}
+
+// Rank 0, failing: waits (at most 1 s) until every other joined rank has acknowledged.
+void linger_for_peers(Store& store, bool self_joined) {
+  const auto deadline = Clock::now() + milliseconds(1000);
+  try {
+    while (Clock::now() < deadline) {
+      if (store.add("rdzv/acks", 0) >= store.add("rdzv/joined", 0) - (self_joined ? 1 : 0)) return;
+      std::this_thread::sleep_for(milliseconds(10));
+    }
+  } catch (const Error&) {
+  }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- file://
+namespace {
+
+struct FileRecord {
+  std::string host;
+  int port = 0;
+  int pid = 0;
+};
+
+constexpr const char* kFileMagic = "minidl-rendezvous-v1";
+
+std::optional<FileRecord> read_record(const std::string& path) {
+  std::ifstream f(path);
+  std::string magic;
+  FileRecord r;
+  if (!(f >> magic >> r.host >> r.port >> r.pid) || magic != kFileMagic) return std::nullopt;
+  return r;
+}
+
+bool pid_alive(int pid) {
+  return pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM);
+}
+
+double file_age_s(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return 0;
+  return double(::time(nullptr) - st.st_mtime);
+}
+
+// Removes the rendezvous file when rank 0 leaves rendezvous(), on success or exception.
+struct FileGuard {
+  std::string path;
+  ~FileGuard() {
+    if (!path.empty()) ::unlink(path.c_str());
+  }
+};
+
+std::shared_ptr<TcpStore> file_master(const std::string& path, int rank, milliseconds timeout,
+                                      FileGuard& guard) {
+  const std::string me = host_name();
+  if (::access(path.c_str(), F_OK) == 0) {
+    auto rec = read_record(path);
+    const double age = file_age_s(path);
+    const bool dead = rec && rec->host == me && !pid_alive(rec->pid);
+    const bool old = age * 1000 > double(timeout.count());
+    MINIDL_CHECK(rec || old, "rendezvous file ", path,
+                 " exists and is not a minidl rendezvous file; use a fresh path per job");
+    MINIDL_CHECK(dead || old, "rendezvous file ", path, " is in use by live pid ", rec->pid,
+                 " on host ", rec->host, " (written ", age,
+                 " s ago); another job is using it: use a fresh path per job");
+    ::unlink(path.c_str());  // stale: left by a killed job
+  }
+  auto store = std::make_shared<TcpStore>(
+      TcpStoreOptions{.host = me, .port = 0, .is_master = true, .timeout = timeout, .rank = rank});
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream f(tmp);
+    f << kFileMagic << "\n" << me << "\n" << store->port() << "\n" << ::getpid() << "\n";
+    MINIDL_CHECK(f.good(), "rendezvous: cannot write ", tmp);
+  }
+  guard.path = path;
+  MINIDL_CHECK(::rename(tmp.c_str(), path.c_str()) == 0, "rendezvous: cannot create ", path, ": ",
+               std::strerror(errno));
+  return store;
+}
+
+std::shared_ptr<TcpStore> file_client(const std::string& path, int rank, milliseconds timeout) {
+  const std::string me = host_name();
+  const auto deadline = Clock::now() + timeout;
+  std::string why = "it did not appear (is rank 0 running?)";
+  for (;;) {
+    if (auto rec = read_record(path)) {
+      const bool local = rec->host == me;
+      if (!local || pid_alive(rec->pid)) {
+        auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
+        return std::make_shared<TcpStore>(
+            TcpStoreOptions{.host = local ? "127.0.0.1" : rec->host,
+                            .port = rec->port,
+                            .timeout = std::max(left, milliseconds(1)),
+                            .rank = rank});
+      }
+      why = "it names pid " + std::to_string(rec->pid) +
+            ", which is dead (a stale file from a "
+            "killed job; remove it or use a fresh path per job)";
+    }
+    MINIDL_CHECK(Clock::now() < deadline, "rendezvous via file://", path, " (rank ", rank,
+                 "): no live rank 0 address within ", format_seconds(timeout), ": ", why);
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+}
+
+std::pair<std::string, int> split_host_port(const std::string& s, const std::string& url) {
+  size_t colon = s.rfind(':');
+  MINIDL_CHECK(colon != std::string::npos, "rendezvous: ", url, " needs host:port");
+  std::string host = s.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);  // [::1]
+  auto port = parse_int(s.substr(colon + 1));
+  MINIDL_CHECK(port && *port >= 0 && *port <= 65535 && !host.empty(), "rendezvous: ", url,
+               ": bad host:port");
+  return {host, *port};
+}
+
+// "?rank=1&world_size=2" query parameters of a tcp:// or file:// URL.
+int query_int(const std::string& query, const std::string& name) {
+  size_t pos = ("&" + query).find("&" + name + "=");
+  if (pos == std::string::npos) return -1;
+  std::string v = query.substr(pos + name.size() + 1);
+  v = v.substr(0, v.find('&'));
+  auto parsed = parse_int(v);
+  MINIDL_CHECK(parsed.has_value(), "rendezvous: ", name, "='", v, "' is not an integer");
+  return *parsed;
+}
+
+}  // namespace
+
+RendezvousInfo rendezvous(const std::string& init_method, const RendezvousOptions& o) {
+  const size_t sep = init_method.find("://");
+  MINIDL_CHECK(sep != std::string::npos, "rendezvous: init_method '", init_method,
+               "' must be env://, tcp://host:port or file:///path");
+  const std::string scheme = init_method.substr(0, sep);
+  std::string rest = init_method.substr(sep + 3), query;
+  if (size_t q = rest.find('?'); q != std::string::npos) {
+    query = rest.substr(q + 1);
+    rest = rest.substr(0, q);
+  }
+  const LaunchEnv env = read_launch_env();
+  RendezvousInfo info;
+  info.rank = o.rank >= 0 ? o.rank : query_int(query, "rank");
+  if (info.rank < 0) info.rank = env.rank;
+  info.world_size = o.world_size >= 0 ? o.world_size : query_int(query, "world_size");
+  if (info.world_size < 0) info.world_size = env.world_size;
+  MINIDL_CHECK(info.world_size >= 1, "rendezvous via ", init_method,
+               ": world size unknown: pass it or set WORLD_SIZE (torchrun, mpirun and srun "
+               "set it)");
+  MINIDL_CHECK(info.rank >= 0, "rendezvous via ", init_method,
+               ": rank unknown: pass it or set RANK (torchrun, mpirun and srun set it)");
+  MINIDL_CHECK(info.rank < info.world_size, "rendezvous via ", init_method, ": rank ", info.rank,
+               " is out of range for world size ", info.world_size);
+  const bool launcher_local = env.rank == info.rank && env.local_rank >= 0;
+  info.local_rank = launcher_local ? env.local_rank : -1;
+  info.local_world_size = launcher_local ? env.local_world_size : -1;
+
+  FileGuard guard;
+  std::shared_ptr<TcpStore> store;
+  if (scheme == "env" || scheme == "tcp") {
+    if (scheme == "env") {
+      MINIDL_CHECK(!env.master_addr.empty() && env.master_port >= 0, "rendezvous via env://: ",
+                   "MASTER_ADDR and MASTER_PORT must be set (torchrun sets them; e.g. "
+                   "MASTER_ADDR=127.0.0.1 MASTER_PORT=29500)");
+      info.master_addr = env.master_addr;
+      info.master_port = env.master_port;
+    } else {
+      std::tie(info.master_addr, info.master_port) = split_host_port(rest, init_method);
+    }
+    store = std::make_shared<TcpStore>(TcpStoreOptions{.host = info.master_addr,
+                                                       .port = info.master_port,
+                                                       .is_master = info.rank == 0,
+                                                       .timeout = o.timeout,
+                                                       .rank = info.rank});
+  } else if (scheme == "file") {
+    MINIDL_CHECK(!rest.empty(), "rendezvous: ", init_method, " needs a path (file:///tmp/x)");
+    store = info.rank == 0 ? file_master(rest, info.rank, o.timeout, guard)
+                           : file_client(rest, info.rank, o.timeout);
+    info.master_addr = store->host();
+  } else {
+    MINIDL_FAIL("rendezvous: unknown scheme '", scheme, "' in '", init_method,
+                "' (use env://, tcp://host:port or file:///path)");
+  }
+  info.master_port = store->port();
+  bool joined = false;
+  try {
+    register_rank(*store, info, o.timeout, init_method, &joined);
+  } catch (const Error&) {
+    if (info.rank == 0)
+      linger_for_peers(*store, joined);
+    else if (joined)
+      acknowledge_failure(*store);
+    throw;
+  }
+  info.store = std::move(store);
+  return info;
+}
+
+}  // namespace minidl::dist

@@ -1,0 +1,70 @@
+// TCP key-value store (like c10d::TCPStore): the master (rank 0) hosts the server in a
+// background thread (single-threaded poll loop); every rank, the master included, talks to
+// it through a thread-safe client. Blocking get / wait are answered by the server when the
+// keys appear (no client polling) or with a timeout reply at the deadline.
+#pragma once
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "parallel/socket.h"
+#include "parallel/store.h"
+
+namespace minidl::dist {
+
+struct TcpStoreOptions {
+  // Where clients connect. The master listens there for a loopback host, else on every
+  // interface (and reaches itself over loopback).
+  std::string host = "127.0.0.1";
+  int port = 0;            // 0 (master only): the OS chooses, see TcpStore::port()
+  bool is_master = false;  // host the server in this process
+  std::chrono::milliseconds timeout = Store::kDefaultTimeout;  // connect, get, wait
+  int rank = -1;                                               // named in error messages
+};
+
+namespace detail {
+class TcpStoreServer;
+}
+
+class TcpStore : public Store {
+ public:
+  explicit TcpStore(TcpStoreOptions options);
+  ~TcpStore() override;
+  TcpStore(const TcpStore&) = delete;
+  TcpStore& operator=(const TcpStore&) = delete;
+
+  int port() const { return port_; }
+  const std::string& host() const { return host_; }
+  bool is_master() const { return server_ != nullptr; }
+
+  using Store::compare_set;
+  using Store::set;
+  using Store::wait;
+  void set(const std::string& key, const Bytes& value) override;
+  Bytes get(const std::string& key) override;
+  int64_t add(const std::string& key, int64_t delta) override;
+  Bytes compare_set(const std::string& key, const Bytes& expected, const Bytes& desired) override;
+  void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
+  bool check(const std::vector<std::string>& keys) override;
+  bool delete_key(const std::string& key) override;
+  int64_t num_keys() override;
+
+ private:
+  struct Reply {
+    uint8_t status;
+    Bytes payload;
+  };
+  // Sends one request and waits for its reply; `server_wait` is how long the server may hold
+  // the request (blocking get / wait) before it answers.
+  Reply request(const Bytes& body, std::chrono::milliseconds server_wait, const std::string& what);
+  std::string where() const;
+
+  std::string host_;
+  int port_ = 0;
+  std::unique_ptr<detail::TcpStoreServer> server_;
+  std::mutex mu_;
+  net::Fd sock_;
+  std::string broken_;  // why the connection is unusable (empty: fine)
+};
+
+}  // namespace minidl::dist

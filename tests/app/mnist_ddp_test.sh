@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# End-to-end tests of the mnist_ddp app, run by ctest: short training clears an accuracy bar,
+# resume is bitwise equal to an uninterrupted run, Ctrl-C keeps the last checkpoint, bad input
+# gives one-line errors. Usage: mnist_ddp_test.sh MNIST_DDP DATA_DIR CASE
+set -uo pipefail
+BIN=$1 DATA=$2 CASE=$3
+WORK=$(mktemp -d /tmp/mnist_ddp_test.XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+# Runs mnist_ddp expecting exit code $1; the rest are its arguments. Output in $WORK/out, err.
+expect_rc() {
+  local want=$1; shift
+  "$BIN" "$@" >"$WORK/out" 2>"$WORK/err"; local rc=$?
+  [ "$rc" -eq "$want" ] || { cat "$WORK/out" "$WORK/err" >&2; fail "exit $rc, expected $want: $*"; }
+}
+# One-line error on stderr that matches a pattern.
+expect_error() {
+  local rc=$1 pattern=$2; shift 2
+  expect_rc "$rc" "$@"
+  [ "$(wc -l <"$WORK/err")" -eq 1 ] || { cat "$WORK/err" >&2; fail "error is not one line: $*"; }
+  grep -q -- "$pattern" "$WORK/err" || { cat "$WORK/err" >&2; fail "no '$pattern' in error: $*"; }
+}
+COMMON=(--data "$DATA" --threads 1 --workers 1 --quiet)
+
+case $CASE in
+accuracy)  # one epoch on the 8,000 offline digits
+  expect_rc 0 "${COMMON[@]}" --epochs 1 --log-json "$WORK/m.jsonl" --plot "$WORK/c.svg"
+  cat "$WORK/out"
+  acc=$(grep -o '"test_accuracy":[0-9.]*' "$WORK/m.jsonl" | tail -1 | cut -d: -f2)
+  awk -v a="$acc" 'BEGIN { exit !(a >= 94.0) }' || fail "test accuracy $acc% < 94% after 1 epoch"
+  grep -q '"event":"epoch"' "$WORK/m.jsonl" || fail "no epoch record in the JSON log"
+  grep -q '<polyline' "$WORK/c.svg" || fail "the SVG plot has no curve"
+  ;;
+resume)  # 2 epochs straight vs 1 epoch + resume: bitwise identical checkpoints
+  SHORT=(--max-steps 12 --test-batch-size 500 --seed 7)
+  expect_rc 0 "${COMMON[@]}" "${SHORT[@]}" --epochs 2 --checkpoint-dir "$WORK/a"
+  expect_rc 0 "${COMMON[@]}" "${SHORT[@]}" --epochs 1 --checkpoint-dir "$WORK/b"
+  [ -f "$WORK/b/checkpoint-epoch-1.safetensors" ] || fail "no epoch-1 checkpoint"
+  expect_rc 0 "${COMMON[@]}" "${SHORT[@]}" --epochs 2 --checkpoint-dir "$WORK/b" --resume "$WORK/b"
+  [ ! -f "$WORK/b/checkpoint-epoch-1.safetensors" ] || fail "old checkpoint not removed"
+  cmp "$WORK/a/checkpoint-epoch-2.safetensors" "$WORK/b/checkpoint-epoch-2.safetensors" ||
+    fail "resumed run differs from the uninterrupted one"
+  ;;
+interrupt)  # SIGINT after the first checkpoint: exit 130, the checkpoint loads and resumes
+  "$BIN" "${COMMON[@]}" --epochs 50 --max-steps 10 --test-batch-size 500 \
+    --checkpoint-dir "$WORK/c" >"$WORK/out" 2>"$WORK/err" &
+  pid=$!
+  for _ in $(seq 600); do
+    [ -f "$WORK/c/checkpoint-epoch-1.safetensors" ] && break
+    sleep 0.1
+  done
+  kill -INT "$pid"
+  wait "$pid"; rc=$?
+  [ "$rc" -eq 130 ] || { cat "$WORK/err" >&2; fail "exit $rc after SIGINT, expected 130"; }
+  grep -q "last complete checkpoint" "$WORK/err" || fail "no checkpoint note after SIGINT"
+  expect_rc 0 "${COMMON[@]}" --epochs 1 --max-steps 10 --test-batch-size 500 --resume "$WORK/c"
+  ;;
+errors)
+  expect_rc 0 --help
+  for flag in --data --epochs --batch-size --lr --optimizer --momentum --weight-decay \
+    --scheduler --seed --device --threads --checkpoint-dir --resume --log-json --plot --quiet; do
+    grep -q -- "$flag" "$WORK/out" || fail "--help does not document $flag"
+  done
+  expect_error 2 "epochs" "${COMMON[@]}" --epochs abc
+  expect_error 2 "optimizer" "${COMMON[@]}" --optimizer rmsprop
+  expect_error 2 "bogus" "${COMMON[@]}" --bogus
+  expect_error 1 "epochs must be >= 1" "${COMMON[@]}" --epochs 0
+  expect_error 1 "lr must be > 0" "${COMMON[@]}" --lr -1
+  expect_error 1 "device" "${COMMON[@]}" --device tpu
+  expect_error 1 "fetch-mnist" --data "$WORK/nowhere" --quiet
+  mkdir -p "$WORK/ck"
+  head -c 1000 /dev/urandom >"$WORK/ck/checkpoint-epoch-1.safetensors"
+  expect_error 1 "checkpoint-epoch-1.safetensors" "${COMMON[@]}" --resume "$WORK/ck"
+  expect_error 1 "does not exist" "${COMMON[@]}" --resume "$WORK/missing.safetensors"
+  ;;
+*) fail "unknown case $CASE" ;;
+esac
+echo "PASS: mnist_ddp $CASE"
