@@ -30,3 +30,8 @@
 #include "nn/loss.h"
 #include "nn/normalization.h"
 #include "nn/checkpoint.h"
+#include "data/dataloader.h"
+#include "data/dataset.h"
+#include "data/mnist.h"
+#include "data/sampler.h"
+#include "data/transforms.h"

@@ -101,6 +101,10 @@ void register_rank(Store& store, RendezvousInfo& info, milliseconds timeout,
                    const std::string& where, bool* joined) {
   const int r = info.rank, ws = info.world_size;
   const std::string ws_text = std::to_string(ws);
+  // Counted on arrival, before any check can fail: a failing rank 0 lingers until every rank
+  // that arrived has read the error (otherwise a peer would only see the server vanish).
+  store.add("rdzv/joined", 1);
+  if (joined) *joined = true;
   const std::string registered = store.compare_set("rdzv/world_size", "", ws_text);
   if (registered != ws_text)
     fail_all(store, where,
@@ -110,8 +114,6 @@ void register_rank(Store& store, RendezvousInfo& info, milliseconds timeout,
     fail_all(store, where, "rank " + std::to_string(r) + " joined twice");
   const std::string me = host_name();
   store.set("rank/" + std::to_string(r), me);
-  store.add("rdzv/joined", 1);
-  if (joined) *joined = true;
 
   std::vector<std::string> keys;
   for (int i = 0; i < ws; ++i) keys.push_back("rank/" + std::to_string(i));

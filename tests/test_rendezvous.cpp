@@ -135,7 +135,7 @@ TEST_CASE("rendezvous: mismatched world sizes are named") {
   auto out = rendezvous_threads(url, {0, 1}, {2, 3}, 2000ms);
   for (const Outcome& o : out) {
     CHECK_FALSE(o.info.has_value());
-    CHECK(contains(o.error, "world_size"));
+    CHECK_MESSAGE(contains(o.error, "world_size"), o.error);
     CHECK(o.seconds < 1.0);
   }
 }

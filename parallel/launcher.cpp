@@ -1,0 +1,144 @@
+// launch(): spawns the ranks (fork/exec, each in its own process group, stdout/stderr on
+// pipes), prefixes and logs their output in a poll loop, and stops every rank when one fails
+// or the launcher gets SIGINT/SIGTERM (forward, grace period, SIGKILL).
+#include <sched.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+
+#include "parallel/launcher.h"
+#include "parallel/launcher_run.h"
+#include "tensor/error.h"
+
+extern char** environ;
+
+namespace minidl::dist {
+
+namespace {
+
+std::string resolve_program(const std::string& name) {
+  MINIDL_CHECK(!name.empty(), "minidl-run: no program given (usage: minidl-run [options] ",
+               "PROGRAM [ARGS...])");
+  auto runnable = [](const std::string& p) {
+    struct stat st {};
+    return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(p.c_str(), X_OK) == 0;
+  };
+  if (name.find('/') != std::string::npos) {
+    MINIDL_CHECK(runnable(name), "minidl-run: program '", name, "' is not an executable file");
+    return name;
+  }
+  const char* path = std::getenv("PATH");
+  std::string dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
+  std::size_t pos = 0;
+  while (pos <= dirs.size()) {
+    std::size_t colon = dirs.find(':', pos);
+    std::string dir =
+        dirs.substr(pos, colon == std::string::npos ? std::string::npos : colon - pos);
+    std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
+    if (runnable(candidate)) return candidate;
+    if (colon == std::string::npos) break;
+    pos = colon + 1;
+  }
+  MINIDL_FAIL("minidl-run: program '", name, "' not found in PATH");
+}
+
+std::string default_log_dir() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  ::localtime_r(&t, &tm);
+  char stamp[32];
+  std::strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", &tm);
+  return "minidl-run-logs/" + std::string(stamp) + "-" + std::to_string(::getpid());
+}
+
+int usable_cores() {
+  cpu_set_t set;
+  if (::sched_getaffinity(0, sizeof(set), &set) == 0) return CPU_COUNT(&set);
+  long n = ::sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? static_cast<int>(n) : 1;
+}
+
+void validate(const LaunchOptions& o) {
+  MINIDL_CHECK(o.nproc_per_node >= 1, "minidl-run: --nproc-per-node must be >= 1, got ",
+               o.nproc_per_node);
+  MINIDL_CHECK(o.nnodes >= 1, "minidl-run: --nnodes must be >= 1, got ", o.nnodes);
+  MINIDL_CHECK(o.node_rank >= 0 && o.node_rank < o.nnodes, "minidl-run: --node-rank ", o.node_rank,
+               " is outside [0, ", o.nnodes, ") for --nnodes ", o.nnodes);
+  MINIDL_CHECK(o.master_port >= 0 && o.master_port <= 65535, "minidl-run: --master-port ",
+               o.master_port, " is outside [0, 65535]");
+  MINIDL_CHECK(o.master_port != 0 || o.nnodes == 1, "minidl-run: --nnodes ", o.nnodes,
+               " needs an explicit --master-port (every node must agree on it)");
+  MINIDL_CHECK(!o.master_addr.empty(), "minidl-run: --master-addr is empty");
+  MINIDL_CHECK(o.device_per_rank == "auto" || o.device_per_rank == "none",
+               "minidl-run: --device-per-rank must be auto or none, got '", o.device_per_rank, "'");
+  MINIDL_CHECK(o.timeout_stop_s >= 0 && o.timeout_stop_s <= 3600,
+               "minidl-run: --timeout-stop must be in [0, 3600] s, got ", o.timeout_stop_s);
+}
+
+}  // namespace
+
+int launch(const LaunchOptions& options, const std::vector<std::string>& argv) {
+  validate(options);
+  MINIDL_CHECK(!argv.empty(), "minidl-run: no program given (usage: minidl-run [options] ",
+               "PROGRAM [ARGS...])");
+  LaunchPlan plan;
+  plan.options = options;
+  plan.program = resolve_program(argv[0]);
+  plan.argv = argv;
+  std::vector<std::string> devices;
+  if (options.device_per_rank == "auto") devices = device_plan(options, visible_gpus());
+  plan.master_port = options.master_port != 0 ? options.master_port : pick_free_port();
+  if (options.log_dir != "none") {
+    plan.log_dir = options.log_dir.empty() ? default_log_dir() : options.log_dir;
+    std::error_code ec;
+    std::filesystem::create_directories(plan.log_dir, ec);
+    MINIDL_CHECK(!ec, "minidl-run: cannot create --log-dir '", plan.log_dir, "': ", ec.message());
+  }
+  const char* omp = std::getenv("OMP_NUM_THREADS");
+  const int omp_threads = std::max(1, usable_cores() / options.nproc_per_node);
+  std::vector<std::string> base;
+  for (char** e = environ; e && *e; ++e) base.emplace_back(*e);
+  for (int local = 0; local < options.nproc_per_node; ++local) {
+    plan.envs.push_back(rank_env(base, options, local, plan.master_port, omp_threads));
+  }
+  if (options.verbose) {
+    const int world = options.nnodes * options.nproc_per_node;
+    std::string banner = "minidl-run: " + std::to_string(options.nproc_per_node) + " rank(s)";
+    if (options.nnodes > 1) {
+      banner += " on node " + std::to_string(options.node_rank) + " of " +
+                std::to_string(options.nnodes) + " (world size " + std::to_string(world) + ")";
+    }
+    banner += ", master " + options.master_addr + ":" + std::to_string(plan.master_port);
+    banner += ", OMP_NUM_THREADS=" +
+              (omp ? std::string(omp) + " (from the environment)" : std::to_string(omp_threads));
+    banner += plan.log_dir.empty() ? ", no log files" : ", logs in " + plan.log_dir + "/";
+    plan.banner.push_back(banner);
+    for (const std::string& d : devices) plan.banner.push_back("minidl-run: " + d);
+  }
+  return run_ranks(plan);
+}
+
+bool launched_by_launcher() {
+  const char* v = std::getenv("MINIDL_LAUNCHER");
+  return v && std::string(v) == "1";
+}
+
+int self_launch(int nproc, int argc, char** argv, const std::vector<std::string>& drop_flags,
+                LaunchOptions o) {
+  MINIDL_CHECK(!launched_by_launcher(), "self_launch: already running under minidl-run (",
+               "MINIDL_LAUNCHER=1); drop -n when launching with minidl-run");
+  std::error_code ec;
+  std::string exe = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+  MINIDL_CHECK(!ec, "self_launch: cannot read /proc/self/exe: ", ec.message());
+  std::vector<std::string> args(argv + std::min(argc, 1), argv + argc);
+  args = strip_flags(args, drop_flags);
+  args.insert(args.begin(), exe);
+  o.nproc_per_node = nproc;
+  return launch(o, args);
+}
+
+}  // namespace minidl::dist
