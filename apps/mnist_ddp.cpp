@@ -6,11 +6,13 @@
 #include <exception>
 
 #include "apps/mnist_trainer.h"
+#include "parallel/launcher.h"
 
 int main(int argc, char** argv) {
   mnist::Options o;
   CLI::App app{"mnist_ddp: train the classic MNIST CNN with minidl", "mnist_ddp"};
   app.get_formatter()->column_width(34);
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);  // last wins
   app.add_option("--data", o.data, "directory with the MNIST IDX files (raw or .gz)")
       ->capture_default_str();
   app.add_option("--epochs", o.epochs, "number of epochs")->capture_default_str();
@@ -54,6 +56,25 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   app.add_flag("--quiet", o.quiet, "print only the final summary line");
+  app.add_option("--mode", o.mode,
+                 "single | dp (DataParallel in one process) | ddp (one process per rank) | auto "
+                 "(ddp under minidl-run/torchrun/mpirun/srun, else single)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "single", "dp", "ddp"}));
+  app.add_option("-n,--nproc", o.nproc, "launch N DDP ranks of this program (via minidl-run)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--backend", o.backend, "ddp backend: gloo | nccl | auto (nccl for cuda)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "gloo", "nccl"}));
+  app.add_option("--init-method", o.init_method, "env:// | tcp://host:port | file:///path")
+      ->capture_default_str();
+  app.add_option("--dp-devices", o.dp_devices, "dp replicas (0: every GPU, or 2 on cpu)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--dist-timeout", o.dist_timeout_s, "rendezvous/collective timeout in seconds")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
 
   try {
     app.parse(argc, argv);
@@ -64,9 +85,19 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  // -n N: run N ranks of this very command under the launcher (each rank sees RANK etc.).
+  if (o.nproc > 1 && !minidl::dist::launched_by_launcher()) {
+    if (o.mode == "single" || o.mode == "dp") {
+      std::fprintf(stderr, "mnist_ddp: error: -n %d needs --mode ddp or auto (see --help)\n",
+                   o.nproc);
+      return 2;
+    }
+    return minidl::dist::self_launch(o.nproc, argc, argv, {"-n", "--nproc"});
+  }
   try {
     mnist::install_stop_handlers();
     mnist::Result r = mnist::run_training(o);
+    if (!r.main_rank) return r.interrupted ? 130 : 0;
     if (r.interrupted) {
       std::fprintf(stderr, "mnist_ddp: interrupted; %s\n",
                    o.checkpoint_dir.empty()
@@ -76,9 +107,10 @@ int main(int argc, char** argv) {
     }
     std::printf(
         "mnist_ddp: test accuracy %.2f%% (%lld/%lld), test loss %.4f, %lld epoch(s) in "
-        "%.1f s, %.0f train samples/s, loader wait %.1f%% of train time\n",
+        "%.1f s, %.0f train samples/s (%s), loader wait %.1f%% of train time\n",
         r.test_accuracy, (long long)r.correct, (long long)r.test_samples, r.test_loss,
-        (long long)r.epochs_run, r.seconds, r.train_samples_per_s, 100.0 * r.loader_wait_fraction);
+        (long long)r.epochs_run, r.seconds, r.train_samples_per_s, r.layout.c_str(),
+        100.0 * r.loader_wait_fraction);
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "mnist_ddp: error: %s\n", e.what());

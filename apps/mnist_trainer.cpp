@@ -10,13 +10,18 @@
 #include <filesystem>
 #include <memory>
 #include <regex>
+#include <thread>
 
 #include "apps/common/metrics.h"
 #include "apps/common/progress.h"
+#include "apps/mnist_dist.h"
 #include "apps/mnist_model.h"
 #include "data/dataloader.h"
 #include "data/mnist.h"
 #include "data/transforms.h"
+#include "parallel/data_parallel.h"
+#include "parallel/ddp.h"
+#include "parallel/distributed.h"
 
 namespace mnist {
 namespace fs = std::filesystem;
@@ -94,19 +99,27 @@ struct EvalResult {
   int64_t correct = 0, samples = 0;
 };
 
-EvalResult evaluate(nn::Module& model, data::DataLoader& loader) {
+// Test loss and accuracy over the whole test set: each rank evaluates its DistributedSampler
+// share (shuffle off) and per-sample [loss, correct] rows are gathered without the sampler's
+// padding, so the result is identical for any number of ranks.
+EvalResult evaluate(nn::Module& model, data::DataLoader& loader, const Layout& layout,
+                    int64_t dataset_size) {
   NoGradGuard no_grad;
   model.eval();
-  EvalResult r;
+  std::vector<Tensor> rows;
   data::Example batch;
   loader.start_epoch(0);
   while (loader.next(batch)) {
-    Tensor log_probs = model(batch.data);  // [B,10]
-    r.loss += nn::functional::nll_loss(log_probs, batch.target, Reduction::sum).item<double>();
-    r.correct += sum(eq(argmax(log_probs, 1), batch.target)).item<int64_t>();
-    r.samples += batch.target.size(0);
+    Tensor x = batch.data.to(layout.device), y = batch.target.to(layout.device);
+    Tensor log_probs = model(x);  // [B,10]
+    Tensor loss = nn::functional::nll_loss(log_probs, y, Reduction::none).to(kFloat64);
+    Tensor correct = eq(argmax(log_probs, 1), y).to(kFloat64);
+    rows.push_back(stack({loss, correct}, 1).cpu());  // [B,2]
   }
   model.train();
+  Tensor mine = rows.empty() ? zeros({0, 2}, kFloat64) : cat(rows, 0);
+  auto [loss_sum, correct] = reduce_eval_rows(layout, mine, dataset_size);
+  EvalResult r{loss_sum, correct, dataset_size};
   if (r.samples > 0) r.loss /= double(r.samples);
   return r;
 }
@@ -122,36 +135,47 @@ void install_stop_handlers() {
 }
 
 Result run_training(const Options& o) {
-  const int rank = 0, world_size = 1;  // the distributed modes set these
-  const bool main_rank = rank == 0, verbose = main_rank && !o.quiet;
   auto t_start = Clock::now();
   MINIDL_CHECK(o.epochs >= 1, "--epochs must be >= 1, got ", o.epochs);
   MINIDL_CHECK(o.batch_size >= 1, "--batch-size must be >= 1, got ", o.batch_size);
   MINIDL_CHECK(o.lr > 0, "--lr must be > 0, got ", o.lr);
   MINIDL_CHECK(o.workers >= 0, "--workers must be >= 0, got ", o.workers);
-  Device device(o.device);
-  MINIDL_CHECK(device.is_cpu() || device.index < device_count(DeviceType::cuda), "--device ",
-               o.device, ": this machine has ", device_count(DeviceType::cuda), " CUDA device(s)");
-  if (o.threads > 0) set_num_threads(o.threads);
+  LayoutGuard layout_guard(o);
+  const Layout& L = layout_guard.layout();
+  const bool main_rank = L.rank == 0, verbose = main_rank && !o.quiet;
+  // Ranks on one machine share its cores unless --threads says otherwise.
+  const char* omp_env = std::getenv("OMP_NUM_THREADS");
+  if (o.threads > 0)
+    set_num_threads(o.threads);
+  else if (L.distributed() && !omp_env)
+    set_num_threads(std::max(1, int(std::thread::hardware_concurrency()) /
+                                    std::max(1, dist::rendezvous_info().local_world_size)));
 
-  // Data: MNIST normalised with the usual mean/std (0.1307, 0.3081).
+  // Data: MNIST normalised with the usual mean/std (0.1307, 0.3081); each rank reads its
+  // DistributedSampler share (seed + epoch shuffle; the test set unshuffled).
   auto normalize = std::make_shared<data::Normalize>(std::vector{0.1307}, std::vector{0.3081});
-  auto train_raw = std::make_shared<data::MnistDataset>(o.data, data::MnistSplit::train);
-  auto test_raw = std::make_shared<data::MnistDataset>(o.data, data::MnistSplit::test);
-  auto train_set = std::make_shared<data::TransformDataset>(train_raw, normalize);
-  auto test_set = std::make_shared<data::TransformDataset>(test_raw, normalize);
-  auto sampler = std::make_shared<data::DistributedSampler>(train_set->size(), world_size, rank,
-                                                            /*shuffle=*/true, o.seed);
+  auto train_set = std::make_shared<data::TransformDataset>(
+      std::make_shared<data::MnistDataset>(o.data, data::MnistSplit::train), normalize);
+  auto test_set = std::make_shared<data::TransformDataset>(
+      std::make_shared<data::MnistDataset>(o.data, data::MnistSplit::test), normalize);
+  auto train_sampler = std::make_shared<data::DistributedSampler>(train_set->size(), L.world_size,
+                                                                  L.rank, /*shuffle=*/true, o.seed);
+  auto test_sampler = std::make_shared<data::DistributedSampler>(test_set->size(), L.world_size,
+                                                                 L.rank, /*shuffle=*/false);
   data::DataLoader train_loader(
-      train_set, {.batch_size = o.batch_size, .seed = o.seed, .num_workers = o.workers}, sampler);
-  data::DataLoader test_loader(test_set,
-                               {.batch_size = o.test_batch_size, .num_workers = o.workers});
-  MINIDL_CHECK(train_loader.size() > 0, "no training batches: ", train_set->size(),
-               " samples with --batch-size ", o.batch_size);
+      train_set, {.batch_size = o.batch_size, .seed = o.seed, .num_workers = o.workers},
+      train_sampler);
+  data::DataLoader test_loader(
+      test_set, {.batch_size = o.test_batch_size, .num_workers = o.workers}, test_sampler);
+  MINIDL_CHECK(train_loader.size() > 0, "no training batches: ", train_sampler->size(),
+               " samples per rank with --batch-size ", o.batch_size);
 
+  // The same initial weights on every rank (DDP broadcasts rank 0's anyway); then a distinct
+  // dropout stream per rank.
   manual_seed(o.seed);
   auto model = std::make_shared<Net>();
-  model->to(device);
+  model->to(L.device);
+  manual_seed(dist::rank_seed(o.seed, L.rank));
   auto optimizer = make_optimizer(o, *model);
   const int64_t steps_per_epoch =
       o.max_steps > 0 ? std::min(o.max_steps, train_loader.size()) : train_loader.size();
@@ -164,38 +188,48 @@ Result run_training(const Options& o) {
     auto meta = nn::load_checkpoint(path, *model, optimizer.get(), scheduler.get());
     MINIDL_CHECK(meta.count("epoch"), "checkpoint '", path, "' has no epoch");
     first_epoch = std::stoll(meta["epoch"]) + 1;
-    for (const char* key : {"seed", "batch_size", "world_size"}) {
-      std::string now = key == std::string("seed")         ? std::to_string(o.seed)
-                        : key == std::string("batch_size") ? std::to_string(o.batch_size)
-                                                           : std::to_string(world_size);
-      if (meta.count(key) && meta[key] != now && main_rank)
-        std::fprintf(stderr, "warning: resuming with %s=%s, the checkpoint used %s\n", key,
-                     now.c_str(), meta[key].c_str());
-    }
+    restore_rank_rng(L, meta);
+    const std::map<std::string, std::string> now = {{"seed", std::to_string(o.seed)},
+                                                    {"batch_size", std::to_string(o.batch_size)},
+                                                    {"world_size", std::to_string(L.world_size)}};
+    for (const auto& [key, value] : now)
+      if (meta.count(key) && meta[key] != value && main_rank)
+        std::fprintf(stderr, "warning: resuming with %s=%s, the checkpoint used %s\n", key.c_str(),
+                     value.c_str(), meta[key].c_str());
     if (verbose)
       std::printf("resumed from %s (epoch %lld done)\n", path.c_str(),
                   (long long)(first_epoch - 1));
   }
-  if (!o.checkpoint_dir.empty() && main_rank) fs::create_directories(o.checkpoint_dir);
 
+  // The module the loop trains: the model itself, or a DDP / DataParallel wrapper of it.
+  std::shared_ptr<nn::Module> train_module = model;
+  if (L.mode == "ddp")
+    train_module = std::make_shared<dist::DistributedDataParallel>(model);
+  else if (L.mode == "dp")
+    train_module = std::make_shared<dist::DataParallel>(model, L.dp_devices);
+
+  if (!o.checkpoint_dir.empty() && main_rank) fs::create_directories(o.checkpoint_dir);
   apps::JsonLinesLog log;
   if (!o.log_json.empty() && main_rank) log = apps::JsonLinesLog(o.log_json, !o.resume.empty());
   apps::TrainingCurves curves;
+  const int64_t global_batch = o.batch_size * L.world_size;
   if (verbose)
     std::printf(
-        "mnist_ddp: %lld train / %lld test images from %s, %s, batch %lld, %s lr %g, "
-        "%d thread(s), %d loader worker(s)\n",
+        "mnist_ddp: %lld train / %lld test images from %s; %s; batch %lld per process, "
+        "%lld global; %s lr %g; %d thread(s), %d loader worker(s) per process\n",
         (long long)train_set->size(), (long long)test_set->size(), o.data.c_str(),
-        device.str().c_str(), (long long)o.batch_size, o.optimizer.c_str(), o.lr, get_num_threads(),
-        o.workers);
+        L.describe().c_str(), (long long)o.batch_size, (long long)global_batch, o.optimizer.c_str(),
+        o.lr, get_num_threads(), o.workers);
 
   Result result;
+  result.main_rank = main_rank;
+  result.layout = L.describe();
   double train_seconds = 0, loader_wait = 0;
   int64_t train_samples = 0;
-  model->train();
+  train_module->train();
   for (int64_t epoch = first_epoch; epoch <= o.epochs; ++epoch) {
     auto t_epoch = Clock::now();
-    train_loader.start_epoch(epoch);  // sampler order = f(seed, epoch)
+    train_loader.start_epoch(epoch);  // sampler order = f(seed, epoch, rank)
     train_loader.reset_stats();
     apps::ProgressBar bar("epoch " + std::to_string(epoch) + "/" + std::to_string(o.epochs),
                           steps_per_epoch, verbose, o.log_interval);
@@ -203,9 +237,9 @@ Result run_training(const Options& o) {
     int64_t step = 0, interval_steps = 0;
     data::Example batch;
     while (step < steps_per_epoch && train_loader.next(batch)) {
-      Tensor x = batch.data.to(device), y = batch.target.to(device);
+      Tensor x = batch.data.to(L.device), y = batch.target.to(L.device);
       optimizer->zero_grad();
-      Tensor loss = nn::functional::nll_loss((*model)(x), y);
+      Tensor loss = nn::functional::nll_loss((*train_module)(x), y);
       loss.backward();
       optimizer->step();
       if (scheduler && per_step_scheduler) scheduler->step();
@@ -219,6 +253,7 @@ Result run_training(const Options& o) {
         curves.train_loss.push_back(interval_loss / double(interval_steps));
         interval_loss = 0, interval_steps = 0;
       }
+      // Ranks stop without further collectives; peers blocked in one fail when it exits.
       if (g_stop_requested.load()) break;
     }
     if (g_stop_requested.load()) {
@@ -230,51 +265,66 @@ Result run_training(const Options& o) {
     train_seconds += epoch_train_seconds;
     loader_wait += train_loader.stats().wait_seconds;
     if (scheduler && !per_step_scheduler) scheduler->step();
+    // Global mean train loss (each rank ran `step` batches of batch_size).
+    double train_loss = L.distributed()
+                            ? dist::all_reduce_mean(loss_sum / double(step), double(step))
+                            : loss_sum / double(step);
 
-    EvalResult ev = evaluate(*model, test_loader);
+    EvalResult ev = evaluate(*model, test_loader, L, test_set->size());
     double acc = ev.samples ? 100.0 * double(ev.correct) / double(ev.samples) : 0;
-    char suffix[128];
-    std::snprintf(suffix, sizeof suffix, "test loss %.4f, acc %.2f%% (%lld/%lld)", ev.loss, acc,
-                  (long long)ev.correct, (long long)ev.samples);
+    char suffix[160];
+    std::snprintf(suffix, sizeof suffix, "train loss %.4f, test loss %.4f, acc %.2f%% (%lld/%lld)",
+                  train_loss, ev.loss, acc, (long long)ev.correct, (long long)ev.samples);
     bar.close(suffix);
     curves.epoch.push_back(double(epoch));
     curves.test_loss.push_back(ev.loss);
     curves.test_acc.push_back(acc);
-    result = {epoch - first_epoch + 1, acc, ev.loss, ev.correct, ev.samples};
+    result.epochs_run = epoch - first_epoch + 1;
+    result.test_accuracy = acc, result.test_loss = ev.loss;
+    result.correct = ev.correct, result.test_samples = ev.samples;
     log.write({{"event", "epoch"},
                {"epoch", epoch},
-               {"train_loss", step ? loss_sum / double(step) : 0.0},
+               {"train_loss", train_loss},
                {"test_loss", ev.loss},
                {"test_accuracy", acc},
                {"lr", optimizer->param_groups()[0].lr()},
+               {"world_size", L.world_size},
                {"epoch_seconds", seconds_since(t_epoch)},
                {"train_seconds", epoch_train_seconds},
                {"loader_wait_seconds", train_loader.stats().wait_seconds},
-               {"train_samples_per_s", double(step * o.batch_size) / epoch_train_seconds}});
-    if (!o.checkpoint_dir.empty() && main_rank) {
-      nn::save_checkpoint(checkpoint_path(o.checkpoint_dir, epoch), *model, optimizer.get(),
-                          scheduler.get(),
-                          {{"epoch", std::to_string(epoch)},
-                           {"seed", std::to_string(o.seed)},
-                           {"batch_size", std::to_string(o.batch_size)},
-                           {"world_size", std::to_string(world_size)},
-                           {"optimizer", o.optimizer}});
-      remove_older_checkpoints(o.checkpoint_dir, epoch);
+               {"train_samples_per_s", double(step * global_batch) / epoch_train_seconds}});
+    if (!o.checkpoint_dir.empty()) {
+      auto meta = gather_rng_states(L);  // collective
+      if (main_rank) {
+        meta.insert({{"epoch", std::to_string(epoch)},
+                     {"seed", std::to_string(o.seed)},
+                     {"batch_size", std::to_string(o.batch_size)},
+                     {"world_size", std::to_string(L.world_size)},
+                     {"optimizer", o.optimizer}});
+        nn::save_checkpoint(checkpoint_path(o.checkpoint_dir, epoch), *model, optimizer.get(),
+                            scheduler.get(), meta);
+        remove_older_checkpoints(o.checkpoint_dir, epoch);
+      }
+      if (L.distributed()) dist::barrier();  // the file is complete before anyone goes on
     }
     if (!o.plot.empty() && main_rank) apps::write_training_plot(o.plot, curves, "mnist_ddp");
   }
   if (result.epochs_run == 0 && !result.interrupted) {  // resumed at the end: just evaluate
-    EvalResult ev = evaluate(*model, test_loader);
+    EvalResult ev = evaluate(*model, test_loader, L, test_set->size());
     result.test_accuracy = ev.samples ? 100.0 * double(ev.correct) / double(ev.samples) : 0;
     result.test_loss = ev.loss, result.correct = ev.correct, result.test_samples = ev.samples;
   }
+  // Rank 0 hosts the store: nobody tears the group down while a peer still needs it.
+  if (L.distributed() && !result.interrupted) dist::barrier();
   result.seconds = seconds_since(t_start);
-  result.train_samples_per_s = train_seconds > 0 ? double(train_samples) / train_seconds : 0;
+  result.train_samples_per_s =
+      train_seconds > 0 ? double(train_samples) * L.world_size / train_seconds : 0;
   result.loader_wait_fraction = train_seconds > 0 ? loader_wait / train_seconds : 0;
   log.write({{"event", "summary"},
              {"epochs_run", result.epochs_run},
              {"test_accuracy", result.test_accuracy},
              {"test_loss", result.test_loss},
+             {"layout", result.layout},
              {"seconds", result.seconds},
              {"train_samples_per_s", result.train_samples_per_s},
              {"loader_wait_fraction", result.loader_wait_fraction},

@@ -12,12 +12,12 @@ struct Options {
   int64_t epochs = 3;
   int64_t batch_size = 64;  // per process
   int64_t test_batch_size = 1000;
-  double lr = 1e-3;
+  double lr = 2e-3;
   std::string optimizer = "adamw";  // sgd | adamw
   double momentum = 0.9;            // sgd only
   double weight_decay = 0.0;
-  std::string scheduler = "none";  // none | step | cosine | onecycle
-  double gamma = 0.7;              // StepLR factor per epoch
+  std::string scheduler = "cosine";  // none | step | cosine (over --epochs) | onecycle
+  double gamma = 0.7;                // StepLR factor per epoch
   uint64_t seed = 1;
   std::string device = "cpu";
   int threads = 0;  // 0: all cores
@@ -29,6 +29,15 @@ struct Options {
   int64_t log_interval = 20;  // steps between plain progress lines / curve samples
   int64_t max_steps = 0;      // >0: stop each epoch after this many steps (smoke tests)
   bool quiet = false;
+  // Parallelism: single (one process, one device), dp (DataParallel over dp_devices replicas in
+  // one process), ddp (one process per rank; also chosen by `auto` under minidl-run, torchrun,
+  // mpirun or srun).
+  std::string mode = "auto";
+  std::string backend = "auto";        // gloo | nccl | auto
+  std::string init_method = "env://";  // env:// | tcp://host:port | file:///path
+  int nproc = 1;                       // -n N: launch N ranks of this program (ddp)
+  int dp_devices = 0;                  // dp replicas (0: every GPU, or 2 on CPU)
+  double dist_timeout_s = 300;         // rendezvous and collective timeout
 };
 
 // The outcome of a run (also printed as the one-line summary).
@@ -39,6 +48,8 @@ struct Result {
   int64_t correct = 0, test_samples = 0;
   double seconds = 0, train_samples_per_s = 0, loader_wait_fraction = 0;
   bool interrupted = false;
+  bool main_rank = true;  // only rank 0 prints the summary
+  std::string layout;     // "1 process, cpu" / "ddp 2 ranks (gloo), cpu" / ...
 };
 
 // Trains and evaluates; throws minidl::Error with a one-line message on bad input. Returns

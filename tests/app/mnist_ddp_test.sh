@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # End-to-end tests of the mnist_ddp app, run by ctest: short training clears an accuracy bar,
 # resume is bitwise equal to an uninterrupted run, Ctrl-C keeps the last checkpoint, bad input
-# gives one-line errors. Usage: mnist_ddp_test.sh MNIST_DDP DATA_DIR CASE
+# gives one-line errors, 2-rank DDP (self-launched with -n) checkpoints once, evaluates exactly
+# and resumes bitwise, DataParallel trains. Usage: mnist_ddp_test.sh MNIST_DDP DATA_DIR CASE
 set -uo pipefail
 BIN=$1 DATA=$2 CASE=$3
 WORK=$(mktemp -d /tmp/mnist_ddp_test.XXXXXX)
@@ -32,7 +33,8 @@ accuracy)  # one epoch on the 8,000 offline digits
   grep -q '<polyline' "$WORK/c.svg" || fail "the SVG plot has no curve"
   ;;
 resume)  # 2 epochs straight vs 1 epoch + resume: bitwise identical checkpoints
-  SHORT=(--max-steps 12 --test-batch-size 500 --seed 7)
+  # (--scheduler step: a cosine schedule spans --epochs, which this test changes between runs)
+  SHORT=(--max-steps 12 --test-batch-size 500 --seed 7 --scheduler step)
   expect_rc 0 "${COMMON[@]}" "${SHORT[@]}" --epochs 2 --checkpoint-dir "$WORK/a"
   expect_rc 0 "${COMMON[@]}" "${SHORT[@]}" --epochs 1 --checkpoint-dir "$WORK/b"
   [ -f "$WORK/b/checkpoint-epoch-1.safetensors" ] || fail "no epoch-1 checkpoint"
@@ -72,6 +74,35 @@ errors)
   head -c 1000 /dev/urandom >"$WORK/ck/checkpoint-epoch-1.safetensors"
   expect_error 1 "checkpoint-epoch-1.safetensors" "${COMMON[@]}" --resume "$WORK/ck"
   expect_error 1 "does not exist" "${COMMON[@]}" --resume "$WORK/missing.safetensors"
+  ;;
+ddp_eval)  # 2-rank DDP training; rank 0 alone checkpoints; eval identical on 1, 2 and 3 ranks
+  SHORT=(--max-steps 8 --test-batch-size 300 --seed 5)
+  expect_rc 0 "${COMMON[@]}" "${SHORT[@]}" -n 2 --epochs 1 --checkpoint-dir "$WORK/d" \
+    --log-json "$WORK/d.jsonl"
+  grep -q '"world_size":2' "$WORK/d.jsonl" || fail "the JSON log does not show world size 2"
+  [ "$(ls "$WORK/d" | wc -l)" -eq 1 ] || { ls -la "$WORK/d" >&2; fail "expected one checkpoint file"; }
+  for n in 1 2 3; do  # resuming at the last epoch only evaluates
+    expect_rc 0 "${COMMON[@]}" "${SHORT[@]}" -n "$n" --epochs 1 --resume "$WORK/d"
+    grep -o 'test accuracy [0-9.]*% ([0-9]*/2000), test loss [0-9.]*' "$WORK/out" >"$WORK/eval$n"
+    [ -s "$WORK/eval$n" ] || { cat "$WORK/out" >&2; fail "no summary at $n ranks"; }
+  done
+  cat "$WORK/eval1"
+  cmp "$WORK/eval1" "$WORK/eval2" && cmp "$WORK/eval1" "$WORK/eval3" ||
+    fail "evaluation differs between 1, 2 and 3 ranks: $(cat "$WORK"/eval*)"
+  ;;
+ddp_resume)  # 2 ranks: 2 epochs straight vs 1 epoch + resume: bitwise identical checkpoints
+  SHORT=(-n 2 --max-steps 6 --test-batch-size 500 --seed 11 --scheduler step)
+  expect_rc 0 "${COMMON[@]}" "${SHORT[@]}" --epochs 2 --checkpoint-dir "$WORK/a"
+  expect_rc 0 "${COMMON[@]}" "${SHORT[@]}" --epochs 1 --checkpoint-dir "$WORK/b"
+  expect_rc 0 "${COMMON[@]}" "${SHORT[@]}" --epochs 2 --checkpoint-dir "$WORK/b" --resume "$WORK/b"
+  cmp "$WORK/a/checkpoint-epoch-2.safetensors" "$WORK/b/checkpoint-epoch-2.safetensors" ||
+    fail "resumed 2-rank run differs from the uninterrupted one"
+  ;;
+dp)  # DataParallel over 2 CPU replicas in one process trains
+  expect_rc 0 "${COMMON[@]}" --mode dp --dp-devices 2 --epochs 1 --max-steps 30 --test-batch-size 500
+  grep -q "dp, 2 replica(s)" "$WORK/out" || { cat "$WORK/out" >&2; fail "no dp layout in summary"; }
+  acc=$(grep -o 'test accuracy [0-9.]*' "$WORK/out" | grep -o '[0-9.]*$')
+  awk -v a="$acc" 'BEGIN { exit !(a >= 80.0) }' || fail "dp: accuracy $acc% < 80% after 30 steps"
   ;;
 *) fail "unknown case $CASE" ;;
 esac

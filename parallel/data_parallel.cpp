@@ -1,0 +1,140 @@
+// DataParallel: replica synchronisation, scatter / parallel apply / gather, and the
+// end-of-backward reduction of replica gradients into the source module.
+#include "parallel/data_parallel.h"
+
+#include <exception>
+#include <thread>
+
+#include "autograd/engine.h"
+#include "autograd/grad_mode.h"
+#include "tensor/ops.h"
+
+namespace minidl::dist {
+
+// Shared with the replicas' gradient hooks (held weakly): replica k's parameter j maps to the
+// source parameter j; one reduction is queued per backward.
+struct DataParallel::GradState {
+  std::vector<Tensor> source;                // source parameters
+  std::vector<std::vector<Tensor>> replica;  // [replica k >= 1][j]
+  bool queued = false;
+
+  void reduce() {
+    queued = false;
+    NoGradGuard no_grad;
+    for (size_t j = 0; j < source.size(); ++j) {
+      Tensor total;
+      for (auto& params : replica) {
+        Tensor& g = params[j].mutable_grad();
+        if (!g.defined()) continue;
+        Tensor moved = g.to(source[j].device());
+        total = total.defined() ? add(total, moved) : moved.clone();
+        g = Tensor();  // consumed
+      }
+      if (!total.defined()) continue;
+      Tensor& sg = source[j].mutable_grad();
+      if (sg.defined())
+        add_(sg, total);
+      else
+        source[j].set_grad(total);
+    }
+  }
+};
+
+DataParallel::DataParallel(std::shared_ptr<nn::Module> module, std::vector<Device> devices,
+                           std::optional<Device> output_device)
+    : ModuleWrapper(std::move(module), "DataParallel"),
+      devices_(std::move(devices)),
+      output_device_(output_device.value_or(devices_.empty() ? kCPU : devices_[0])) {
+  MINIDL_CHECK(!devices_.empty(), "DataParallel: the device list is empty");
+  for (auto& [name, p] : module_->named_parameters())
+    MINIDL_CHECK(p.device() == devices_[0], "DataParallel: the module must live on devices[0] (",
+                 devices_[0].str(), ") but parameter '", name, "' is on ", p.device().str());
+  grad_state_ = std::make_shared<GradState>();
+  replicas_.push_back(module_);
+  for (auto& [name, p] : module_->named_parameters()) grad_state_->source.push_back(p);
+  std::weak_ptr<GradState> weak = grad_state_;
+  for (size_t k = 1; k < devices_.size(); ++k) {
+    std::shared_ptr<nn::Module> r = module_->clone();
+    r->to(devices_[k]);
+    std::vector<Tensor> params;
+    for (auto& [name, p] : r->named_parameters()) {
+      if (p.requires_grad())
+        p.register_post_accumulate_grad_hook([weak](Tensor&) {
+          auto st = weak.lock();
+          if (!st || st->queued) return;
+          st->queued = true;
+          autograd::queue_callback([weak] {
+            if (auto s = weak.lock()) s->reduce();
+          });
+        });
+      params.push_back(p);
+    }
+    grad_state_->replica.push_back(std::move(params));
+    replicas_.push_back(std::move(r));
+  }
+}
+
+// Copies the source parameters and buffers into replicas 1..n-1 (no re-clone).
+// Also drops gradients a failed backward may have left on the replicas.
+void DataParallel::sync_replicas(size_t n) {
+  NoGradGuard no_grad;
+  grad_state_->queued = false;
+  for (auto& params : grad_state_->replica)
+    for (Tensor& p : params) p.mutable_grad() = Tensor();
+  auto src_p = module_->parameters();
+  auto src_b = module_->buffers();
+  for (size_t k = 1; k < n; ++k) {
+    auto dst_p = replicas_[k]->parameters();
+    auto dst_b = replicas_[k]->buffers();
+    MINIDL_CHECK(dst_p.size() == src_p.size() && dst_b.size() == src_b.size(),
+                 "DataParallel: the module's parameters or buffers changed after wrapping");
+    for (size_t j = 0; j < src_p.size(); ++j) dst_p[j].copy_(src_p[j]);
+    for (size_t j = 0; j < src_b.size(); ++j) dst_b[j].copy_(src_b[j]);
+    replicas_[k]->train(module_->is_training());
+  }
+}
+
+Tensor DataParallel::forward(const Tensor& x) {
+  MINIDL_CHECK(x.dim() >= 1, "DataParallel: the input must have a batch dimension, got shape ",
+               x.shape_str());
+  const int64_t batch = x.size(0);
+  MINIDL_CHECK(batch > 0, "DataParallel: empty batch (input shape ", x.shape_str(), ")");
+  const int64_t chunk = (batch + int64_t(devices_.size()) - 1) / int64_t(devices_.size());
+  const size_t n = size_t((batch + chunk - 1) / chunk);  // torch.chunk: may use fewer replicas
+  sync_replicas(n);
+  std::vector<Tensor> outputs(n);
+  std::vector<std::exception_ptr> errors(n);
+  const bool grad_mode = GradMode::is_enabled();
+  std::vector<Tensor> parts(n);  // scatter on this thread (x's autograd state is not shared)
+  for (size_t k = 0; k < n; ++k) {
+    const int64_t start = int64_t(k) * chunk;
+    parts[k] = x.narrow(0, start, std::min(chunk, batch - start)).to(devices_[k]);
+  }
+  auto run = [&](size_t k) {
+    try {
+      AutoGradMode mode(grad_mode);
+      outputs[k] = replicas_[k]->forward(parts[k]);
+    } catch (...) {
+      errors[k] = std::current_exception();
+    }
+  };
+  std::vector<std::thread> workers;
+  for (size_t k = 1; k < n; ++k) workers.emplace_back(run, k);
+  run(0);
+  for (auto& w : workers) w.join();
+  for (size_t k = 0; k < n; ++k)
+    if (errors[k]) {
+      try {
+        std::rethrow_exception(errors[k]);
+      } catch (const std::exception& e) {
+        MINIDL_FAIL("DataParallel: replica ", k, " on ", devices_[k].str(), " failed: ", e.what());
+      }
+    }
+  for (auto& o : outputs) {
+    o = o.to(output_device_);
+    if (o.dim() == 0) o = o.unsqueeze(0);
+  }
+  return n == 1 ? outputs[0] : cat(outputs, 0);
+}
+
+}  // namespace minidl::dist

@@ -1,0 +1,45 @@
+// DataParallel (torch.nn.DataParallel): one process, one thread per device. Replicas are
+// cloned once and re-synchronised from the source module before every forward; the input is
+// scattered along dim 0, replicas run in parallel, outputs are gathered on the output device,
+// and backward sums the replicas' gradients into the source parameters' .grad.
+#pragma once
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "parallel/module_wrapper.h"
+#include "tensor/device.h"
+
+namespace minidl::dist {
+
+// The source module must live on devices[0] and serves as replica 0 (so its buffers, e.g.
+// BatchNorm running stats, are updated in place by replica 0; other replicas' buffer updates
+// and any non-buffer state changed in forward are lost, as in PyTorch). Devices may repeat
+// (e.g. {kCPU, kCPU}), which runs the replicas on CPU threads. Each replica's forward runs
+// with the caller's grad mode. Modules whose forward draws random numbers (dropout) share the
+// global generator across threads, so such runs are not reproducible.
+class DataParallel : public ModuleWrapper {
+ public:
+  DataParallel(std::shared_ptr<nn::Module> module, std::vector<Device> devices,
+               std::optional<Device> output_device = std::nullopt);
+
+  // x:[B,...] -> chunks of ceil(B / n) rows (fewer replicas when B < n) -> outputs gathered
+  // along dim 0 on the output device (0-d outputs become a vector [n]).
+  Tensor forward(const Tensor& x) override;
+
+  const std::vector<Device>& devices() const { return devices_; }
+  Device output_device() const { return output_device_; }
+  // Replica k (replica 0 is the source module).
+  nn::Module& replica(size_t k) const { return *replicas_.at(k); }
+
+ private:
+  struct GradState;
+  void sync_replicas(size_t n);
+
+  std::vector<Device> devices_;
+  Device output_device_;
+  std::vector<std::shared_ptr<nn::Module>> replicas_;
+  std::shared_ptr<GradState> grad_state_;
+};
+
+}  // namespace minidl::dist

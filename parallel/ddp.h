@@ -1,0 +1,97 @@
+// DistributedDataParallel (torch.nn.parallel.DistributedDataParallel): one process per rank,
+// parameters and buffers broadcast from rank 0 at construction, gradients averaged across
+// ranks by the Reducer (bucketed async allreduce overlapping backward), no_sync() for
+// gradient accumulation, and Join for ranks with uneven numbers of batches.
+#pragma once
+#include <memory>
+
+#include "parallel/module_wrapper.h"
+#include "parallel/process_group.h"
+#include "parallel/reducer.h"
+
+namespace minidl::dist {
+
+struct DDPOptions {
+  double bucket_cap_mb = 25;
+  double first_bucket_mb = 1;
+  bool broadcast_buffers = true;  // rank 0's buffers before every forward
+  bool find_unused_parameters = false;
+  bool gradient_as_bucket_view = false;  // .grad aliases the bucket (no copy back)
+};
+
+// Usage (every rank):
+//   auto ddp = std::make_shared<dist::DistributedDataParallel>(model);  // default group
+//   loss = f(ddp->forward(x)); loss.backward(); opt.step();   // grads are the global mean
+// The wrapper's named_parameters()/state_dict() are the model's own names (no "module."
+// prefix). Every rank must run the same number of synchronised forward+backward steps, or
+// use Join; otherwise the rank left waiting fails with the group's collective timeout (an
+// error naming the collective and its sequence number, never a hang).
+// An unused parameter (no gradient in a synchronised backward) fails the next forward with
+// its name unless find_unused_parameters. At world size 1 gradients are left in place (no
+// bucket copies; gradient_as_bucket_view has no effect). Parameters keep an inert hook after
+// the DDP object is destroyed (hooks cannot be removed).
+class DistributedDataParallel : public ModuleWrapper {
+ public:
+  DistributedDataParallel(std::shared_ptr<nn::Module> module,
+                          std::shared_ptr<ProcessGroup> group = nullptr, DDPOptions opts = {});
+
+  Tensor forward(const Tensor& x) override;
+
+  // RAII: inside, backward only accumulates local gradients; the first synchronised backward
+  // after it averages the accumulated gradients (torch's `with ddp.no_sync():`).
+  class NoSync {
+   public:
+    explicit NoSync(DistributedDataParallel& ddp) : ddp_(ddp), prev_(ddp.require_sync_) {
+      ddp.require_sync_ = false;
+    }
+    ~NoSync() { ddp_.require_sync_ = prev_; }
+    NoSync(const NoSync&) = delete;
+    NoSync& operator=(const NoSync&) = delete;
+
+   private:
+    DistributedDataParallel& ddp_;
+    bool prev_;
+  };
+  [[nodiscard]] NoSync no_sync() { return NoSync(*this); }
+
+  ProcessGroup& process_group() const { return *group_; }
+  const DDPOptions& options() const { return opts_; }
+  const ReducerStats& reducer_stats() const { return reducer_->stats(); }
+  std::vector<std::vector<size_t>> bucket_indices() const { return reducer_->bucket_indices(); }
+
+ private:
+  friend class Join;
+  void check_same_parameters();
+  void broadcast_state(int root);  // parameters and buffers
+  void broadcast_buffers();
+  Tensor exchange_join_state(bool active, bool sync);
+
+  std::shared_ptr<ProcessGroup> group_;
+  DDPOptions opts_;
+  std::shared_ptr<Reducer> reducer_;
+  bool require_sync_ = true;
+  bool join_enabled_ = false;
+  int64_t join_iterations_ = 0;  // forwards run since the Join began
+  int buffer_root_ = 0;          // rank whose buffers forward broadcasts
+};
+
+// Uneven inputs (torch.distributed.algorithms.Join): construct before the training loop on
+// every rank; a rank that runs out of batches calls join(), which stands in for its peers'
+// collectives with zero gradient contributions until every rank has joined. Gradients are
+// still divided by the full world size. Then every rank takes the parameters and buffers of
+// the rank that ran the most iterations. Under a Join every synchronised forward must be
+// followed by a backward.
+class Join {
+ public:
+  explicit Join(DistributedDataParallel& ddp);
+  ~Join();  // calls join() if it was not called (errors are printed, not thrown)
+  Join(const Join&) = delete;
+  Join& operator=(const Join&) = delete;
+  void join();
+
+ private:
+  DistributedDataParallel& ddp_;
+  bool joined_ = false;
+};
+
+}  // namespace minidl::dist

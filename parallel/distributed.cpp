@@ -1,0 +1,177 @@
+// torch.distributed-style global state: init_process_group / destroy_process_group, the
+// default group, single-process fallbacks for rank queries, and metric helpers
+// (all_reduce_mean, gather_for_metrics) that count every sample exactly once.
+#include "parallel/distributed.h"
+
+#include <algorithm>
+#include <mutex>
+
+#include "autograd/grad_mode.h"
+#include "parallel/process_group_nccl.h"
+#include "tensor/error.h"
+#include "tensor/ops.h"
+
+namespace minidl::dist {
+
+namespace {
+
+struct State {
+  std::mutex mu;
+  RendezvousInfo info;
+  std::shared_ptr<ProcessGroup> group;
+};
+
+State& state() {
+  static State s;
+  return s;
+}
+
+uint64_t splitmix64(uint64_t z) {
+  z += 0x9E3779B97F4A7C15ULL;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+}  // namespace
+
+void init_process_group(const InitOptions& options) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  MINIDL_CHECK(s.group == nullptr,
+               "init_process_group: the default process group is already initialised "
+               "(call destroy_process_group() first)");
+  std::string backend = options.backend;
+  if (backend == "auto") backend = (cuda_is_available() && nccl_available()) ? "nccl" : "gloo";
+  MINIDL_CHECK(backend == "gloo" || backend == "nccl", "init_process_group: unknown backend '",
+               backend, "' (expected gloo, nccl or auto)");
+  RendezvousInfo info =
+      rendezvous(options.init_method, RendezvousOptions{.rank = options.rank,
+                                                        .world_size = options.world_size,
+                                                        .timeout = options.timeout});
+  ProcessGroupOptions pg_options;
+  pg_options.timeout = options.timeout;
+  pg_options.debug = options.debug;
+  s.group = make_process_group(backend, info.store, info.rank, info.world_size, pg_options);
+  s.info = std::move(info);
+}
+
+void destroy_process_group() {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.group.reset();  // joins the communication thread before the store goes away
+  s.info = RendezvousInfo{};
+}
+
+bool is_initialized() {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  return s.group != nullptr;
+}
+
+std::shared_ptr<ProcessGroup> default_group_ptr() {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  MINIDL_CHECK(s.group != nullptr,
+               "the default process group is not initialised (call init_process_group() first)");
+  return s.group;
+}
+
+ProcessGroup& default_group() {
+  return *default_group_ptr();
+}
+
+const RendezvousInfo& rendezvous_info() {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  MINIDL_CHECK(s.group != nullptr,
+               "rendezvous_info: the default process group is not "
+               "initialised (call init_process_group() first)");
+  return s.info;
+}
+
+int get_rank() {
+  return is_initialized() ? default_group().rank() : 0;
+}
+
+int get_world_size() {
+  return is_initialized() ? default_group().size() : 1;
+}
+
+int get_local_rank() {
+  if (is_initialized()) return rendezvous_info().local_rank;
+  const int env = read_launch_env().local_rank;  // e.g. to pick a GPU before init
+  return env >= 0 ? env : 0;
+}
+
+bool is_main_process() {
+  return get_rank() == 0;
+}
+
+void barrier() {
+  if (is_initialized()) default_group().barrier()->wait();
+}
+
+double all_reduce_mean(double value, double count) {
+  MINIDL_CHECK(count >= 0, "all_reduce_mean: negative count ", count);
+  if (!is_initialized()) return value;
+  Tensor t = tensor(std::vector<double>{value * count, count});
+  default_group().allreduce(t, ReduceOp::sum)->wait();
+  const double total = t.at({1});
+  MINIDL_CHECK(total > 0, "all_reduce_mean: the counts sum to ", total, " over ", get_world_size(),
+               " ranks; nothing to average");
+  return t.at({0}) / total;
+}
+
+double all_reduce_sum(double value) {
+  if (!is_initialized()) return value;
+  Tensor t = tensor(std::vector<double>{value});
+  default_group().allreduce(t, ReduceOp::sum)->wait();
+  return t.at({0});
+}
+
+Tensor gather_for_metrics(const Tensor& t, int64_t dataset_size) {
+  MINIDL_CHECK(t.defined() && t.dim() >= 1,
+               "gather_for_metrics: expected a tensor with a batch "
+               "dimension");
+  MINIDL_CHECK(dataset_size >= 0, "gather_for_metrics: negative dataset_size ", dataset_size);
+  NoGradGuard no_grad;
+  if (!is_initialized()) return t.narrow(0, 0, std::min(dataset_size, t.size(0))).contiguous();
+  ProcessGroup& pg = default_group();
+  const int world = pg.size();
+  // Every rank's sample count first (uneven when the sampler drops or the last batch is short).
+  Tensor mine = tensor(std::vector<int64_t>{t.size(0)});
+  std::vector<Tensor> counts;
+  for (int r = 0; r < world; ++r) counts.push_back(empty({1}, kInt64));
+  pg.allgather(counts, mine)->wait();
+  Tensor input = t.contiguous();
+  std::vector<Tensor> parts;
+  std::vector<int64_t> offset(size_t(world) + 1, 0);
+  for (int r = 0; r < world; ++r) {
+    Shape shape = t.shape();
+    shape[0] = counts[size_t(r)].item<int64_t>();
+    parts.push_back(empty(shape, t.dtype(), t.device()));
+    offset[size_t(r) + 1] = offset[size_t(r)] + shape[0];
+  }
+  pg.allgather(parts, input)->wait();
+  // DistributedSampler (shuffle=false): rank r's i-th sample is dataset index i*R + r; indices
+  // past dataset_size are the sampler's padding.
+  std::vector<int64_t> index(static_cast<size_t>(dataset_size));
+  for (int64_t p = 0; p < dataset_size; ++p) {
+    const int64_t r = p % world, i = p / world;
+    const int64_t have = offset[size_t(r) + 1] - offset[size_t(r)];
+    MINIDL_CHECK(i < have, "gather_for_metrics: dataset index ", p, " should be sample ", i,
+                 " of rank ", r, ", which has only ", have, " samples (dataset_size ", dataset_size,
+                 ", ", world, " ranks)");
+    index[size_t(p)] = offset[size_t(r)] + i;
+  }
+  return index_select(cat(parts, 0), 0, tensor(index).to(t.device()));
+}
+
+uint64_t rank_seed(uint64_t seed, int rank, int worker) {
+  uint64_t z = splitmix64(seed);
+  z = splitmix64(z ^ (uint64_t(uint32_t(rank)) + 1));
+  return splitmix64(z ^ ((uint64_t(uint32_t(worker)) + 1) << 32));
+}
+
+}  // namespace minidl::dist

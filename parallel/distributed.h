@@ -1,0 +1,52 @@
+// torch.distributed-style global state and helpers: init_process_group / destroy, the default
+// group, rank-0-only printing and saving helpers, metric reductions that count every sample once.
+#pragma once
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "parallel/process_group.h"
+#include "parallel/rendezvous.h"
+
+namespace minidl::dist {
+
+struct InitOptions {
+  std::string backend = "auto";        // gloo | nccl | auto (nccl when CUDA is available)
+  std::string init_method = "env://";  // env:// | tcp://host:port | file:///path
+  int rank = -1, world_size = -1;      // -1: from init_method / environment
+  std::chrono::milliseconds timeout = std::chrono::minutes(5);  // rendezvous and collectives
+  bool debug = false;
+};
+
+// Rendezvous + default process group. Throws on a second call without destroy_process_group().
+void init_process_group(const InitOptions& options = {});
+void destroy_process_group();
+bool is_initialized();
+// The default group (throws when not initialised).
+ProcessGroup& default_group();
+std::shared_ptr<ProcessGroup> default_group_ptr();
+const RendezvousInfo& rendezvous_info();
+
+// Without an initialised group these act as a single process: rank 0 of 1.
+int get_rank();
+int get_world_size();
+int get_local_rank();
+bool is_main_process();  // global rank 0
+void barrier();
+
+// Mean of `value` over ranks weighted by `count` (e.g. a loss averaged over `count` samples
+// on each rank): sum(value*count) / sum(count). Returns value on a single process.
+double all_reduce_mean(double value, double count = 1);
+// Sum of a scalar over ranks.
+double all_reduce_sum(double value);
+
+// Gathers every rank's t (dim 0 may differ) onto all ranks, concatenated in DistributedSampler
+// order (sample i of the dataset at position i), dropping the sampler's padding so each of the
+// dataset's `dataset_size` samples counts exactly once. t:[n_r, ...] -> [dataset_size, ...].
+Tensor gather_for_metrics(const Tensor& t, int64_t dataset_size);
+
+// Per-rank seed for (seed, rank, worker): distinct streams, reproducible for a given layout.
+uint64_t rank_seed(uint64_t seed, int rank, int worker = 0);
+
+}  // namespace minidl::dist

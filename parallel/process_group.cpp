@@ -1,0 +1,173 @@
+// make_process_group (backend selection), reduce-op names, and the backend-independent
+// pieces: FutureWork, collective descriptions and the debug-mode cross-rank check.
+#include <cstdlib>
+
+#include "parallel/process_group_detail.h"
+#include "parallel/process_group_gloo.h"
+#include "parallel/process_group_nccl.h"
+#include "tensor/error.h"
+
+namespace minidl::dist {
+
+std::string reduce_op_name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::sum:
+      return "sum";
+    case ReduceOp::avg:
+      return "avg";
+    case ReduceOp::max:
+      return "max";
+    case ReduceOp::min:
+      return "min";
+  }
+  return "?";
+}
+
+std::shared_ptr<ProcessGroup> make_process_group(const std::string& backend,
+                                                 std::shared_ptr<Store> store, int rank,
+                                                 int world_size,
+                                                 const ProcessGroupOptions& options) {
+  MINIDL_CHECK(store != nullptr, "make_process_group: the store is null");
+  MINIDL_CHECK(world_size >= 1 && rank >= 0 && rank < world_size, "make_process_group: rank ", rank,
+               " is not in [0, ", world_size, ")");
+  MINIDL_CHECK(options.timeout.count() > 0, "make_process_group: the timeout must be positive");
+  if (backend == "gloo")
+    return make_gloo_process_group(std::move(store), rank, world_size, options);
+  if (backend == "nccl")
+    return make_nccl_process_group(std::move(store), rank, world_size, options);
+  MINIDL_FAIL("make_process_group: unknown backend '", backend, "' (expected gloo or nccl)");
+}
+
+namespace detail {
+
+void FutureWork::wait() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return done_; });
+  if (error_) std::rethrow_exception(error_);
+}
+
+bool FutureWork::is_completed() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return done_;
+}
+
+void FutureWork::complete(std::exception_ptr error) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    done_ = true;
+    error_ = std::move(error);
+  }
+  cv_.notify_all();
+}
+
+ProcessGroupBase::ProcessGroupBase(std::shared_ptr<Store> store, int rank, int size,
+                                   const ProcessGroupOptions& options)
+    : store_(std::move(store)),
+      rank_(rank),
+      size_(size),
+      options_(options),
+      debug_(debug_enabled(options)),
+      prefix_(next_group_prefix(*store_, rank)) {}
+
+std::string ProcessGroupBase::where(const std::string& op, uint64_t seq) const {
+  return backend() + " " + op + " #" + std::to_string(seq) + " (rank " + std::to_string(rank_) +
+         " of " + std::to_string(size_) + ")";
+}
+
+void ProcessGroupBase::check_root(int root, const char* op) const {
+  MINIDL_CHECK(root >= 0 && root < size_, op, ": root ", root, " is not a rank of this group (",
+               size_, " ranks)");
+}
+
+void ProcessGroupBase::debug_check(uint64_t seq, const std::string& desc) {
+  if (debug_) check_same_collective(*store_, prefix_, rank_, size_, seq, desc, options_.timeout);
+}
+
+std::string short_dtype_name(DType t) {
+  switch (t) {
+    case DType::f32:
+      return "f32";
+    case DType::f64:
+      return "f64";
+    case DType::f16:
+      return "f16";
+    case DType::bf16:
+      return "bf16";
+    case DType::i32:
+      return "i32";
+    case DType::i64:
+      return "i64";
+    case DType::u8:
+      return "u8";
+    case DType::boolean:
+      return "bool";
+  }
+  return "?";
+}
+
+std::string collective_desc(const std::string& op, DType dtype, int64_t numel) {
+  return op + "(" + short_dtype_name(dtype) + ", " + std::to_string(numel) + ")";
+}
+
+bool debug_enabled(const ProcessGroupOptions& options) {
+  if (options.debug) return true;
+  const char* env = std::getenv("MINIDL_DIST_DEBUG");
+  return env && std::string(env) == "1";
+}
+
+void check_same_collective(Store& store, const std::string& prefix, int rank, int size,
+                           uint64_t seq, const std::string& desc,
+                           std::chrono::milliseconds timeout) {
+  const std::string base = prefix + "debug/" + std::to_string(seq) + "/";
+  store.set(base + std::to_string(rank), desc);
+  std::vector<std::string> keys;
+  for (int r = 0; r < size; ++r) keys.push_back(base + std::to_string(r));
+  try {
+    store.wait(keys, timeout);
+  } catch (const Error&) {
+    std::string missing;
+    for (int r = 0; r < size; ++r)
+      if (!store.check({keys[size_t(r)]}))
+        missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+    MINIDL_FAIL("rank ", rank, " called ", desc, " at collective #", seq, " but rank(s) [", missing,
+                "] did not reach collective #", seq, " within ", format_seconds(timeout));
+  }
+  // Compare against the lowest rank whose call differs from rank 0's, so that every rank
+  // reports the same pair.
+  const std::string first = store.get_string(keys[0]);
+  for (int r = 1; r < size; ++r) {
+    const std::string other = store.get_string(keys[size_t(r)]);
+    if (other != first)
+      MINIDL_FAIL("collective mismatch: rank 0 called ", first, " but rank ", r, " called ", other,
+                  " at collective #", seq);
+  }
+}
+
+std::string next_group_prefix(Store& store, int rank) {
+  const int64_t n = store.add("minidl/pg_count/rank" + std::to_string(rank), 1);
+  return "pg" + std::to_string(n) + "/";
+}
+
+void check_tensor_arg(const Tensor& t, const std::string& what) {
+  MINIDL_CHECK(t.defined(), what, ": undefined tensor");
+  MINIDL_CHECK(t.is_contiguous(), what, ": the tensor must be contiguous, got shape ",
+               t.shape_str(), " with strides ", shape_str(t.strides()));
+  MINIDL_CHECK(t.dtype() != DType::boolean, what, ": bool tensors are not supported (use u8)");
+}
+
+}  // namespace detail
+}  // namespace minidl::dist
+
+#if !MINIDL_WITH_NCCL
+namespace minidl::dist {
+std::shared_ptr<ProcessGroup> make_nccl_process_group(std::shared_ptr<Store>, int, int,
+                                                      const ProcessGroupOptions&) {
+  MINIDL_FAIL(
+      "the nccl backend is not available: minidl was built without CUDA/NCCL "
+      "(use the gloo backend)");
+}
+bool nccl_available() {
+  return false;
+}
+}  // namespace minidl::dist
+#endif

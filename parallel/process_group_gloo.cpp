@@ -1,0 +1,442 @@
+// Gloo backend: a full-mesh gloo context per group and one communication thread that runs the
+// group's collectives in issue order (FIFO). f16/bf16 travel as f32; CUDA tensors are staged
+// through pinned host memory. Errors name backend, op, sequence number and rank.
+#include "parallel/process_group_gloo.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdlib>
+
+#include "parallel/tcp_store.h"
+#include "tensor/error.h"
+
+#if MINIDL_WITH_GLOO
+#include <gloo/allgatherv.h>
+#include <gloo/allreduce.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/common/error.h>
+#include <gloo/gather.h>
+#include <gloo/math.h>
+#include <gloo/transport/tcp/device.h>
+
+#include <deque>
+#include <functional>
+#include <thread>
+#include <type_traits>
+
+#include "autograd/grad_mode.h"
+#include "parallel/gloo_store.h"
+#include "parallel/process_group_detail.h"
+#include "tensor/ops.h"
+#include "tensor/pinned.h"
+#endif
+
+namespace minidl::dist {
+
+namespace {
+
+bool is_loopback(const std::string& host) {
+  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
+
+// The local address the kernel would use to reach host:port (a connected UDP socket sends
+// nothing); empty when it cannot tell.
+std::string local_address_towards(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* res = nullptr;
+  if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res) != 0) return "";
+  std::string out;
+  int fd = ::socket(AF_INET, SOCK_DGRAM, 0);
+  if (fd >= 0 && ::connect(fd, res->ai_addr, res->ai_addrlen) == 0) {
+    sockaddr_in local{};
+    socklen_t len = sizeof(local);
+    char buf[INET_ADDRSTRLEN] = {};
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0 &&
+        ::inet_ntop(AF_INET, &local.sin_addr, buf, sizeof(buf)))
+      out = buf;
+  }
+  if (fd >= 0) ::close(fd);
+  ::freeaddrinfo(res);
+  return out;
+}
+
+}  // namespace
+
+std::string gloo_host_address(Store& store) {
+  if (const char* ifname = std::getenv("MINIDL_GLOO_IFNAME"); ifname && *ifname)
+    return std::string("if:") + ifname;
+  if (auto* tcp = dynamic_cast<TcpStore*>(&store)) {
+    if (is_loopback(tcp->host())) return "127.0.0.1";
+    std::string addr = local_address_towards(tcp->host(), tcp->port());
+    if (!addr.empty()) return addr;
+  }
+  char name[256] = {};
+  if (::gethostname(name, sizeof(name) - 1) == 0 && name[0]) return name;
+  return "127.0.0.1";
+}
+
+#if !MINIDL_WITH_GLOO
+std::shared_ptr<ProcessGroup> make_gloo_process_group(std::shared_ptr<Store>, int, int,
+                                                      const ProcessGroupOptions&) {
+  MINIDL_FAIL(
+      "the gloo backend is not available: minidl was built without Gloo "
+      "(install libgloo-dev and reconfigure)");
+}
+#else
+
+std::shared_ptr<gloo::rendezvous::Context> connect_gloo_context(std::shared_ptr<Store> store,
+                                                                int rank, int world_size,
+                                                                const std::string& prefix,
+                                                                std::chrono::milliseconds timeout) {
+  gloo::transport::tcp::attr attr;
+  const std::string host = gloo_host_address(*store);
+  if (host.rfind("if:", 0) == 0)
+    attr.iface = host.substr(3);
+  else
+    attr.hostname = host;
+  try {
+    auto device = gloo::transport::tcp::CreateDevice(attr);
+    auto context = std::make_shared<gloo::rendezvous::Context>(rank, world_size);
+    context->setTimeout(timeout);
+    GlooStore gstore(store, prefix);
+    context->connectFullMesh(gstore, device);
+    return context;
+  } catch (const gloo::Exception& e) {
+    MINIDL_FAIL("gloo: rank ", rank, " of ", world_size, " could not connect the full mesh on ",
+                host, " (keys '", prefix, "*'): ", e.what());
+  }
+}
+
+namespace {
+
+using Func = gloo::AllreduceOptions::Func;
+using RawFunc = void (*)(void*, const void*, const void*, size_t);
+
+// Runs fn.template operator()<T>() for the dtypes that travel on the wire (f16 / bf16 travel
+// as f32, bool is refused at issue time).
+template <typename Fn>
+void visit_wire(DType t, Fn&& fn) {
+  MINIDL_CHECK(t != DType::f16 && t != DType::bf16 && t != DType::boolean, "gloo: dtype ", t,
+               " cannot be sent as is");
+  dispatch_all(t, "gloo", [&]<typename T>() {
+    if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) fn.template operator()<T>();
+  });
+}
+
+DType wire_dtype(DType t) {
+  return (t == DType::f16 || t == DType::bf16) ? DType::f32 : t;
+}
+
+// A contiguous CPU tensor of the wire dtype holding t's values (t itself when it already is).
+Tensor to_wire(const Tensor& t) {
+  const DType w = wire_dtype(t.dtype());
+  if (t.is_cpu()) return w == t.dtype() ? t : t.to(w);
+  Tensor host = empty_pinned(t.shape(), t.dtype());
+  host.copy_(t);
+  return w == t.dtype() ? host : host.to(w);
+}
+
+// Copies the wire buffer back into t (nothing when it is t).
+void from_wire(Tensor& t, const Tensor& wire) {
+  if (!wire.is_same(t)) t.copy_(wire);
+}
+
+template <typename T>
+RawFunc reduce_func(ReduceOp op) {
+  if (op == ReduceOp::max) return &gloo::max<T>;
+  if (op == ReduceOp::min) return &gloo::min<T>;
+  return &gloo::sum<T>;
+}
+
+// avg = sum / size; integers use floor division (like torch.div(rounding_mode="floor")).
+void divide_by(Tensor& wire, int size) {
+  visit_wire(wire.dtype(), [&]<typename T>() {
+    T* p = wire.data_ptr<T>();
+    const int64_t n = wire.numel();
+    for (int64_t i = 0; i < n; ++i) {
+      if constexpr (std::is_floating_point_v<T>) {
+        p[i] /= T(size);
+      } else {
+        T q = T(p[i] / T(size));
+        if constexpr (std::is_signed_v<T>)
+          if (p[i] % T(size) != 0 && p[i] < 0) --q;
+        p[i] = q;
+      }
+    }
+  });
+}
+
+void allreduce_wire(const std::shared_ptr<gloo::Context>& ctx, Tensor& wire, ReduceOp op,
+                    uint32_t tag, std::chrono::milliseconds timeout) {
+  if (wire.numel() > 0) {
+    gloo::AllreduceOptions opts(ctx);
+    opts.setTag(tag);
+    opts.setTimeout(timeout);
+    visit_wire(wire.dtype(), [&]<typename T>() {
+      opts.setOutput(wire.data_ptr<T>(), size_t(wire.numel()));
+      opts.setReduceFunction(Func(reduce_func<T>(op)));
+    });
+    gloo::allreduce(opts);
+  }
+  if (op == ReduceOp::avg) divide_by(wire, ctx->size);
+}
+
+class GlooProcessGroup final : public detail::ProcessGroupBase {
+ public:
+  GlooProcessGroup(std::shared_ptr<Store> store, int rank, int size,
+                   const ProcessGroupOptions& options)
+      : ProcessGroupBase(std::move(store), rank, size, options) {
+    context_ = connect_gloo_context(store_, rank, size, prefix_ + "gloo/", options.timeout);
+    thread_ = std::thread([this] { loop(); });
+  }
+
+  ~GlooProcessGroup() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+  std::string backend() const override { return "gloo"; }
+  uint64_t sequence_number() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return seq_;
+  }
+
+  std::shared_ptr<Work> allreduce(Tensor& t, ReduceOp op) override {
+    detail::check_tensor_arg(t, "allreduce");
+    return enqueue("allreduce", detail::collective_desc("allreduce", t.dtype(), t.numel()),
+                   [this, t, op](uint32_t tag) mutable {
+                     Tensor wire = to_wire(t);
+                     allreduce_wire(context_, wire, op, tag, options_.timeout);
+                     from_wire(t, wire);
+                   });
+  }
+
+  std::shared_ptr<Work> broadcast(Tensor& t, int root) override {
+    detail::check_tensor_arg(t, "broadcast");
+    check_root(root, "broadcast");
+    return enqueue("broadcast", detail::collective_desc("broadcast", t.dtype(), t.numel()),
+                   [this, t, root](uint32_t tag) mutable {
+                     if (t.numel() == 0) return;
+                     Tensor wire = to_wire(t);
+                     gloo::BroadcastOptions opts(context_);
+                     opts.setTag(tag);
+                     opts.setTimeout(options_.timeout);
+                     opts.setRoot(root);
+                     visit_wire(wire.dtype(), [&]<typename T>() {
+                       opts.setOutput(wire.data_ptr<T>(), size_t(wire.numel()));
+                     });
+                     gloo::broadcast(opts);
+                     from_wire(t, wire);
+                   });
+  }
+
+  std::shared_ptr<Work> allgather(std::vector<Tensor>& outputs, const Tensor& input) override {
+    detail::check_tensor_arg(input, "allgather");
+    MINIDL_CHECK(outputs.size() == size_t(size_), "allgather: expected ", size_,
+                 " output tensors (one per rank), got ", outputs.size());
+    std::vector<size_t> counts;
+    for (int r = 0; r < size_; ++r) {
+      const Tensor& o = outputs[size_t(r)];
+      detail::check_tensor_arg(o, "allgather output " + std::to_string(r));
+      MINIDL_CHECK(o.dtype() == input.dtype(), "allgather: output ", r, " has dtype ", o.dtype(),
+                   " but the input has ", input.dtype());
+      counts.push_back(size_t(o.numel()));
+    }
+    MINIDL_CHECK(outputs[size_t(rank_)].numel() == input.numel(), "allgather: rank ", rank_,
+                 "'s output has ", outputs[size_t(rank_)].numel(), " elements but its input ",
+                 input.numel());
+    return enqueue("allgather", detail::collective_desc("allgather", input.dtype(), input.numel()),
+                   [this, outputs, input, counts](uint32_t tag) mutable {
+                     Tensor wire_in = to_wire(input);
+                     int64_t total = 0;
+                     for (size_t c : counts) total += int64_t(c);
+                     Tensor all = empty({total}, wire_in.dtype());
+                     if (total > 0) {
+                       gloo::AllgathervOptions opts(context_);
+                       opts.setTag(tag);
+                       opts.setTimeout(options_.timeout);
+                       visit_wire(wire_in.dtype(), [&]<typename T>() {
+                         opts.setInput(wire_in.data_ptr<T>(), size_t(wire_in.numel()));
+                         opts.setOutput(all.data_ptr<T>(), counts);
+                       });
+                       gloo::allgatherv(opts);
+                     }
+                     int64_t at = 0;
+                     for (size_t r = 0; r < outputs.size(); ++r) {
+                       const int64_t n = int64_t(counts[r]);
+                       outputs[r].copy_(all.narrow(0, at, n).view(outputs[r].shape()));
+                       at += n;
+                     }
+                   });
+  }
+
+  std::shared_ptr<Work> reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs,
+                                       ReduceOp op) override {
+    detail::check_tensor_arg(output, "reduce_scatter");
+    MINIDL_CHECK(inputs.size() == size_t(size_), "reduce_scatter: expected ", size_,
+                 " input tensors (one per rank), got ", inputs.size());
+    for (size_t r = 0; r < inputs.size(); ++r) {
+      detail::check_tensor_arg(inputs[r], "reduce_scatter input " + std::to_string(r));
+      MINIDL_CHECK(inputs[r].shape() == output.shape() && inputs[r].dtype() == output.dtype(),
+                   "reduce_scatter: input ", r, " is ", inputs[r].shape_str(), " ",
+                   inputs[r].dtype(), " but the output is ", output.shape_str(), " ",
+                   output.dtype());
+    }
+    // Allreduce of the concatenated inputs, then this rank's slice (simple, 2x the traffic
+    // of a true reduce-scatter).
+    return enqueue("reduce_scatter",
+                   detail::collective_desc("reduce_scatter", output.dtype(), output.numel()),
+                   [this, output, inputs, op](uint32_t tag) mutable {
+                     std::vector<Tensor> flat;
+                     for (const Tensor& in : inputs) flat.push_back(to_wire(in).reshape({-1}));
+                     Tensor wire = cat(flat, 0);
+                     allreduce_wire(context_, wire, op, tag, options_.timeout);
+                     const int64_t n = output.numel();
+                     output.copy_(wire.narrow(0, rank_ * n, n).view(output.shape()));
+                   });
+  }
+
+  std::shared_ptr<Work> gather(std::vector<Tensor>& outputs, const Tensor& input,
+                               int root) override {
+    detail::check_tensor_arg(input, "gather");
+    check_root(root, "gather");
+    if (rank_ == root) {
+      MINIDL_CHECK(outputs.size() == size_t(size_), "gather: the root expects ", size_,
+                   " output tensors, got ", outputs.size());
+      for (size_t r = 0; r < outputs.size(); ++r) {
+        detail::check_tensor_arg(outputs[r], "gather output " + std::to_string(r));
+        MINIDL_CHECK(outputs[r].numel() == input.numel() && outputs[r].dtype() == input.dtype(),
+                     "gather: output ", r, " is ", outputs[r].shape_str(), " ", outputs[r].dtype(),
+                     " but the input is ", input.shape_str(), " ", input.dtype(),
+                     " (gather needs equal sizes)");
+      }
+    }
+    return enqueue("gather", detail::collective_desc("gather", input.dtype(), input.numel()),
+                   [this, outputs, input, root](uint32_t tag) mutable {
+                     if (input.numel() == 0) return;
+                     Tensor wire_in = to_wire(input);
+                     Tensor all;
+                     gloo::GatherOptions opts(context_);
+                     opts.setTag(tag);
+                     opts.setTimeout(options_.timeout);
+                     opts.setRoot(root);
+                     visit_wire(wire_in.dtype(), [&]<typename T>() {
+                       opts.setInput(wire_in.data_ptr<T>(), size_t(wire_in.numel()));
+                       if (rank_ == root) {
+                         all = empty({int64_t(size_) * wire_in.numel()}, wire_in.dtype());
+                         opts.setOutput(all.data_ptr<T>(), size_t(all.numel()));
+                       }
+                     });
+                     gloo::gather(opts);
+                     const int64_t n = wire_in.numel();
+                     for (size_t r = 0; r < outputs.size() && rank_ == root; ++r)
+                       outputs[r].copy_(all.narrow(0, int64_t(r) * n, n).view(outputs[r].shape()));
+                   });
+  }
+
+  std::shared_ptr<Work> barrier() override {
+    return enqueue("barrier", "barrier()", [this](uint32_t tag) {
+      gloo::BarrierOptions opts(context_);
+      opts.setTag(tag);
+      opts.setTimeout(options_.timeout);
+      gloo::barrier(opts);
+    });
+  }
+
+ private:
+  using Job = std::function<void(uint32_t tag)>;
+  struct Task {
+    std::shared_ptr<detail::FutureWork> work;
+    uint64_t seq;
+    std::string op, desc;
+    Job job;
+  };
+
+  std::shared_ptr<Work> enqueue(const std::string& op, std::string desc, Job job) {
+    std::lock_guard<std::mutex> lock(mu_);
+    const uint64_t seq = ++seq_;
+    auto work = std::make_shared<detail::FutureWork>(seq);
+    queue_.push_back(Task{work, seq, op, std::move(desc), std::move(job)});
+    cv_.notify_all();
+    return work;
+  }
+
+  void loop() {
+    NoGradGuard no_grad;  // staging copies must not record history
+    for (;;) {
+      Task task;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+        if (queue_.empty()) return;
+        task = std::move(queue_.front());
+        queue_.pop_front();
+        if (stop_) {
+          lock.unlock();
+          fail(task, "not run: the process group was destroyed first");
+          continue;
+        }
+      }
+      if (!broken_.empty()) {
+        fail(task, "not run: the group is unusable after " + broken_);
+        continue;
+      }
+      run(task);
+    }
+  }
+
+  void fail(Task& task, const std::string& why) {
+    task.work->complete(std::make_exception_ptr(Error(where(task.op, task.seq) + " " + why)));
+  }
+
+  void run(Task& task) {
+    try {
+      debug_check(task.seq, task.desc);
+      task.job(uint32_t(task.seq));
+      task.work->complete();
+    } catch (const gloo::Exception& e) {
+      const std::string what = e.what();
+      const bool timed_out = what.find("imed out") != std::string::npos;
+      const std::string why =
+          timed_out ? "timed out after " + format_seconds(options_.timeout) +
+                          "; a peer may have died, be slow, or skipped this collective"
+                    : "a peer connection failed (a peer may have died)";
+      broken_ = where(task.op, task.seq) + " failed";
+      fail(task, "failed: " + why + " (gloo: " + what + ")");
+    } catch (const std::exception& e) {
+      broken_ = where(task.op, task.seq) + " failed";
+      fail(task, std::string("failed: ") + e.what());
+    }
+  }
+
+  std::shared_ptr<gloo::rendezvous::Context> context_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Task> queue_;
+  uint64_t seq_ = 0;
+  bool stop_ = false;
+  std::string broken_;  // touched by the communication thread only
+  std::thread thread_;
+};
+
+}  // namespace
+
+std::shared_ptr<ProcessGroup> make_gloo_process_group(std::shared_ptr<Store> store, int rank,
+                                                      int world_size,
+                                                      const ProcessGroupOptions& options) {
+  return std::make_shared<GlooProcessGroup>(std::move(store), rank, world_size, options);
+}
+#endif  // MINIDL_WITH_GLOO
+
+}  // namespace minidl::dist
