@@ -295,7 +295,8 @@ Result run_training(const Options& o) {
                {"train_samples_per_s", double(step * global_batch) / epoch_train_seconds}});
     if (!o.checkpoint_dir.empty()) {
       auto meta = gather_rng_states(L);  // collective
-      if (main_rank) {
+      // Rank 0 writes; every rank waits for the complete file and fails if the write failed.
+      dist::save_on_main([&] {
         meta.insert({{"epoch", std::to_string(epoch)},
                      {"seed", std::to_string(o.seed)},
                      {"batch_size", std::to_string(o.batch_size)},
@@ -304,8 +305,7 @@ Result run_training(const Options& o) {
         nn::save_checkpoint(checkpoint_path(o.checkpoint_dir, epoch), *model, optimizer.get(),
                             scheduler.get(), meta);
         remove_older_checkpoints(o.checkpoint_dir, epoch);
-      }
-      if (L.distributed()) dist::barrier();  // the file is complete before anyone goes on
+      });
     }
     if (!o.plot.empty() && main_rank) apps::write_training_plot(o.plot, curves, "mnist_ddp");
   }

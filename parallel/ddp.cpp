@@ -1,9 +1,15 @@
 // DistributedDataParallel: construction checks and broadcasts, forward (join notification,
-// buffer broadcast, reducer arming) and the Join algorithm for uneven inputs.
+// buffer broadcast, reducer arming), step counts published to the store so that uneven
+// inputs fail naming every rank's count, and the Join algorithm for uneven inputs.
 #include "parallel/ddp.h"
 
+#include <algorithm>
+#include <condition_variable>
 #include <exception>
 #include <iostream>
+#include <mutex>
+#include <thread>
+#include <utility>
 
 #include "autograd/grad_mode.h"
 #include "parallel/distributed.h"
@@ -28,6 +34,60 @@ void wait_all(std::vector<std::shared_ptr<Work>>& works) {
 
 }  // namespace
 
+// Publishes the latest step count to the store from a background thread: the training loop
+// only hands over a number (no store round trip per step); counts that arrive while a set is
+// in flight are coalesced. A rank stuck or finished has long published its last count by the
+// time a peer's collective times out.
+class StepPublisher {
+ public:
+  StepPublisher(std::shared_ptr<Store> store, std::string key)
+      : store_(std::move(store)), key_(std::move(key)), thread_([this] { loop(); }) {}
+  ~StepPublisher() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_one();
+    thread_.join();  // after publishing a pending count
+  }
+  void publish(int64_t steps) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      pending_ = steps;
+    }
+    cv_.notify_one();
+  }
+
+ private:
+  void loop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      cv_.wait(lock, [this] { return stop_ || pending_ >= 0; });
+      if (pending_ < 0) return;  // stopping, nothing left
+      const int64_t n = std::exchange(pending_, -1);
+      lock.unlock();
+      try {
+        store_->set(key_, std::to_string(n));
+      } catch (const std::exception& e) {  // the counts are only a diagnostic
+        std::cerr << "DistributedDataParallel: stopped publishing step counts: " << e.what()
+                  << "\n";
+        return;
+      }
+      lock.lock();
+    }
+  }
+
+  std::shared_ptr<Store> store_;
+  std::string key_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int64_t pending_ = -1;
+  bool stop_ = false;
+  std::thread thread_;  // last: starts after the members it uses
+};
+
+DistributedDataParallel::~DistributedDataParallel() = default;
+
 DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> module,
                                                  std::shared_ptr<ProcessGroup> group,
                                                  DDPOptions opts)
@@ -48,12 +108,15 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
     }
   check_same_parameters();
   broadcast_state(0);
+  has_buffers_ = !named_buffers().empty();
+  setup_step_counts();
   ReducerOptions ro;
   ro.bucket_cap_bytes = int64_t(opts_.bucket_cap_mb * 1024 * 1024);
   ro.first_bucket_bytes = int64_t(opts_.first_bucket_mb * 1024 * 1024);
   ro.find_unused_parameters = opts_.find_unused_parameters;
   ro.gradient_as_bucket_view = opts_.gradient_as_bucket_view;
   reducer_ = Reducer::create(std::move(params), std::move(names), group_, ro);
+  reducer_->set_failure_handler([this](const std::exception& e) { explain_failure(e); });
 }
 
 // Every rank hashes (name, shape, dtype) of each parameter; the lists are allgathered and
@@ -120,14 +183,97 @@ Tensor DistributedDataParallel::exchange_join_state(bool active, bool sync) {
   return t;
 }
 
+// Rank 0 draws a store-wide instance number (so DDPs sharing a store never share keys) and
+// broadcasts it; -1 when it has no store. Always one broadcast, whatever the stores.
+void DistributedDataParallel::setup_step_counts() {
+  if (group_->size() == 1) return;
+  store_ = opts_.store;
+  if (!store_ && is_initialized() && group_ == default_group_ptr())
+    store_ = rendezvous_info().store;
+  Tensor id = full({1}, int64_t(-1), kInt64);
+  if (group_->rank() == 0 && store_) {
+    try {
+      id.data_ptr<int64_t>()[0] = store_->add("ddp/instances", 1);
+    } catch (const std::exception& e) {  // no counts, but the broadcast below still happens
+      std::cerr << "DistributedDataParallel: no step counts (store add failed): " << e.what()
+                << "\n";
+    }
+  }
+  group_->broadcast(id, 0)->wait();
+  const int64_t instance = id.data_ptr<int64_t>()[0];
+  if (instance < 0) store_.reset();
+  if (!store_) return;
+  step_prefix_ = "ddp/" + std::to_string(instance) + "/steps/";
+  publisher_ =
+      std::make_unique<StepPublisher>(store_, step_prefix_ + std::to_string(group_->rank()));
+}
+
+void DistributedDataParallel::publish_step() {
+  ++steps_;
+  if (publisher_) publisher_->publish(steps_);
+}
+
+void DistributedDataParallel::guard_collective(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    explain_failure(e);
+    throw;
+  }
+}
+
+// After a failed collective: reads every rank's published step count and, when they differ,
+// throws an error naming them (uneven inputs) around the original one.
+void DistributedDataParallel::explain_failure(const std::exception& e) const {
+  if (!store_ || join_enabled_) return;  // under a Join uneven counts are expected
+  const int world = group_->size();
+  std::vector<int64_t> steps(size_t(world), 0);  // a rank that never published ran 0 steps
+  try {
+    for (int r = 0; r < world; ++r) {
+      const std::string key = step_prefix_ + std::to_string(r);
+      if (store_->check({key})) steps[size_t(r)] = std::stoll(store_->get_string(key));
+    }
+  } catch (const std::exception&) {
+    return;  // the store is unreachable (its host may have exited): keep the original error
+  }
+  steps[size_t(group_->rank())] = steps_;
+  const auto [lo, hi] = std::minmax_element(steps.begin(), steps.end());
+  if (*lo == *hi) return;
+  const int64_t most = *hi;
+  std::string who;
+  auto add = [&](const std::string& part) { who += (who.empty() ? "" : ", ") + part; };
+  int shown = 0, hidden_ahead = 0, hidden_behind = 0;
+  for (int r = 0; r < world; ++r) {
+    const int64_t n = steps[size_t(r)];
+    if (world <= 8 || (n != most && shown < 8)) {
+      add("rank " + std::to_string(r) + (n == most ? " reached step " : " stopped after ") +
+          std::to_string(n));
+      ++shown;
+    } else {
+      ++(n == most ? hidden_ahead : hidden_behind);
+    }
+  }
+  if (hidden_behind > 0) add(std::to_string(hidden_behind) + " more ranks stopped earlier");
+  if (hidden_ahead > 0)
+    add("the other " + std::to_string(hidden_ahead) + " ranks reached step " +
+        std::to_string(most));
+  MINIDL_FAIL("DDP: ranks ran different numbers of steps: ", who,
+              " (uneven inputs: give every rank the same number of batches, e.g. with "
+              "DistributedSampler, or wrap the loop in dist::Join). Underlying error: ",
+              e.what());
+}
+
 Tensor DistributedDataParallel::forward(const Tensor& x) {
   const bool sync = require_sync_ && GradMode::is_enabled();
-  if (join_enabled_ && group_->size() > 1) {
+  const bool multi = group_->size() > 1;
+  if (multi && (sync || join_enabled_ || (opts_.broadcast_buffers && has_buffers_)))
+    publish_step();  // this forward talks to the other ranks
+  if (join_enabled_ && multi) {
     exchange_join_state(true, sync);
     ++join_iterations_;
   }
   reducer_->prepare_for_forward(sync);
-  broadcast_buffers();
+  guard_collective([this] { broadcast_buffers(); });
   return module_->forward(x);
 }
 

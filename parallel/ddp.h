@@ -3,7 +3,9 @@
 // ranks by the Reducer (bucketed async allreduce overlapping backward), no_sync() for
 // gradient accumulation, and Join for ranks with uneven numbers of batches.
 #pragma once
+#include <functional>
 #include <memory>
+#include <string>
 
 #include "parallel/module_wrapper.h"
 #include "parallel/process_group.h"
@@ -11,12 +13,20 @@
 
 namespace minidl::dist {
 
+class StepPublisher;  // ddp.cpp
+
 struct DDPOptions {
   double bucket_cap_mb = 25;
   double first_bucket_mb = 1;
   bool broadcast_buffers = true;  // rank 0's buffers before every forward
   bool find_unused_parameters = false;
   bool gradient_as_bucket_view = false;  // .grad aliases the bucket (no copy back)
+  // Where each rank publishes its step count (key "ddp/<instance>/steps/<rank>", set by a
+  // background thread, off the training loop) so that uneven inputs fail with every rank's
+  // count. Null: the default group's rendezvous store when the DDP uses the default group,
+  // else no counts (a group built by hand with make_process_group passes its store here).
+  // Counts are kept only when rank 0 has a store.
+  std::shared_ptr<Store> store = nullptr;
 };
 
 // Usage (every rank):
@@ -24,16 +34,21 @@ struct DDPOptions {
 //   loss = f(ddp->forward(x)); loss.backward(); opt.step();   // grads are the global mean
 // The wrapper's named_parameters()/state_dict() are the model's own names (no "module."
 // prefix). Every rank must run the same number of synchronised forward+backward steps, or
-// use Join; otherwise the rank left waiting fails with the group's collective timeout (an
-// error naming the collective and its sequence number, never a hang).
+// use Join; otherwise the rank left waiting fails with the group's collective timeout, and
+// (with a store, see DDPOptions::store) the error names every rank's step count:
+//   "DDP: ranks ran different numbers of steps: rank 0 reached step 3, rank 1 stopped after 2
+//    (uneven inputs: ...). Underlying error: gloo allreduce #9 (rank 0 of 2) failed: ..."
+// A step is a forward that talks to the other ranks (synchronised, or broadcasting buffers).
 // An unused parameter (no gradient in a synchronised backward) fails the next forward with
 // its name unless find_unused_parameters. At world size 1 gradients are left in place (no
 // bucket copies; gradient_as_bucket_view has no effect). Parameters keep an inert hook after
 // the DDP object is destroyed (hooks cannot be removed).
+
 class DistributedDataParallel : public ModuleWrapper {
  public:
   DistributedDataParallel(std::shared_ptr<nn::Module> module,
                           std::shared_ptr<ProcessGroup> group = nullptr, DDPOptions opts = {});
+  ~DistributedDataParallel() override;
 
   Tensor forward(const Tensor& x) override;
 
@@ -65,6 +80,12 @@ class DistributedDataParallel : public ModuleWrapper {
   void broadcast_state(int root);  // parameters and buffers
   void broadcast_buffers();
   Tensor exchange_join_state(bool active, bool sync);
+  void setup_step_counts();
+  void publish_step();
+  // Runs a collective step; a failure is rethrown naming the ranks' step counts when they
+  // differ (see explain_failure).
+  void guard_collective(const std::function<void()>& f);
+  void explain_failure(const std::exception& e) const;  // throws when the counts differ
 
   std::shared_ptr<ProcessGroup> group_;
   DDPOptions opts_;
@@ -73,6 +94,11 @@ class DistributedDataParallel : public ModuleWrapper {
   bool join_enabled_ = false;
   int64_t join_iterations_ = 0;  // forwards run since the Join began
   int buffer_root_ = 0;          // rank whose buffers forward broadcasts
+  bool has_buffers_ = false;
+  int64_t steps_ = 0;                         // forwards that talked to the other ranks
+  std::shared_ptr<Store> store_;              // where steps_ is published (null: nowhere)
+  std::string step_prefix_;                   // "ddp/<instance>/steps/"
+  std::unique_ptr<StepPublisher> publisher_;  // sets store_ key step_prefix_ + rank
 };
 
 // Uneven inputs (torch.distributed.algorithms.Join): construct before the training loop on

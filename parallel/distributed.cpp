@@ -1,9 +1,13 @@
 // torch.distributed-style global state: init_process_group / destroy_process_group, the
-// default group, single-process fallbacks for rank queries, and metric helpers
-// (all_reduce_mean, gather_for_metrics) that count every sample exactly once.
+// default group, single-process fallbacks for rank queries, rank-0 printing and saving, and
+// metric helpers (all_reduce_mean, gather_for_metrics) that count every sample exactly once.
 #include "parallel/distributed.h"
 
 #include <algorithm>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <exception>
 #include <mutex>
 
 #include "autograd/grad_mode.h"
@@ -110,6 +114,51 @@ bool is_main_process() {
 
 void barrier() {
   if (is_initialized()) default_group().barrier()->wait();
+}
+
+void print_main(const std::string& text) {
+  if (!is_main_process()) return;
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fputc('\n', stdout);
+  std::fflush(stdout);
+}
+
+void printf_main(const char* fmt, ...) {
+  if (!is_main_process()) return;
+  va_list args;
+  va_start(args, fmt);
+  std::vprintf(fmt, args);
+  va_end(args);
+  std::fflush(stdout);
+}
+
+// Rank 0 broadcasts the length of its error message (0: success), then the message itself.
+void save_on_main(const std::function<void()>& write) {
+  if (!is_initialized()) return write();
+  std::shared_ptr<ProcessGroup> pg = default_group_ptr();
+  std::string error;
+  std::exception_ptr own;
+  if (pg->rank() == 0) {
+    try {
+      write();
+    } catch (const std::exception& e) {
+      own = std::current_exception();
+      error = *e.what() ? e.what() : "an exception with an empty message";
+    } catch (...) {
+      own = std::current_exception();
+      error = "a non-standard exception";
+    }
+  }
+  Tensor len = full({1}, int64_t(error.size()), kInt64);
+  pg->broadcast(len, 0)->wait();
+  const int64_t n = len.data_ptr<int64_t>()[0];
+  if (n == 0) return;
+  Tensor msg = empty({n}, kUInt8);
+  if (pg->rank() == 0) std::memcpy(msg.data_ptr(), error.data(), error.size());
+  pg->broadcast(msg, 0)->wait();
+  if (own) std::rethrow_exception(own);
+  MINIDL_FAIL("save_on_main: the write on rank 0 failed, so rank ", pg->rank(), " of ", pg->size(),
+              " stops too: ", std::string(static_cast<const char*>(msg.data_ptr()), size_t(n)));
 }
 
 double all_reduce_mean(double value, double count) {

@@ -2,6 +2,7 @@
 // group, rank-0-only printing and saving helpers, metric reductions that count every sample once.
 #pragma once
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -34,6 +35,17 @@ int get_world_size();
 int get_local_rank();
 bool is_main_process();  // global rank 0
 void barrier();
+
+// Print on global rank 0 only, then flush stdout (print_main adds a newline, like Python's
+// print; printf_main prints exactly its format). Not collective: other ranks return at once.
+void print_main(const std::string& text);
+void printf_main(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+// Rank 0 runs `write` (e.g. saving a checkpoint); then, collectively, every rank learns
+// whether it succeeded. On failure every rank throws: rank 0 rethrows its own exception, the
+// others a minidl::Error quoting it. On success all ranks return after rank 0's write has
+// finished (a barrier: the file is complete before anyone goes on). Without an initialised
+// group it just runs `write`. Every rank must call it.
+void save_on_main(const std::function<void()>& write);
 
 // Mean of `value` over ranks weighted by `count` (e.g. a loss averaged over `count` samples
 // on each rank): sum(value*count) / sum(count). Returns value on a single process.

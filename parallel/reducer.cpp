@@ -114,7 +114,7 @@ void Reducer::maybe_rebuild() {
     Tensor t = empty({int64_t(order.size())}, kInt64);
     int64_t* d = t.data_ptr<int64_t>();
     for (size_t k = 0; k < order.size(); ++k) d[k] = int64_t(order[k]);
-    group_->broadcast(t, 0)->wait();
+    wait(*group_->broadcast(t, 0));
     for (size_t k = 0; k < order.size(); ++k) {
       MINIDL_CHECK(d[k] >= 0 && size_t(d[k]) < params_.size(), "DDP rank ", group_->rank(),
                    ": rank 0 sent a bad bucket order (index ", d[k], ")");
@@ -181,6 +181,15 @@ void Reducer::launch_ready_buckets() {
   }
 }
 
+void Reducer::wait(Work& work) const {
+  try {
+    work.wait();
+  } catch (const std::exception& e) {
+    if (on_failure_) on_failure_(e);
+    throw;
+  }
+}
+
 std::string Reducer::unready_names() const {
   std::string s;
   for (size_t i = 0; i < params_.size(); ++i)
@@ -202,10 +211,10 @@ void Reducer::finalize_backward() {
       }
     used_map = empty({int64_t(params_.size())}, kInt32);
     for (size_t i = 0; i < params_.size(); ++i) used_map.data_ptr<int32_t>()[i] = used_[i];
-    if (multi) group_->allreduce(used_map, ReduceOp::sum)->wait();
+    if (multi) wait(*group_->allreduce(used_map, ReduceOp::sum));
   } else if (next_bucket_ < buckets_.size()) {
     for (Bucket& b : buckets_)
-      if (b.work) b.work->wait();
+      if (b.work) wait(*b.work);
     unfinished_ = true;
     unfinished_msg_ = "DistributedDataParallel (rank " + std::to_string(group_->rank()) +
                       "): the previous backward finished without reducing all gradients; "
@@ -216,7 +225,7 @@ void Reducer::finalize_backward() {
     return;
   }
   for (Bucket& b : buckets_)
-    if (b.work) b.work->wait();
+    if (b.work) wait(*b.work);
   const auto t_done = Clock::now();
   stats_.comm_seconds = std::chrono::duration<double>(t_done - first_launch_).count();
   stats_.exposed_seconds = std::chrono::duration<double>(t_done - t_end).count();

@@ -7,6 +7,7 @@
 #pragma once
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -48,6 +49,12 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
   // for every bucket (and the unused-parameter map) in the same order.
   void shadow_backward();
 
+  // Called with the error of a failed collective before it is rethrown; may throw a more
+  // helpful error instead (DDP names the ranks' step counts).
+  void set_failure_handler(std::function<void(const std::exception&)> handler) {
+    on_failure_ = std::move(handler);
+  }
+
   const ReducerStats& stats() const { return stats_; }
   // Bucket layout: parameter indices of each bucket, in bucket order.
   std::vector<std::vector<size_t>> bucket_indices() const;
@@ -71,11 +78,13 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
   void finalize_backward();
   Tensor slot(size_t i) const;
   std::string unready_names() const;
+  void wait(Work& work) const;  // work.wait(), failures through on_failure_
 
   std::vector<Tensor> params_;
   std::vector<std::string> names_;
   std::shared_ptr<ProcessGroup> group_;
   ReducerOptions opts_;
+  std::function<void(const std::exception&)> on_failure_;
   std::vector<Bucket> buckets_;
   std::vector<size_t> bucket_of_, pos_in_bucket_;
 

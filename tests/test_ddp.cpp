@@ -2,8 +2,9 @@
 // training equals single-process training on the global batch and is bitwise equal across
 // ranks (also with gradient_as_bucket_view), BatchNorm buffers follow rank 0, no_sync
 // accumulation, unused parameters (named error; find_unused_parameters, also rank-divergent),
-// uneven inputs (Join finishes; without it a timeout error, no hang), world size 1, model
-// mismatches named, bucket layout and rebuild.
+// uneven inputs (Join finishes; without it an error naming the ranks' step counts, no hang;
+// published step counts and their cost), world size 1, model mismatches named, bucket layout
+// and rebuild.
 #include <doctest/doctest.h>
 #include <sys/mman.h>
 
@@ -36,9 +37,16 @@ double* shared_doubles() {
 
 using RankFn = std::function<bool(int rank, std::shared_ptr<ProcessGroup> pg)>;
 
+// Inside a rank: the store its group was built on (for DDPOptions::store).
+std::shared_ptr<Store>& rank_store() {
+  static std::shared_ptr<Store> store;
+  return store;
+}
+
 // Runs fn on `world` forked ranks joined by a gloo group (store hosted by the test process);
 // every rank must return true. A rank's error is printed with its rank.
 void run_ranks(int world, const RankFn& fn, std::chrono::milliseconds pg_timeout = 10s) {
+  shared_doubles();   // map the shared page before forking
   std::cout.flush();  // a child's std::cerr (tied to cout) must not replay buffered output
   std::fflush(stdout);
   TcpStore master({.port = 0, .is_master = true});
@@ -53,6 +61,7 @@ void run_ranks(int world, const RankFn& fn, std::chrono::milliseconds pg_timeout
               set_num_threads(1);
               auto store = std::make_shared<TcpStore>(TcpStoreOptions{.port = port});
               auto pg = make_process_group("gloo", store, r, world, {.timeout = pg_timeout});
+              rank_store() = store;
               return fn(r, pg);
             } catch (const std::exception& e) {
               std::cerr << "[rank " << r << "] error: " << e.what() << "\n";
@@ -279,31 +288,108 @@ TEST_CASE("ddp: uneven inputs finish under Join") {
   MESSAGE("Join with 3 vs 5 batches: max rel error " << shared_doubles()[3]);
 }
 
-TEST_CASE("ddp: uneven inputs without Join fail within the timeout") {
+TEST_CASE("ddp: uneven inputs without Join fail naming both step counts") {
+  // The finished rank either stays alive (its peer times out) or exits (a connection error).
+  for (const bool peer_exits : {false, true}) {
+    CAPTURE(peer_exits);
+    run_ranks(
+        2,
+        [peer_exits](int rank, std::shared_ptr<ProcessGroup> pg) {
+          DistributedDataParallel ddp(std::make_shared<SmallNet>(), pg, {.store = rank_store()});
+          const int my_steps = rank == 0 ? 3 : 2;
+          auto t0 = disttest::Clock::now();
+          try {
+            for (int s = 0; s < my_steps; ++s) {
+              loss_of(ddp, batch_x(s, 4), batch_y(s, 4)).backward();
+              sgd_step(ddp);
+            }
+          } catch (const Error& e) {
+            const double sec = disttest::seconds_since(t0);
+            shared_doubles()[peer_exits ? 8 : 4] = sec;
+            const std::string msg = e.what();
+            std::cerr << "[rank " << rank << "] expected error after " << sec << " s: " << msg
+                      << "\n";
+            return report(rank,
+                          rank == 0 && sec < 8 && contains(msg, "different numbers of steps") &&
+                              contains(msg, "rank 0 reached step 3") &&
+                              contains(msg, "rank 1 stopped after 2") && contains(msg, "Join") &&
+                              contains(msg, "Underlying error: gloo allreduce"),
+                          "error names both step counts and the collective, in bounded time");
+          }
+          if (rank == 1 && !peer_exits) std::this_thread::sleep_for(3s);  // rank 0 times out
+          return report(rank, rank == 1, "rank 0 finished without its peer");
+        },
+        1500ms);
+  }
+  MESSAGE("without Join: rank 0 failed after "
+          << shared_doubles()[4] << " s (timeout 1.5 s), or after " << shared_doubles()[8]
+          << " s when its peer exited");
+}
+
+TEST_CASE("ddp: a timeout with equal step counts keeps the collective error") {
   run_ranks(
       2,
       [](int rank, std::shared_ptr<ProcessGroup> pg) {
-        DistributedDataParallel ddp(std::make_shared<SmallNet>(), pg);
-        const int my_steps = rank == 0 ? 3 : 2;
-        auto t0 = disttest::Clock::now();
+        DistributedDataParallel ddp(std::make_shared<SmallNet>(), pg, {.store = rank_store()});
         try {
-          for (int s = 0; s < my_steps; ++s) {
-            loss_of(ddp, batch_x(s, 4), batch_y(s, 4)).backward();
+          for (int s = 0; s < 3; ++s) {
+            Tensor loss = loss_of(ddp, batch_x(s, 4), batch_y(s, 4));
+            if (rank == 1 && s == 2) std::this_thread::sleep_for(3s);  // a stall, not uneven
+            loss.backward();
             sgd_step(ddp);
           }
         } catch (const Error& e) {
-          const double sec = disttest::seconds_since(t0);
-          shared_doubles()[4] = sec;
-          std::cerr << "[rank " << rank << "] expected error after " << sec << " s: " << e.what()
-                    << "\n";
-          return report(rank, rank == 0 && sec < 8 && contains(e.what(), "allreduce"),
-                        "error names the collective, within the timeout");
+          const std::string msg = e.what();
+          return report(rank,
+                        rank == 1 || (contains(msg, "allreduce") &&
+                                      !contains(msg, "different numbers of steps")),
+                        "rank 0 keeps the plain timeout error: " + msg);
         }
-        if (rank == 1) std::this_thread::sleep_for(3s);  // stay alive: rank 0 must time out
-        return report(rank, rank == 1, "rank 0 finished without its peer");
+        return report(rank, rank == 1, "rank 0 finished without its stalled peer");
       },
       1500ms);
-  MESSAGE("without Join: rank 0 failed after " << shared_doubles()[4] << " s (timeout 1.5 s)");
+}
+
+TEST_CASE("ddp: step counts are published once per synchronised step") {
+  run_ranks(2, [](int rank, std::shared_ptr<ProcessGroup> pg) {
+    auto store = rank_store();
+    const int steps = 100, rounds = 4;
+    auto run = [&](DistributedDataParallel& ddp) {
+      auto t0 = disttest::Clock::now();
+      for (int s = 0; s < steps; ++s) loss_of(ddp, batch_x(s, 4), batch_y(s, 4)).backward();
+      return disttest::seconds_since(t0) / steps;
+    };
+    DistributedDataParallel plain(std::make_shared<SmallNet>(), pg);
+    auto counted = std::make_unique<DistributedDataParallel>(std::make_shared<SmallNet>(), pg,
+                                                             DDPOptions{.store = store});
+    run(plain);                             // warm-up
+    double t_plain = 1e9, t_counted = 1e9;  // best of alternating rounds (a busy machine)
+    for (int k = 0; k < rounds; ++k) {
+      t_plain = std::min(t_plain, run(plain));
+      t_counted = std::min(t_counted, run(*counted));
+    }
+    {
+      auto guard = counted->no_sync();  // local steps talk to nobody: not counted
+      loss_of(*counted, batch_x(0, 4), batch_y(0, 4)).backward();
+    }
+    counted.reset();  // the destructor flushes the publisher's last count
+    auto t0 = disttest::Clock::now();
+    for (int i = 0; i < 1000; ++i) store->set("probe/" + std::to_string(rank), std::to_string(i));
+    const double t_set = disttest::seconds_since(t0) / 1000;  // a synchronous publish would
+                                                              // cost this per step
+    if (rank == 0) {
+      shared_doubles()[5] = t_plain;
+      shared_doubles()[6] = t_counted;
+      shared_doubles()[7] = t_set;
+    }
+    const std::string key = "ddp/1/steps/" + std::to_string(rank);  // the first counted DDP
+    return report(rank, store->get_string("ddp/instances") == "1", "one instance drawn") &&
+           report(rank, store->get_string(key) == std::to_string(steps * rounds), "count " + key);
+  });
+  MESSAGE("DDP step (SmallNet, 2 ranks): "
+          << shared_doubles()[5] * 1e6 << " us plain, " << shared_doubles()[6] * 1e6
+          << " us publishing counts (background thread); one store set "
+          << shared_doubles()[7] * 1e6 << " us");
 }
 
 TEST_CASE("ddp: world size 1 and transparent names") {

@@ -1,12 +1,20 @@
 // torch.distributed-style helpers: init_process_group over env:// in forked ranks, rank
-// queries, weighted all_reduce_mean, gather_for_metrics dropping sampler padding, and the
-// single-process fallbacks and rank_seed.
+// queries, weighted all_reduce_mean, gather_for_metrics dropping sampler padding, rank-0
+// printing and save_on_main, DDP step counts in the default store, and the single-process
+// fallbacks and rank_seed.
 #include <doctest/doctest.h>
+#include <unistd.h>
 
+#include <cstdio>
+#include <fstream>
 #include <set>
+#include <sstream>
+#include <thread>
 
 #include "dist_test_util.h"
+#include "parallel/ddp.h"
 #include "parallel/distributed.h"
+#include "parallel_test_models.h"
 #include "pg_test_util.h"
 #include "tensor/ops.h"
 
@@ -47,9 +55,103 @@ std::vector<RankReport> run_initialised(int world, const std::function<std::stri
   });
 }
 
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// What fn prints on stdout (fd 1 redirected to a temporary file).
+std::string capture_stdout(const std::function<void()>& fn) {
+  const std::string path = "/tmp/minidl_stdout_" + std::to_string(::getpid());
+  std::fflush(stdout);
+  const int saved = ::dup(1);
+  FILE* f = std::fopen(path.c_str(), "w");
+  ::dup2(::fileno(f), 1);
+  fn();
+  std::fflush(stdout);
+  ::dup2(saved, 1);
+  ::close(saved);
+  std::fclose(f);
+  std::string out = read_file(path);
+  std::remove(path.c_str());
+  return out;
+}
+
 }  // namespace
 
 #if MINIDL_WITH_GLOO
+TEST_CASE("distributed: print_main and printf_main print on rank 0 only") {
+  require_ok(run_initialised(2, [](int rank) {
+    const std::string out = capture_stdout([] {
+      print_main("epoch 1");
+      printf_main("loss=%.2f on %d ranks\n", 0.25, get_world_size());
+    });
+    Checker c;
+    c.check(out == (rank == 0 ? "epoch 1\nloss=0.25 on 2 ranks\n" : ""), "printed '" + out + "'");
+    return c.str();
+  }));
+}
+
+TEST_CASE("distributed: save_on_main writes once and is a barrier") {
+  const std::string path = "/tmp/minidl_save_on_main_" + std::to_string(::getpid());
+  std::remove(path.c_str());
+  require_ok(run_initialised(2, [&](int rank) {
+    save_on_main([&] {
+      std::this_thread::sleep_for(200ms);  // a slow write: the other rank must wait for it
+      std::ofstream(path, std::ios::app) << "checkpoint from rank " << get_rank() << "\n";
+    });
+    Checker c;
+    const std::string content = read_file(path);  // complete on every rank once it returns
+    c.check(content == "checkpoint from rank 0\n",
+            "rank " + std::to_string(rank) + " sees '" + content + "'");
+    return c.str();
+  }));
+  CHECK(read_file(path) == "checkpoint from rank 0\n");  // one write in all
+  std::remove(path.c_str());
+}
+
+TEST_CASE("distributed: a failing save_on_main throws on every rank") {
+  require_ok(run_initialised(2, [](int rank) {
+    int writes = 0;
+    const auto failure = disttest::expect_error([&] {
+      save_on_main([&] {
+        ++writes;
+        MINIDL_FAIL("cannot open /nonexistent/ckpt.bin for writing");
+      });
+    });
+    Checker c;
+    c.check(writes == (rank == 0 ? 1 : 0), "writes " + std::to_string(writes));
+    c.check(contains(failure.message, "cannot open /nonexistent/ckpt.bin for writing"),
+            "message '" + failure.message + "'");
+    if (rank == 1)
+      c.check(contains(failure.message, "rank 0 failed"), "names rank 0: " + failure.message);
+    c.check(all_reduce_sum(1.0) == 2.0, "the group still works afterwards");
+    return c.str();
+  }));
+}
+
+TEST_CASE("distributed: DDP on the default group publishes step counts in its store") {
+  require_ok(run_initialised(2, [](int rank) {
+    manual_seed(3);
+    {
+      DistributedDataParallel ddp(std::make_shared<ptest::SmallNet>());
+      for (int s = 0; s < 4; ++s)
+        ptest::loss_of(ddp, ptest::batch_x(s, 4), ptest::batch_y(s, 4)).backward();
+    }  // the destructor flushes the last count
+    barrier();
+    Store& store = *rendezvous_info().store;
+    Checker c;
+    for (int r = 0; r < 2; ++r) {
+      const std::string key = "ddp/1/steps/" + std::to_string(r);
+      c.check(store.check({key}) && store.get_string(key) == "4",
+              "rank " + std::to_string(rank) + " reads " + key);
+    }
+    return c.str();
+  }));
+}
+
 TEST_CASE("distributed: init_process_group over env:// with rank queries and reductions") {
   require_ok(run_initialised(3, [](int rank) {
     Checker c;

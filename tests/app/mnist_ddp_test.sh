@@ -104,6 +104,42 @@ dp)  # DataParallel over 2 CPU replicas in one process trains
   acc=$(grep -o 'test accuracy [0-9.]*' "$WORK/out" | grep -o '[0-9.]*$')
   awk -v a="$acc" 'BEGIN { exit !(a >= 80.0) }' || fail "dp: accuracy $acc% < 80% after 30 steps"
   ;;
+mpirun)  # OpenMPI's launcher: ranks from OMPI_COMM_WORLD_*, the store at MASTER_ADDR:PORT
+  command -v mpirun >/dev/null || fail "mpirun not found (tools/setup-deps.sh installs openmpi-bin)"
+  for attempt in 1 2 3; do  # a random port may be taken: the rendezvous then says so at once
+    port=$((20000 + RANDOM % 20000))
+    mpirun --allow-run-as-root --oversubscribe -np 2 -x MASTER_ADDR=127.0.0.1 \
+      -x MASTER_PORT=$port "$BIN" "${COMMON[@]}" --epochs 1 --max-steps 5 \
+      --test-batch-size 500 >"$WORK/out" 2>"$WORK/err" && break
+    grep -q "already in use" "$WORK/err" || { cat "$WORK/out" "$WORK/err" >&2; fail "mpirun run failed"; }
+  done
+  grep -q "ddp, 2 rank(s)" "$WORK/out" || { cat "$WORK/out" "$WORK/err" >&2; fail "no 2-rank summary"; }
+  ;;
+kill9)  # a rank SIGKILLed mid-training: the launcher stops the other and names it within 10 s
+  "$BIN" "${COMMON[@]}" -n 2 --epochs 100 --test-batch-size 500 >"$WORK/out" 2>"$WORK/err" &
+  launcher=$!
+  victim=""
+  for _ in $(seq 300); do  # find rank 1 among the launcher's children once training runs
+    for pid in $(pgrep -P "$launcher"); do
+      tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "RANK=1" && victim=$pid
+    done
+    [ -n "$victim" ] && grep -q "epoch 1/100" "$WORK/out" && break
+    sleep 0.1
+  done
+  [ -n "$victim" ] || { kill -9 "$launcher"; fail "rank 1 not found"; }
+  ranks=$(pgrep -P "$launcher")
+  start=$(date +%s%N)
+  kill -9 "$victim"
+  wait "$launcher"; rc=$?
+  ms=$(( ($(date +%s%N) - start) / 1000000 ))
+  echo "launcher exited $rc, ${ms} ms after SIGKILL of rank 1"
+  [ "$rc" -ne 0 ] || fail "launcher exited 0 after a rank was killed"
+  [ "$ms" -lt 10000 ] || fail "launcher took ${ms} ms to stop"
+  grep -q "rank 1 .*SIGKILL" "$WORK/err" || { cat "$WORK/err" >&2; fail "rank 1 / SIGKILL not named"; }
+  for pid in $ranks; do
+    ! kill -0 "$pid" 2>/dev/null || fail "rank process $pid still running"
+  done
+  ;;
 *) fail "unknown case $CASE" ;;
 esac
 echo "PASS: mnist_ddp $CASE"
