@@ -107,10 +107,11 @@ int main(int argc, char** argv) {
     }
     std::printf(
         "mnist_ddp: test accuracy %.2f%% (%lld/%lld), test loss %.4f, %lld epoch(s) in "
-        "%.1f s, %.0f train samples/s (%s), loader wait %.1f%% of train time\n",
+        "%.1f s, %.0f train samples/s (%s), loader wait %.1f%% of train time, peak memory "
+        "%s\n",
         r.test_accuracy, (long long)r.correct, (long long)r.test_samples, r.test_loss,
         (long long)r.epochs_run, r.seconds, r.train_samples_per_s, r.layout.c_str(),
-        100.0 * r.loader_wait_fraction);
+        100.0 * r.loader_wait_fraction, r.peak_memory.c_str());
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "mnist_ddp: error: %s\n", e.what());

@@ -203,10 +203,15 @@ Result run_training(const Options& o) {
 
   // The module the loop trains: the model itself, or a DDP / DataParallel wrapper of it.
   std::shared_ptr<nn::Module> train_module = model;
-  if (L.mode == "ddp")
+  std::shared_ptr<dist::DataParallel> data_parallel;
+  if (L.mode == "ddp") {
     train_module = std::make_shared<dist::DistributedDataParallel>(model);
-  else if (L.mode == "dp")
-    train_module = std::make_shared<dist::DataParallel>(model, L.dp_devices);
+  } else if (L.mode == "dp") {
+    data_parallel = std::make_shared<dist::DataParallel>(model, L.dp_devices);
+    train_module = data_parallel;
+  }
+  for (const Device& d : L.mode == "dp" ? L.dp_devices : std::vector<Device>{L.device})
+    reset_peak_memory_stats(d);
 
   if (!o.checkpoint_dir.empty() && main_rank) fs::create_directories(o.checkpoint_dir);
   apps::JsonLinesLog log;
@@ -316,6 +321,14 @@ Result run_training(const Options& o) {
   }
   // Rank 0 hosts the store: nobody tears the group down while a peer still needs it.
   if (L.distributed() && !result.interrupted) dist::barrier();
+  auto per_device = data_parallel ? data_parallel->memory_per_device()
+                                  : std::vector{std::pair{L.device, memory_stats(L.device)}};
+  for (const auto& [dev, stats] : per_device) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%s%s %.1f MiB", result.peak_memory.empty() ? "" : ", ",
+                  dev.str().c_str(), double(stats.peak) / (1 << 20));
+    result.peak_memory += buf;
+  }
   result.seconds = seconds_since(t_start);
   result.train_samples_per_s =
       train_seconds > 0 ? double(train_samples) * L.world_size / train_seconds : 0;
@@ -328,6 +341,7 @@ Result run_training(const Options& o) {
              {"seconds", result.seconds},
              {"train_samples_per_s", result.train_samples_per_s},
              {"loader_wait_fraction", result.loader_wait_fraction},
+             {"peak_memory", result.peak_memory},
              {"interrupted", result.interrupted}});
   return result;
 }

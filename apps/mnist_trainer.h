@@ -48,8 +48,9 @@ struct Result {
   int64_t correct = 0, test_samples = 0;
   double seconds = 0, train_samples_per_s = 0, loader_wait_fraction = 0;
   bool interrupted = false;
-  bool main_rank = true;  // only rank 0 prints the summary
-  std::string layout;     // "1 process, cpu" / "ddp 2 ranks (gloo), cpu" / ...
+  bool main_rank = true;    // only rank 0 prints the summary
+  std::string layout;       // "1 process, cpu" / "ddp 2 ranks (gloo), cpu" / ...
+  std::string peak_memory;  // tensor memory peak per device of this process: "cpu 61.2 MiB"
 };
 
 // Trains and evaluates; throws minidl::Error with a one-line message on bad input. Returns

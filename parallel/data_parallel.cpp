@@ -137,4 +137,14 @@ Tensor DataParallel::forward(const Tensor& x) {
   return n == 1 ? outputs[0] : cat(outputs, 0);
 }
 
+std::vector<std::pair<Device, MemoryStats>> DataParallel::memory_per_device() const {
+  std::vector<std::pair<Device, MemoryStats>> out;
+  for (const Device& d : devices_) {
+    bool seen = false;
+    for (const auto& entry : out) seen = seen || entry.first == d;
+    if (!seen) out.emplace_back(d, memory_stats(d));
+  }
+  return out;
+}
+
 }  // namespace minidl::dist

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "parallel/module_wrapper.h"
+#include "tensor/storage.h"
 #include "tensor/device.h"
 
 namespace minidl::dist {
@@ -28,6 +29,9 @@ class DataParallel : public ModuleWrapper {
   Tensor forward(const Tensor& x) override;
 
   const std::vector<Device>& devices() const { return devices_; }
+  // Current and peak tensor memory of each distinct device in devices() (replicas that share
+  // a device, e.g. {kCPU, kCPU}, share its counters). See memory_stats(Device).
+  std::vector<std::pair<Device, MemoryStats>> memory_per_device() const;
   Device output_device() const { return output_device_; }
   // Replica k (replica 0 is the source module).
   nn::Module& replica(size_t k) const { return *replicas_.at(k); }

@@ -91,8 +91,43 @@ void set_allocator(DeviceType type, Allocator* allocator) {
   g_allocators[int(type)] = allocator;
 }
 
+namespace {
+
+constexpr int kMaxDeviceIndex = 64;
+struct DeviceCounters {
+  std::atomic<int64_t> allocated{0}, peak{0};
+};
+DeviceCounters g_counters[kNumDeviceTypes][kMaxDeviceIndex];
+
+DeviceCounters* counters_of(Device d) {
+  return d.index >= 0 && d.index < kMaxDeviceIndex ? &g_counters[int(d.type)][d.index] : nullptr;
+}
+
+void count_allocation(Device d, int64_t delta) {
+  DeviceCounters* c = counters_of(d);
+  if (!c) return;
+  int64_t now = c->allocated.fetch_add(delta, std::memory_order_relaxed) + delta;
+  int64_t peak = c->peak.load(std::memory_order_relaxed);
+  while (now > peak && !c->peak.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+  }
+}
+
+}  // namespace
+
+MemoryStats memory_stats(Device device) {
+  const DeviceCounters* c = counters_of(device);
+  if (!c) return {};
+  return {c->allocated.load(std::memory_order_relaxed), c->peak.load(std::memory_order_relaxed)};
+}
+
+void reset_peak_memory_stats(Device device) {
+  if (DeviceCounters* c = counters_of(device))
+    c->peak.store(c->allocated.load(std::memory_order_relaxed), std::memory_order_relaxed);
+}
+
 Storage::Storage(size_t nbytes, Device device) : nbytes_(nbytes), device_(device), owned_(true) {
   data_ = get_allocator(device.type).allocate(nbytes, device);
+  count_allocation(device_, int64_t(nbytes_));
 }
 
 Storage::Storage(void* data, size_t nbytes, Device device, std::function<void(void*)> deleter)
@@ -101,6 +136,7 @@ Storage::Storage(void* data, size_t nbytes, Device device, std::function<void(vo
 Storage::~Storage() {
   if (owned_) {
     if (data_) get_allocator(device_.type).deallocate(data_, nbytes_, device_);
+    count_allocation(device_, -int64_t(nbytes_));
   } else if (deleter_) {
     deleter_(data_);
   }

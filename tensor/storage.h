@@ -27,6 +27,15 @@ inline void empty_cache(DeviceType type = DeviceType::cpu) {
   get_allocator(type).empty_cache();
 }
 
+// Bytes held by tensor storages allocated on a device (torch.cuda.memory_allocated /
+// max_memory_allocated, for every device type): current and peak since the last reset.
+struct MemoryStats {
+  int64_t allocated = 0;
+  int64_t peak = 0;
+};
+MemoryStats memory_stats(Device device);
+void reset_peak_memory_stats(Device device);
+
 class Storage {
  public:
   // Allocates nbytes on `device` with its allocator.

@@ -97,3 +97,17 @@ TEST_CASE("data_parallel: names, errors") {
   CHECK_THROWS_AS(DataParallel(src, {}), Error);
   CHECK_THROWS_AS(dp.forward(scalar_tensor(1.0, kFloat32)), Error);
 }
+
+TEST_CASE("data_parallel: peak memory is reported once per distinct device") {
+  manual_seed(4);
+  auto src = std::make_shared<SmallNet>();
+  DataParallel dp(src, {kCPU, kCPU});
+  reset_peak_memory_stats(kCPU);
+  const int64_t before = memory_stats(kCPU).allocated;
+  Tensor out = dp.forward(batch_x(0, 8));
+  auto mem = dp.memory_per_device();
+  REQUIRE(mem.size() == 1);  // both replicas are on the CPU
+  CHECK(mem[0].first == kCPU);
+  CHECK(mem[0].second.peak >= before + int64_t(out.nbytes()));
+  CHECK(mem[0].second.allocated <= mem[0].second.peak);
+}

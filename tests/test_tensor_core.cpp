@@ -177,3 +177,22 @@ TEST_CASE("CPU allocator reuses large freed blocks and empty_cache releases them
   CHECK(reinterpret_cast<uintptr_t>(small.data_ptr()) % 64 == 0);
   empty_cache();
 }
+
+TEST_CASE("memory_stats count tensor storage bytes and the peak per device") {
+  const int64_t base = memory_stats(kCPU).allocated;
+  reset_peak_memory_stats(kCPU);
+  CHECK(memory_stats(kCPU).peak == base);
+  {
+    Tensor a = zeros({1000}, kFloat32);  // 4000 bytes
+    CHECK(memory_stats(kCPU).allocated == base + 4000);
+    Tensor v = a.view({10, 100});  // views share the storage: nothing new
+    Tensor b = zeros({250}, kFloat64);
+    CHECK(memory_stats(kCPU).allocated == base + 6000);
+  }
+  CHECK(memory_stats(kCPU).allocated == base);
+  CHECK(memory_stats(kCPU).peak == base + 6000);
+  reset_peak_memory_stats(kCPU);
+  CHECK(memory_stats(kCPU).peak == base);
+  // Other devices have their own counters (no CUDA tensors were made here).
+  CHECK(memory_stats(Device(DeviceType::cuda, 1)).allocated == 0);
+}
