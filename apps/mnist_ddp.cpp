@@ -38,7 +38,8 @@ int main(int argc, char** argv) {
   app.add_option("--seed", o.seed, "seed for initialisation, shuffling and dropout")
       ->capture_default_str();
   app.add_option("--device", o.device, "cpu | cuda | cuda:N")->capture_default_str();
-  app.add_option("--threads", o.threads, "intra-op threads (0: all cores)")
+  app.add_option("--threads", o.threads,
+                 "intra-op threads (0: all cores, shared among the DDP ranks of a machine)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   app.add_option("--workers", o.workers, "data loader worker threads (0: load inline)")
@@ -47,7 +48,8 @@ int main(int argc, char** argv) {
   app.add_option("--checkpoint-dir", o.checkpoint_dir,
                  "write checkpoint-epoch-N.safetensors here after every epoch (atomic)");
   app.add_option("--resume", o.resume, "continue from a checkpoint file, or a directory's latest");
-  app.add_option("--log-json", o.log_json, "append per-epoch metrics as JSON lines to FILE");
+  app.add_option("--log-json", o.log_json,
+                 "write per-epoch metrics as JSON lines to FILE (appended on --resume)");
   app.add_option("--plot", o.plot, "training-curve plot: FILE.png (gnuplot) or FILE.svg");
   app.add_option("--log-interval", o.log_interval, "steps between progress lines")
       ->capture_default_str()
