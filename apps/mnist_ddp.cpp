@@ -94,7 +94,16 @@ int main(int argc, char** argv) {
                    o.nproc);
       return 2;
     }
-    return minidl::dist::self_launch(o.nproc, argc, argv, {"-n", "--nproc"});
+    minidl::dist::LaunchOptions launch;
+    // With nccl the launcher refuses more ranks than GPUs before starting any.
+    const bool cuda = o.device.rfind("cuda", 0) == 0;
+    launch.backend = o.backend == "auto" ? (cuda ? "nccl" : "gloo") : o.backend;
+    try {
+      return minidl::dist::self_launch(o.nproc, argc, argv, {"-n", "--nproc"}, launch);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "mnist_ddp: error: %s\n", e.what());
+      return 2;
+    }
   }
   try {
     mnist::install_stop_handlers();

@@ -70,6 +70,7 @@ errors)
   expect_error 1 "lr must be > 0" "${COMMON[@]}" --lr -1
   expect_error 1 "device" "${COMMON[@]}" --device tpu
   expect_error 1 "fetch-mnist" --data "$WORK/nowhere" --quiet
+  expect_error 2 "needs one GPU per rank" "${COMMON[@]}" -n 64 --backend nccl
   mkdir -p "$WORK/ck"
   head -c 1000 /dev/urandom >"$WORK/ck/checkpoint-epoch-1.safetensors"
   expect_error 1 "checkpoint-epoch-1.safetensors" "${COMMON[@]}" --resume "$WORK/ck"
