@@ -17,11 +17,6 @@ using namespace testutil;
 namespace {
 using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
 
-Tensor leaf(const Shape& shape, uint64_t seed, double lo = -1, double hi = 1) {
-  Tensor x = random_tensor(shape, kFloat64, seed, lo, hi);
-  x.requires_grad_();
-  return x;
-}
 // Magnitudes in [0.2, 1.2] with random signs: away from the kinks of abs/relu at 0.
 Tensor signed_leaf(const Shape& shape, uint64_t seed) {
   std::mt19937_64 rng(seed);

@@ -51,11 +51,6 @@ std::pair<Tensor, Tensor> t_halves(const Tensor& x) {
   });
   return {a, b};
 }
-Tensor leaf(const Shape& shape, uint64_t seed) {
-  Tensor x = random_tensor(shape, kFloat64, seed, -1, 1);
-  x.requires_grad_();
-  return x;
-}
 }  // namespace
 
 TEST_CASE("chain rule through a small graph") {

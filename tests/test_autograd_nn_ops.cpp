@@ -17,11 +17,6 @@ using namespace minidl;
 using namespace testutil;
 
 namespace {
-Tensor leaf(const Shape& shape, uint64_t seed, double lo = -1, double hi = 1) {
-  Tensor x = random_tensor(shape, kFloat64, seed, lo, hi);
-  x.requires_grad_();
-  return x;
-}
 // f's gradients for non-contiguous leaves equal those for contiguous leaves with the same
 // values (gradcheck itself needs contiguous inputs).
 void check_noncontiguous_grads(const std::function<Tensor(const std::vector<Tensor>&)>& f,

@@ -13,11 +13,6 @@ using namespace testutil;
 using autograd::gradcheck;
 
 namespace {
-Tensor leaf(const Shape& shape, uint64_t seed) {
-  Tensor x = random_tensor(shape, kFloat64, seed, -1, 1);
-  x.requires_grad_();
-  return x;
-}
 using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
 void gc(const Fn& f, const std::vector<Tensor>& in) {
   auto r = gradcheck(f, in);

@@ -13,11 +13,6 @@ using namespace testutil;
 using autograd::gradcheck;
 
 namespace {
-Tensor leaf(const Shape& shape, uint64_t seed) {
-  Tensor x = random_tensor(shape, kFloat64, seed, -1, 1);
-  x.requires_grad_();
-  return x;
-}
 // A nonlinear scalar-free wrapper so gradients are not all ones: y * y.
 Tensor sq(const Tensor& y) {
   return mul(y, y);

@@ -15,11 +15,6 @@ using namespace testutil;
 namespace F = minidl::nn::functional;
 
 namespace {
-Tensor leaf(const Shape& shape, uint64_t seed, double lo = -1, double hi = 1) {
-  Tensor x = random_tensor(shape, kFloat64, seed, lo, hi);
-  x.requires_grad_();
-  return x;
-}
 Tensor idx(const std::vector<double>& v, const Shape& s) {
   return from_f64(v, s, kInt64);
 }

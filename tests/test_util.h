@@ -43,6 +43,13 @@ inline Tensor random_tensor(const Shape& shape, DType dtype = kFloat32, uint64_t
   return from_f64(v, shape, dtype);
 }
 
+// An f64 leaf that requires grad, values uniform in [lo, hi) (gradcheck inputs).
+inline Tensor leaf(const Shape& shape, uint64_t seed, double lo = -1, double hi = 1) {
+  Tensor x = random_tensor(shape, kFloat64, seed, lo, hi);
+  x.requires_grad_();
+  return x;
+}
+
 // The same values as `t` but in a non-contiguous layout (every other element of a buffer
 // twice as wide in the last dim).
 inline Tensor noncontiguous(const Tensor& t) {
