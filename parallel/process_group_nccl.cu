@@ -1,5 +1,5 @@
 // NCCL backend: a communicator per group (unique id shared through the store), its own CUDA
-// stream ordered after the default stream by events, and host-blocking wait() bounded by the
+// stream ordered after minidl's compute stream by events, and host-blocking wait() bounded by the
 // group timeout (the communicator is aborted on timeout). Refuses two ranks on one GPU.
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -12,6 +12,7 @@
 
 #include "parallel/process_group_detail.h"
 #include "parallel/process_group_nccl.h"
+#include "tensor/cuda.h"
 #include "tensor/error.h"
 
 #define MINIDL_NCCL_CHECK(call) ::minidl::dist::check_nccl((call), #call, __FILE__, __LINE__)
@@ -174,8 +175,8 @@ class NcclProcessGroup final : public detail::ProcessGroupBase {
       }
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
-    // Later work on the default stream is ordered after the collective.
-    MINIDL_CUDA_CHECK(cudaStreamWaitEvent(cudaStreamLegacy, done, 0));
+    // Later work on the compute stream is ordered after the collective.
+    MINIDL_CUDA_CHECK(cudaStreamWaitEvent(compute_stream(), done, 0));
   }
 
   std::shared_ptr<Work> allreduce(Tensor& t, ReduceOp op) override {
@@ -303,7 +304,12 @@ class NcclProcessGroup final : public detail::ProcessGroupBase {
                  " (use the gloo backend for CPU tensors)");
   }
 
-  // Orders the group's stream after the default stream, runs `enqueue` on it, and returns a
+  // minidl's compute stream on this group's device (every minidl kernel runs there).
+  cudaStream_t compute_stream() const {
+    return static_cast<cudaStream_t>(cuda::current_stream(device_));
+  }
+
+  // Orders the group's stream after the compute stream, runs `enqueue` on it, and returns a
   // work whose event fires when the collective is done.
   template <typename F>
   std::shared_ptr<Work> launch(const std::string& op, const std::string& desc,
@@ -317,10 +323,14 @@ class NcclProcessGroup final : public detail::ProcessGroupBase {
         detail::check_same_collective(*store_, prefix_, rank_, size_, seq, desc, options_.timeout);
       cudaEvent_t ready = nullptr, done = nullptr;
       MINIDL_CUDA_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
-      MINIDL_CUDA_CHECK(cudaEventRecord(ready, cudaStreamLegacy));
+      MINIDL_CUDA_CHECK(cudaEventRecord(ready, compute_stream()));
       MINIDL_CUDA_CHECK(cudaStreamWaitEvent(stream_, ready, 0));
       MINIDL_CUDA_CHECK(cudaEventDestroy(ready));
       enqueue();
+      // The caching allocator must not hand these blocks to new tensors while NCCL still
+      // reads or writes them on the group's stream.
+      for (const Tensor& t : keep)
+        if (t.defined() && t.storage()->data()) cuda::record_stream(t.storage()->data(), stream_);
       MINIDL_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
       MINIDL_CUDA_CHECK(cudaEventRecord(done, stream_));
       return std::make_shared<NcclWork>(this, seq, op, done, std::move(keep));

@@ -1,12 +1,19 @@
-// CUDA runtime basics for the foundation: device_count() that is 0 without a driver/GPU,
-// and a smoke kernel proving the CUDA toolchain path (the full backend is its own issue).
+// CUDA runtime: device count (0 without a driver), current device and guards, properties,
+// one compute stream per device, error reporting, host<->device copies, the TF32 switch, and
+// the registration of every CUDA kernel family.
 #include <cuda_runtime.h>
 
+#include <atomic>
+#include <memory>
+#include <mutex>
 #include <string>
+#include <vector>
 
+#include "tensor/cuda.h"
+#include "tensor/cuda/common.cuh"
+#include "tensor/cuda/kernels.h"
 #include "tensor/cuda/runtime.h"
 #include "tensor/dispatch.h"
-#include "tensor/error.h"
 
 namespace minidl {
 
@@ -23,34 +30,256 @@ int cuda_device_count_impl() {
   return count;
 }
 
-void register_cuda_kernels() {}  // kernels arrive with the CUDA backend issue
+namespace cuda {
+void install_allocator();  // allocator.cu
+void cross_device_copy_impl(const Tensor& src, Tensor& dst);
+}  // namespace cuda
+
+// Registration needs no GPU: the table is filled on every CUDA build (op-coverage test).
+void register_cuda_kernels() {
+  cuda::register_copy_kernels();
+  cuda::register_unary_kernels();
+  cuda::register_binary_kernels();
+  cuda::register_reduce_kernels();
+  cuda::register_softmax_kernels();
+  cuda::register_linalg_kernels();
+  cuda::register_conv_kernels();
+  cuda::register_pool_kernels();
+  cuda::register_norm_kernels();
+  cuda::register_loss_kernels();
+  cuda::register_index_kernels();
+  cuda::register_random_kernels();
+  set_cross_device_copy(&cuda::cross_device_copy_impl);
+  cuda::install_allocator();
+}
 
 namespace cuda {
+
+namespace detail {
+void throw_cuda_error(cudaError_t err, const char* call, const char* file, int line) {
+  (void)cudaGetLastError();  // clear a non-sticky error so later calls are not blamed
+  MINIDL_FAIL("CUDA error: ", call, " failed at ", file, ":", line, ": ", cudaGetErrorString(err),
+              " (", cudaGetErrorName(err), ")");
+}
+}  // namespace detail
+
+namespace {
+constexpr int kMaxDevices = 64;
+
+void check_index(int index, const char* what) {
+  const int n = cuda_device_count_impl();
+  MINIDL_CHECK(index >= 0 && index < n, what, ": CUDA device ", index, " does not exist (", n,
+               " device", n == 1 ? "" : "s", " visible",
+               n == 0 ? "; no driver or GPU on this machine" : "", ")");
+}
+
+struct StreamSlot {
+  std::once_flag once;
+  cudaStream_t stream = nullptr;
+};
+StreamSlot g_streams[kMaxDevices];
+
+struct PropsSlot {
+  std::once_flag once;
+  int sm_count = 0;
+};
+PropsSlot g_props[kMaxDevices];
+
+std::atomic<bool> g_allow_tf32{false};
+}  // namespace
+
+bool is_built() {
+  return true;
+}
+int device_count() {
+  return cuda_device_count_impl();
+}
+
+int current_device() {
+  int d = 0;
+  MINIDL_CUDA_CHECK(cudaGetDevice(&d));
+  return d;
+}
+
+void set_device(int index) {
+  check_index(index, "set_device");
+  MINIDL_CUDA_CHECK(cudaSetDevice(index));
+}
+
+DeviceGuard::DeviceGuard(int index) {
+  check_index(index, "DeviceGuard");
+  previous_ = current_device();
+  if (previous_ != index) MINIDL_CUDA_CHECK(cudaSetDevice(index));
+}
+DeviceGuard::~DeviceGuard() {
+  if (previous_ >= 0) (void)cudaSetDevice(previous_);
+}
+
+TensorDeviceGuard::TensorDeviceGuard(int device) {
+  int cur = 0;
+  MINIDL_CUDA_CHECK(cudaGetDevice(&cur));
+  if (cur != device) {
+    check_index(device, "TensorDeviceGuard");
+    MINIDL_CUDA_CHECK(cudaSetDevice(device));
+    previous_ = cur;
+  }
+}
+TensorDeviceGuard::~TensorDeviceGuard() {
+  if (previous_ >= 0) (void)cudaSetDevice(previous_);
+}
+
+DeviceProperties get_device_properties(int index) {
+  check_index(index, "get_device_properties");
+  cudaDeviceProp p{};
+  MINIDL_CUDA_CHECK(cudaGetDeviceProperties(&p, index));
+  DeviceProperties r;
+  r.name = p.name;
+  r.major = p.major;
+  r.minor = p.minor;
+  r.multi_processor_count = p.multiProcessorCount;
+  r.total_memory = int64_t(p.totalGlobalMem);
+  r.l2_cache_size = p.l2CacheSize;
+  r.max_threads_per_block = p.maxThreadsPerBlock;
+  MINIDL_CUDA_CHECK(cudaDriverGetVersion(&r.driver_version));
+  MINIDL_CUDA_CHECK(cudaRuntimeGetVersion(&r.runtime_version));
+  return r;
+}
+
+int sm_count(int device) {
+  check_index(device, "sm_count");
+  PropsSlot& s = g_props[device];
+  std::call_once(s.once, [&] {
+    MINIDL_CUDA_CHECK(cudaDeviceGetAttribute(&s.sm_count, cudaDevAttrMultiProcessorCount, device));
+  });
+  return s.sm_count;
+}
+
+cudaStream_t compute_stream(int device) {
+  MINIDL_CHECK(device >= 0 && device < kMaxDevices, "compute_stream: bad device ", device);
+  StreamSlot& s = g_streams[device];
+  std::call_once(s.once, [&] {
+    check_index(device, "compute_stream");
+    DeviceGuard guard(device);
+    // Non-blocking: the legacy default stream (used by other libraries) does not serialise
+    // with it; CUDA graph capture needs a non-default stream anyway.
+    MINIDL_CUDA_CHECK(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
+  });
+  return s.stream;
+}
+
+void* current_stream(int index) {
+  return compute_stream(index < 0 ? current_device() : index);
+}
+
+void synchronize(int index) {
+  const int d = index < 0 ? current_device() : index;
+  DeviceGuard guard(d);
+  MINIDL_CUDA_CHECK(cudaStreamSynchronize(compute_stream(d)));
+}
+
+void set_allow_tf32(bool allow) {
+  g_allow_tf32.store(allow);
+}
+bool allow_tf32() {
+  return g_allow_tf32.load();
+}
+
+// ---- host <-> device copies. src and dst: same shape and dtype, both contiguous.
+namespace {
+// Pinned sources of in-flight async host->device copies stay alive until their event fires.
+struct PendingCopy {
+  cudaEvent_t done;
+  std::shared_ptr<Storage> keep;
+};
+std::mutex g_pending_mutex;
+std::vector<PendingCopy> g_pending;
+
+void reap_pending() {
+  std::lock_guard<std::mutex> lock(g_pending_mutex);
+  for (size_t i = 0; i < g_pending.size();) {
+    if (cudaEventQuery(g_pending[i].done) == cudaSuccess) {
+      (void)cudaEventDestroy(g_pending[i].done);
+      g_pending[i] = std::move(g_pending.back());
+      g_pending.pop_back();
+    } else {
+      (void)cudaGetLastError();  // cudaErrorNotReady is not an error here
+      ++i;
+    }
+  }
+}
+}  // namespace
+
+void cross_device_copy_impl(const Tensor& src, Tensor& dst) {
+  MINIDL_CHECK(src.is_contiguous() && dst.is_contiguous() && src.dtype() == dst.dtype() &&
+                   src.numel() == dst.numel(),
+               "internal: cross-device copy needs contiguous tensors of one dtype and size");
+  const size_t nbytes = dst.nbytes();
+  if (nbytes == 0) return;
+  reap_pending();
+  if (src.is_cpu() && dst.is_cuda()) {
+    TensorDeviceGuard guard(dst);
+    cudaStream_t s = stream_of(dst);
+    MINIDL_CUDA_CHECK(
+        cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(), nbytes, cudaMemcpyHostToDevice, s));
+    // Pageable sources are staged before cudaMemcpyAsync returns; pinned ones are read by
+    // the DMA engine later, so their storage lives until the copy is done.
+    if (is_pinned_host_ptr(src.data_ptr())) {
+      cudaEvent_t ev;
+      MINIDL_CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+      MINIDL_CUDA_CHECK(cudaEventRecord(ev, s));
+      std::lock_guard<std::mutex> lock(g_pending_mutex);
+      g_pending.push_back({ev, src.storage()});
+    }
+  } else if (src.is_cuda() && dst.is_cpu()) {
+    TensorDeviceGuard guard(src);
+    cudaStream_t s = stream_of(src);
+    MINIDL_CUDA_CHECK(
+        cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(), nbytes, cudaMemcpyDeviceToHost, s));
+    MINIDL_CUDA_CHECK(cudaStreamSynchronize(s));  // the host reads dst next
+  } else if (src.is_cuda() && dst.is_cuda()) {
+    // Different GPUs: order after src's queued work, copy on dst's stream, then wait so
+    // neither block is reused while the copy runs.
+    cudaEvent_t ready;
+    {
+      TensorDeviceGuard guard(src);
+      MINIDL_CUDA_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
+      MINIDL_CUDA_CHECK(cudaEventRecord(ready, stream_of(src)));
+    }
+    TensorDeviceGuard guard(dst);
+    cudaStream_t s = stream_of(dst);
+    MINIDL_CUDA_CHECK(cudaStreamWaitEvent(s, ready, 0));
+    MINIDL_CUDA_CHECK(cudaMemcpyPeerAsync(dst.data_ptr(), dst.device().index, src.data_ptr(),
+                                          src.device().index, nbytes, s));
+    MINIDL_CUDA_CHECK(cudaStreamSynchronize(s));
+    (void)cudaEventDestroy(ready);
+  } else {
+    MINIDL_FAIL("internal: cross-device copy from ", src.device(), " to ", dst.device());
+  }
+}
+
+// ---- foundation helpers (smoke kernel, pinned host memory)
 namespace {
 __global__ void iota_kernel(float* out, int n, float start) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) out[i] = start + float(i);
-}
-void check(cudaError_t err, const char* call) {
-  MINIDL_CHECK(err == cudaSuccess, "CUDA call ", call, " failed: ", cudaGetErrorString(err));
 }
 }  // namespace
 
 std::vector<float> smoke_iota(int n, float start) {
   MINIDL_CHECK(cuda_device_count_impl() > 0, "smoke_iota: no CUDA device");
   float* d = nullptr;
-  check(cudaMalloc(&d, sizeof(float) * size_t(n)), "cudaMalloc");
+  MINIDL_CUDA_CHECK(cudaMalloc(&d, sizeof(float) * size_t(n)));
   iota_kernel<<<(n + 255) / 256, 256>>>(d, n, start);
-  check(cudaGetLastError(), "iota_kernel launch");
+  MINIDL_CUDA_LAUNCH_CHECK();
   std::vector<float> h(static_cast<size_t>(n));
-  check(cudaMemcpy(h.data(), d, sizeof(float) * size_t(n), cudaMemcpyDeviceToHost), "cudaMemcpy");
-  check(cudaFree(d), "cudaFree");
+  MINIDL_CUDA_CHECK(cudaMemcpy(h.data(), d, sizeof(float) * size_t(n), cudaMemcpyDeviceToHost));
+  MINIDL_CUDA_CHECK(cudaFree(d));
   return h;
 }
 
 void* host_alloc_pinned(size_t nbytes) {
   void* p = nullptr;
-  check(cudaHostAlloc(&p, nbytes == 0 ? 1 : nbytes, cudaHostAllocDefault), "cudaHostAlloc");
+  MINIDL_CUDA_CHECK(cudaHostAlloc(&p, nbytes == 0 ? 1 : nbytes, cudaHostAllocDefault));
   return p;
 }
 
@@ -59,6 +288,7 @@ void host_free_pinned(void* ptr) {
 }
 
 bool is_pinned_host_ptr(const void* ptr) {
+  if (cuda_device_count_impl() == 0) return false;
   cudaPointerAttributes attr{};
   if (cudaPointerGetAttributes(&attr, ptr) != cudaSuccess) {
     (void)cudaGetLastError();  // pageable memory on old runtimes reports an error

@@ -1,0 +1,18 @@
+// Registration entry points of the CUDA kernel families (one per tensor/cuda/*.cu file),
+// mirroring tensor/cpu/kernels.h.
+#pragma once
+
+namespace minidl::cuda {
+void register_copy_kernels();     // copy, fill, arange            (copy.cu)
+void register_unary_kernels();    // unary math, clamp             (unary.cu)
+void register_binary_kernels();   // binary, comparisons, where    (binary.cu)
+void register_reduce_kernels();   // sum, mean, var, amax, ...     (reduce.cu)
+void register_softmax_kernels();  // softmax, log_softmax + bwd    (softmax.cu)
+void register_linalg_kernels();   // bmm via cuBLASLt              (linalg.cu)
+void register_conv_kernels();     // conv2d fwd/bwd via cuDNN      (conv.cu)
+void register_pool_kernels();     // max/avg pool fwd/bwd          (pool.cu)
+void register_norm_kernels();     // layer_norm, batch_norm        (norm.cu)
+void register_loss_kernels();     // cross_entropy                 (loss.cu)
+void register_index_kernels();    // embedding, gather, scatter... (index.cu)
+void register_random_kernels();   // uniform, normal, ...          (random.cu)
+}  // namespace minidl::cuda
