@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <exception>
 
+#include "apps/mnist_graph.h"
 #include "apps/mnist_trainer.h"
 #include "parallel/launcher.h"
 
@@ -77,6 +78,9 @@ int main(int argc, char** argv) {
   app.add_option("--dist-timeout", o.dist_timeout_s, "rendezvous/collective timeout in seconds")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  app.add_flag("--cuda-graph", o.cuda_graph,
+               "capture the training step once in a CUDA graph and replay it (one process on "
+               "--device cuda; the last partial batch runs eagerly)");
 
   try {
     app.parse(argc, argv);
@@ -87,6 +91,14 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  if (o.cuda_graph) {
+    std::string why =
+        mnist::cuda_graph_refusal(o.device, o.mode, o.nproc, mnist::launcher_world_size());
+    if (!why.empty()) {
+      std::fprintf(stderr, "mnist_ddp: error: %s\n", why.c_str());
+      return 2;
+    }
+  }
   // -n N: run N ranks of this very command under the launcher (each rank sees RANK etc.).
   if (o.nproc > 1 && !minidl::dist::launched_by_launcher()) {
     if (o.mode == "single" || o.mode == "dp") {
@@ -123,6 +135,11 @@ int main(int argc, char** argv) {
         r.test_accuracy, (long long)r.correct, (long long)r.test_samples, r.test_loss,
         (long long)r.epochs_run, r.seconds, r.train_samples_per_s, r.layout.c_str(),
         100.0 * r.loader_wait_fraction, r.peak_memory.c_str());
+    if (r.cuda_graph)
+      std::printf(
+          "mnist_ddp: CUDA graph mode on: training step captured once, %lld replay(s), %lld "
+          "eager step(s) (warm-up and partial batches)\n",
+          (long long)r.graph_replays, (long long)r.eager_steps);
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "mnist_ddp: error: %s\n", e.what());

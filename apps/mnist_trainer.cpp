@@ -15,6 +15,7 @@
 #include "apps/common/metrics.h"
 #include "apps/common/progress.h"
 #include "apps/mnist_dist.h"
+#include "apps/mnist_graph.h"
 #include "apps/mnist_model.h"
 #include "data/dataloader.h"
 #include "data/mnist.h"
@@ -212,6 +213,13 @@ Result run_training(const Options& o) {
   }
   for (const Device& d : L.mode == "dp" ? L.dp_devices : std::vector<Device>{L.device})
     reset_peak_memory_stats(d);
+  // --cuda-graph (main() refused it for cpu, dp and -n > 1; a launcher's world is known here).
+  std::unique_ptr<CudaGraphStep> graph_step;
+  if (o.cuda_graph) {
+    std::string why = cuda_graph_refusal(L.device.str(), L.mode, L.world_size, L.world_size);
+    MINIDL_CHECK(why.empty(), why);
+    graph_step = std::make_unique<CudaGraphStep>(*train_module, *optimizer, L.device, o.batch_size);
+  }
 
   if (!o.checkpoint_dir.empty() && main_rank) fs::create_directories(o.checkpoint_dir);
   apps::JsonLinesLog log;
@@ -238,29 +246,36 @@ Result run_training(const Options& o) {
     train_loader.reset_stats();
     apps::ProgressBar bar("epoch " + std::to_string(epoch) + "/" + std::to_string(o.epochs),
                           steps_per_epoch, verbose, o.log_interval);
-    double loss_sum = 0, interval_loss = 0;
-    int64_t step = 0, interval_steps = 0;
+    double loss_sum = 0, logged_loss_sum = 0;
+    int64_t step = 0, logged_step = 0;
+    if (graph_step) graph_step->reset_loss_sum();
     data::Example batch;
     while (step < steps_per_epoch && train_loader.next(batch)) {
-      Tensor x = batch.data.to(L.device), y = batch.target.to(L.device);
-      optimizer->zero_grad();
-      Tensor loss = nn::functional::nll_loss((*train_module)(x), y);
-      loss.backward();
-      optimizer->step();
+      if (graph_step) {  // the loss stays on the device until a log step reads the sum
+        graph_step->step(batch.data, batch.target);
+      } else {
+        Tensor x = batch.data.to(L.device), y = batch.target.to(L.device);
+        optimizer->zero_grad();
+        Tensor loss = nn::functional::nll_loss((*train_module)(x), y);
+        loss.backward();
+        optimizer->step();
+        loss_sum += loss.item<double>();
+      }
       if (scheduler && per_step_scheduler) scheduler->step();
-      double l = loss.item<double>();
-      loss_sum += l, interval_loss += l, ++interval_steps;
-      train_samples += x.size(0);
+      train_samples += batch.data.size(0);
       ++step;
-      bar.update(step, loss_sum / double(step));
-      if (step % o.log_interval == 0 || step == steps_per_epoch) {
+      const bool log_step = step % o.log_interval == 0 || step == steps_per_epoch;
+      if (graph_step && log_step) loss_sum = graph_step->loss_sum();
+      if (!graph_step || log_step) bar.update(step, loss_sum / double(step));
+      if (log_step) {
         curves.train_x.push_back(double(epoch - 1) + double(step) / double(steps_per_epoch));
-        curves.train_loss.push_back(interval_loss / double(interval_steps));
-        interval_loss = 0, interval_steps = 0;
+        curves.train_loss.push_back((loss_sum - logged_loss_sum) / double(step - logged_step));
+        logged_loss_sum = loss_sum, logged_step = step;
       }
       // Ranks stop without further collectives; peers blocked in one fail when it exits.
       if (g_stop_requested.load()) break;
     }
+    if (graph_step) loss_sum = graph_step->loss_sum();
     if (g_stop_requested.load()) {
       bar.close("(interrupted)");
       result.interrupted = true;
@@ -329,6 +344,10 @@ Result run_training(const Options& o) {
                   dev.str().c_str(), double(stats.peak) / (1 << 20));
     result.peak_memory += buf;
   }
+  if (graph_step) {
+    result.cuda_graph = true;
+    result.graph_replays = graph_step->replays(), result.eager_steps = graph_step->eager_steps();
+  }
   result.seconds = seconds_since(t_start);
   result.train_samples_per_s =
       train_seconds > 0 ? double(train_samples) * L.world_size / train_seconds : 0;
@@ -342,6 +361,7 @@ Result run_training(const Options& o) {
              {"train_samples_per_s", result.train_samples_per_s},
              {"loader_wait_fraction", result.loader_wait_fraction},
              {"peak_memory", result.peak_memory},
+             {"cuda_graph", result.cuda_graph},
              {"interrupted", result.interrupted}});
   return result;
 }

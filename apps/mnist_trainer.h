@@ -38,6 +38,9 @@ struct Options {
   int nproc = 1;                       // -n N: launch N ranks of this program (ddp)
   int dp_devices = 0;                  // dp replicas (0: every GPU, or 2 on CPU)
   double dist_timeout_s = 300;         // rendezvous and collective timeout
+  // Capture the full-batch training step once in a CUDA graph and replay it (apps/mnist_graph.h;
+  // one process on a CUDA device; the last partial batch runs eagerly).
+  bool cuda_graph = false;
 };
 
 // The outcome of a run (also printed as the one-line summary).
@@ -51,6 +54,8 @@ struct Result {
   bool main_rank = true;    // only rank 0 prints the summary
   std::string layout;       // "1 process, cpu" / "ddp 2 ranks (gloo), cpu" / ...
   std::string peak_memory;  // tensor memory peak per device of this process: "cpu 61.2 MiB"
+  bool cuda_graph = false;  // --cuda-graph: steps replayed from the graph / run eagerly
+  int64_t graph_replays = 0, eager_steps = 0;
 };
 
 // Trains and evaluates; throws minidl::Error with a one-line message on bad input. Returns

@@ -2,6 +2,8 @@
 // ops they use) and the loss Module wrappers.
 #include "nn/loss.h"
 
+#include <limits>
+
 namespace minidl::nn {
 
 Reduction parse_reduction(std::string_view s) {
@@ -62,13 +64,20 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reducti
   rows = rows.reshape({M, C});
   Tensor t = target.reshape({M});
   Tensor valid = ne(t, Scalar(ignore_index));
+  Tensor bad;
   if (M > 0) {
-    Tensor bad = logical_and(valid, logical_or(lt(t, Scalar(0)), ge(t, Scalar(C))));
-    MINIDL_CHECK(sum(bad).item<int64_t>() == 0, "op `nll_loss`: target index out of range [0, ", C,
-                 ") for input of shape ", log_probs.shape_str());
+    bad = logical_and(valid, logical_or(lt(t, Scalar(0)), ge(t, Scalar(C))));
+    // CPU: a clear error. CUDA: reading the check back would stall the stream every step and
+    // cannot be captured in a CUDA graph, so an out-of-range target gives a NaN loss instead.
+    if (!log_probs.is_cuda())
+      MINIDL_CHECK(sum(bad).item<int64_t>() == 0, "op `nll_loss`: target index out of range [0, ",
+                   C, ") for input of shape ", log_probs.shape_str());
   }
-  Tensor safe = where(valid, t, Scalar(0));
+  const bool poison = log_probs.is_cuda() && M > 0;
+  Tensor safe = where(poison ? logical_and(valid, logical_not(bad)) : valid, t, Scalar(0));
   Tensor picked = gather(rows, 1, safe.unsqueeze(1)).squeeze(1);  // [M]
+  if (poison)
+    picked = where(logical_not(bad), picked, Scalar(std::numeric_limits<double>::quiet_NaN()));
   Tensor w = valid.to(log_probs.dtype());
   Tensor loss = neg(picked) * w;
   switch (reduction) {

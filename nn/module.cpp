@@ -199,6 +199,22 @@ void Module::train(bool on) {
   for (auto& c : children()) c->train(on);
 }
 
+namespace {
+// Gives `t` the data of `src` (storage, shape, strides, offset, dtype) while keeping its
+// TensorImpl, so every handle to it (optimizers, autograd accumulators, tied modules) and its
+// autograd metadata (requires_grad, grad, hooks) stay: PyTorch's `param.data = new_data`.
+void set_data(const Tensor& t, const Tensor& src) {
+  if (t.is_same(src)) return;
+  TensorImpl* d = t.impl();
+  const TensorImpl* s = src.impl();
+  d->storage = s->storage;
+  d->shape = s->shape;
+  d->strides = s->strides;
+  d->offset = s->offset;
+  d->dtype = s->dtype;
+}
+}  // namespace
+
 void Module::apply_to_tensors(const std::function<Tensor(const Tensor&)>& fn, bool floating_only) {
   NoGradGuard guard;
   visit(*this, true, [&](const Module& cm, const std::string&) {
@@ -206,19 +222,15 @@ void Module::apply_to_tensors(const std::function<Tensor(const Tensor&)>& fn, bo
     for (const auto& e : m.params_) {
       Tensor& t = m.tensor_at(e.offset);
       if (!t.defined() || (floating_only && !t.is_floating_point())) continue;
-      bool rg = t.requires_grad();
-      Tensor g = t.grad();
-      Tensor nt = fn(t);
-      if (nt.is_same(t)) continue;
-      nt = nt.detach();
-      if (rg) nt.requires_grad_(true);
-      if (g.defined()) nt.set_grad(fn(g).detach());
-      t = nt;
+      MINIDL_CHECK(t.is_leaf(), "Module.to: parameter '", e.name, "' is not a leaf tensor");
+      const Tensor g = t.grad();  // moved too, keeping its identity
+      set_data(t, fn(t).detach());
+      if (g.defined()) set_data(g, fn(g).detach());
     }
     for (const auto& e : m.buffers_) {
       Tensor& t = m.tensor_at(e.offset);
       if (!t.defined() || (floating_only && !t.is_floating_point())) continue;
-      t = fn(t);
+      set_data(t, fn(t).detach());
     }
   });
 }

@@ -92,8 +92,11 @@ class Module : public std::enable_shared_from_this<Module> {
   virtual void train(bool on = true);  // recursive
   void eval() { train(false); }
   bool is_training() const { return training_; }
+  // In place, like torch's module.to(): every parameter, its .grad and every buffer keeps its
+  // Tensor identity (handles held by optimizers stay valid), leaf-ness and requires_grad.
   Module& to(Device device);
   Module& to(DType dtype);  // floating parameters and buffers only
+  Module& to(Device device, DType dtype) { return to(device).to(dtype); }
   void zero_grad(bool set_to_none = true);
 
   // ---- state

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "autograd/grad_mode.h"
+#include "optim/fused.h"
 #include "tensor/error.h"
 #include "tensor/ops.h"
 
@@ -12,8 +13,9 @@ namespace minidl::optim {
 
 static Options adam_defaults(double lr, std::pair<double, double> betas, double eps, double wd,
                              bool amsgrad) {
-  return {{"lr", lr},   {"beta1", betas.first}, {"beta2", betas.second},
-          {"eps", eps}, {"weight_decay", wd},   {"amsgrad", amsgrad ? 1.0 : 0.0}};
+  return {{"lr", lr},    {"beta1", betas.first}, {"beta2", betas.second},
+          {"eps", eps},  {"weight_decay", wd},   {"amsgrad", amsgrad ? 1.0 : 0.0},
+          {"fused", 1.0}};
 }
 
 static std::vector<ParamGroup> one_group(std::vector<Tensor> params) {
@@ -52,15 +54,56 @@ void Adam::check_options(const Options& o) const {
                ": Invalid weight_decay value: ", o.at("weight_decay"));
 }
 
+bool Adam::fused_step(size_t gi, size_t idx0) {
+  ParamGroup& g = groups_[gi];
+  std::vector<Tensor> params, grads, m, v, vmax, steps;
+  std::vector<size_t> ids;
+  params_with_grad(gi, idx0, params, ids);
+  if (!fused::usable(params)) return false;
+  const bool amsgrad = g.get("amsgrad") != 0;
+  for (size_t k = 0; k < params.size(); ++k) {
+    const Tensor& p = params[k];
+    auto& st = state_[ids[k]];
+    if (!st.count("exp_avg")) {
+      st["step"] = zeros({}, kFloat64, p.device());
+      st["exp_avg"] = zeros(p.shape(), p.dtype(), p.device());
+      st["exp_avg_sq"] = zeros(p.shape(), p.dtype(), p.device());
+    }
+    if (amsgrad && !st.count("max_exp_avg_sq"))
+      st["max_exp_avg_sq"] = zeros(p.shape(), p.dtype(), p.device());
+    if (!st.count("step")) st["step"] = zeros({}, kFloat64, p.device());
+    for (const char* name : {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"})
+      if (st.count(name)) fused::place_state(st[name], p.device(), p.dtype());
+    fused::place_state(st["step"], p.device(), kFloat64);
+    grads.push_back(p.grad());
+    m.push_back(st["exp_avg"]);
+    v.push_back(st["exp_avg_sq"]);
+    if (amsgrad) vmax.push_back(st["max_exp_avg_sq"]);
+    steps.push_back(st["step"]);
+  }
+  const fused::HyperHandle& hyper = fused_hyper(gi, [this, gi] {
+    const ParamGroup& pg = groups_[gi];
+    return fused::HyperValues{pg.get("lr"), pg.get("beta1"), pg.get("beta2"), pg.get("eps"),
+                              pg.get("weight_decay")};
+  });
+  fused::adam_step(hyper, decoupled_, params, grads, m, v, vmax, steps);
+  return true;
+}
+
 void Adam::step() {
   NoGradGuard guard;
   size_t idx = 0;
-  for (ParamGroup& g : groups_) {
+  for (size_t gi = 0; gi < groups_.size(); ++gi) {
+    ParamGroup& g = groups_[gi];
+    const size_t idx0 = idx;
+    idx += g.params.size();
+    if (g.get("fused") != 0 && fused_step(gi, idx0)) continue;
     const double lr = g.get("lr"), b1 = g.get("beta1"), b2 = g.get("beta2"), eps = g.get("eps"),
                  wd = g.get("weight_decay");
     const bool amsgrad = g.get("amsgrad") != 0;
-    for (Tensor& p : g.params) {
-      auto& st = state_[idx++];
+    for (size_t j = 0; j < g.params.size(); ++j) {
+      Tensor& p = g.params[j];
+      auto& st = state_[idx0 + j];
       const Tensor& grad0 = p.grad();
       if (!grad0.defined()) continue;
       if (!st.count("exp_avg")) {

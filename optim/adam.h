@@ -7,7 +7,10 @@
 
 namespace minidl::optim {
 
-// Options: "lr", "beta1", "beta2", "eps", "weight_decay", "amsgrad" (0/1).
+// Options: "lr", "beta1", "beta2", "eps", "weight_decay", "amsgrad" (0/1), "fused" (0/1, default
+// 1: a group whose parameters with a grad are all CUDA tensors on one device is updated by the
+// multi-tensor kernels of optim/fused.h, capturable in a CUDA graph; its step counts then live
+// on the device and are copied to the CPU by state_dict()).
 // State: "state.<i>.step", "state.<i>.exp_avg", "state.<i>.exp_avg_sq" and with amsgrad
 // "state.<i>.max_exp_avg_sq".
 class Adam : public Optimizer {
@@ -23,6 +26,11 @@ class Adam : public Optimizer {
   Adam(std::vector<ParamGroup> groups, Options defaults, bool decoupled);
   void check_options(const Options& o) const override;
   bool decoupled_ = false;  // AdamW
+
+ private:
+  // The fused step for group g (global index of its first parameter: idx0); false when the
+  // group's parameters are not usable by it.
+  bool fused_step(size_t g, size_t idx0);
 };
 
 // AdamW: p *= 1 - lr*weight_decay, then the Adam update without L2 term.

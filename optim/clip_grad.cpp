@@ -18,22 +18,23 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, doubl
   for (const Tensor& p : params)
     if (p.grad().defined()) grads.push_back(p.grad());
   if (grads.empty()) return 0.0;
+  // Per-grad norms combined on the first grad's device in f64, in order (no host read per
+  // parameter; one at the end for the returned value).
   const bool inf = std::isinf(norm_type);
-  double total = 0;
+  const Device dev = grads[0].device();
+  Tensor acc = zeros({}, kFloat64, dev);
   for (const Tensor& g : grads) {
     if (g.numel() == 0) continue;
     Tensor a = abs(g).to(kFloat64);
-    if (inf) {
-      total = std::max(total, max(a).item<double>());
-    } else {
-      double s = norm_type == 2.0   ? sum(mul(a, a)).item<double>()
-                 : norm_type == 1.0 ? sum(a).item<double>()
-                                    : sum(pow(a, norm_type)).item<double>();
-      if (std::isnan(s)) total = s;
-      if (!std::isnan(total)) total += s;
-    }
+    Tensor s = inf                ? max(a)
+               : norm_type == 2.0 ? sum(mul(a, a))
+               : norm_type == 1.0 ? sum(a)
+                                  : sum(pow(a, norm_type));
+    s = s.to(dev);
+    acc = inf ? maximum(acc, s) : add(acc, s);
   }
-  if (!inf) total = std::pow(total, 1.0 / norm_type);
+  if (!inf) acc = pow(acc, 1.0 / norm_type);
+  const double total = acc.item<double>();
   MINIDL_CHECK(!error_if_nonfinite || std::isfinite(total),
                "clip_grad_norm_: the total norm of order ", norm_type,
                " for gradients from `parameters` is non-finite (", total,

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "autograd/grad_mode.h"
+#include "optim/fused.h"
 #include "tensor/error.h"
 #include "tensor/ops.h"
 
@@ -47,6 +48,23 @@ void Optimizer::zero_grad(bool set_to_none) {
     }
 }
 
+void Optimizer::params_with_grad(size_t g, size_t idx0, std::vector<Tensor>& params,
+                                 std::vector<size_t>& ids) const {
+  const std::vector<Tensor>& all = groups_.at(g).params;
+  for (size_t j = 0; j < all.size(); ++j)
+    if (all[j].grad().defined()) {
+      params.push_back(all[j]);
+      ids.push_back(idx0 + j);
+    }
+}
+
+const std::shared_ptr<fused::Hyper>& Optimizer::fused_hyper(
+    size_t g, std::function<std::array<double, 8>()> read) {
+  if (fused_hyper_.size() < groups_.size()) fused_hyper_.resize(groups_.size());
+  if (!fused_hyper_[g]) fused_hyper_[g] = fused::make_hyper(std::move(read));
+  return fused_hyper_[g];
+}
+
 double increment_step(std::map<std::string, Tensor>& st) {
   auto it = st.find("step");
   if (it == st.end()) it = st.emplace("step", scalar_tensor(0.0, kFloat64)).first;
@@ -68,8 +86,9 @@ std::map<std::string, Tensor> Optimizer::state_dict() const {
     for (const auto& [k, v] : groups_[g].options) sd[pre + k] = scalar_tensor(v, kFloat64);
   }
   for (size_t i = 0; i < state_.size(); ++i)
-    for (const auto& [k, v] : state_[i])
-      sd["state." + std::to_string(i) + "." + k] = v.detach().clone();
+    for (const auto& [k, v] : state_[i])  // step counts of fused steps live on the device
+      sd["state." + std::to_string(i) + "." + k] =
+          k == "step" ? v.detach().to(kCPU, kFloat64).reshape({}).clone() : v.detach().clone();
   return sd;
 }
 

@@ -1,13 +1,20 @@
 // Optimizer base (torch.optim.Optimizer): parameter groups with per-group options, per-parameter
 // state tensors, zero_grad and a flat, safetensors-friendly state_dict.
 #pragma once
+#include <array>
+#include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "tensor/tensor.h"
 
 namespace minidl::optim {
+
+namespace fused {
+struct Hyper;  // optim/fused.h
+}
 
 // Hyper-parameters by name ("lr", "momentum", "beta1", "beta2", "eps", "weight_decay", ...);
 // booleans are stored as 0/1. Schedulers add "initial_lr" (and OneCycleLR "max_lr", ...).
@@ -28,7 +35,9 @@ struct ParamGroup {
 //   "state.<i>.<name>"        per-parameter state of the i-th parameter, counted across groups
 //                             in order (e.g. "state.0.momentum_buffer", "state.3.exp_avg",
 //                             "state.3.exp_avg_sq", "state.3.max_exp_avg_sq"); "state.<i>.step"
-//                             is a 0-d f64 tensor.
+//                             is a 0-d f64 CPU tensor (fused CUDA steps keep it on the device
+//                             and state_dict copies it back). Other state tensors stay on the
+//                             parameter's device; load_state_dict puts them there.
 //   "param_groups.<g>.params" 1-d int64 tensor: the global indices of group g's parameters.
 //   "param_groups.<g>.<opt>"  0-d f64 tensor per option (e.g. "param_groups.0.lr").
 class Optimizer {
@@ -59,9 +68,19 @@ class Optimizer {
 
  protected:
   virtual void check_options(const Options& o) const;  // "lr" >= 0 by default
+  // For fused steps (optim/fused.h): group g's parameters that have a grad and their global
+  // indices (idx0: the group's first); the group's device hyper-parameter handle, made once
+  // from `read` (which reads groups_[g] when called).
+  void params_with_grad(size_t g, size_t idx0, std::vector<Tensor>& params,
+                        std::vector<size_t>& ids) const;
+  const std::shared_ptr<fused::Hyper>& fused_hyper(size_t g,
+                                                   std::function<std::array<double, 8>()> read);
   Options defaults_;
   std::vector<ParamGroup> groups_;
   std::vector<std::map<std::string, Tensor>> state_;  // by global parameter index
+
+ private:
+  std::vector<std::shared_ptr<fused::Hyper>> fused_hyper_;  // by group
 };
 
 // Incremented step count stored in state["step"] (a 0-d f64 tensor); returns the new value.

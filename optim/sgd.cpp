@@ -3,6 +3,7 @@
 #include "optim/sgd.h"
 
 #include "autograd/grad_mode.h"
+#include "optim/fused.h"
 #include "tensor/error.h"
 #include "tensor/ops.h"
 
@@ -14,7 +15,8 @@ static Options sgd_defaults(double lr, double momentum, double dampening, double
           {"momentum", momentum},
           {"dampening", dampening},
           {"weight_decay", wd},
-          {"nesterov", nesterov ? 1.0 : 0.0}};
+          {"nesterov", nesterov ? 1.0 : 0.0},
+          {"fused", 1.0}};
 }
 
 SGD::SGD(std::vector<Tensor> params, double lr, double momentum, double dampening,
@@ -40,15 +42,50 @@ void SGD::check_options(const Options& o) const {
                momentum, ", dampening ", dampening, ")");
 }
 
+bool SGD::fused_step(size_t gi, size_t idx0) {
+  ParamGroup& g = groups_[gi];
+  std::vector<Tensor> params, grads, bufs;
+  std::vector<uint8_t> first;
+  std::vector<size_t> ids;
+  params_with_grad(gi, idx0, params, ids);
+  if (!fused::usable(params)) return false;
+  const bool momentum = g.get("momentum") != 0;
+  for (size_t k = 0; k < params.size(); ++k) {
+    const Tensor& p = params[k];
+    grads.push_back(p.grad());
+    if (!momentum) continue;
+    auto& st = state_[ids[k]];
+    auto it = st.find("momentum_buffer");
+    first.push_back(it == st.end());
+    if (it == st.end())
+      it = st.emplace("momentum_buffer", empty(p.shape(), p.dtype(), p.device())).first;
+    else
+      fused::place_state(it->second, p.device(), p.dtype());
+    bufs.push_back(it->second);
+  }
+  const fused::HyperHandle& hyper = fused_hyper(gi, [this, gi] {
+    const ParamGroup& pg = groups_[gi];
+    return fused::HyperValues{pg.get("lr"), pg.get("momentum"), pg.get("dampening"),
+                              pg.get("weight_decay")};
+  });
+  fused::sgd_step(hyper, g.get("nesterov") != 0, params, grads, bufs, first);
+  return true;
+}
+
 void SGD::step() {
   NoGradGuard guard;
   size_t idx = 0;
-  for (ParamGroup& g : groups_) {
+  for (size_t gi = 0; gi < groups_.size(); ++gi) {
+    ParamGroup& g = groups_[gi];
+    const size_t idx0 = idx;
+    idx += g.params.size();
+    if (g.get("fused") != 0 && fused_step(gi, idx0)) continue;
     const double lr = g.get("lr"), momentum = g.get("momentum"), dampening = g.get("dampening"),
                  wd = g.get("weight_decay");
     const bool nesterov = g.get("nesterov") != 0;
-    for (Tensor& p : g.params) {
-      auto& st = state_[idx++];
+    for (size_t j = 0; j < g.params.size(); ++j) {
+      Tensor& p = g.params[j];
+      auto& st = state_[idx0 + j];
       const Tensor& grad = p.grad();
       if (!grad.defined()) continue;
       Tensor d = wd != 0 ? add(grad, p, wd) : grad;

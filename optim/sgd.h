@@ -5,8 +5,10 @@
 
 namespace minidl::optim {
 
-// Options: "lr", "momentum", "dampening", "weight_decay", "nesterov" (0/1).
-// State: "state.<i>.momentum_buffer" (only when momentum != 0).
+// Options: "lr", "momentum", "dampening", "weight_decay", "nesterov" (0/1), "fused" (0/1,
+// default 1: a group whose parameters with a grad are all CUDA tensors on one device is updated
+// by the multi-tensor kernels of optim/fused.h, capturable in a CUDA graph).
+// State: "state.<i>.momentum_buffer" (only when momentum != 0), on the parameter's device.
 class SGD : public Optimizer {
  public:
   SGD(std::vector<Tensor> params, double lr, double momentum = 0, double dampening = 0,
@@ -17,6 +19,11 @@ class SGD : public Optimizer {
 
  protected:
   void check_options(const Options& o) const override;
+
+ private:
+  // The fused step for group g (global index of its first parameter: idx0); false when the
+  // group's parameters are not usable by it.
+  bool fused_step(size_t g, size_t idx0);
 };
 
 }  // namespace minidl::optim

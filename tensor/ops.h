@@ -11,6 +11,14 @@
 
 namespace minidl {
 
+// ---- device checks shared by the frontends (tensor/ops_binary.cpp): throw
+// "op `add`: expected all tensors on one device, got cpu and cuda:0"; undefined tensors are
+// skipped.
+void check_same_device(std::string_view op, Device a, Device b);
+inline void check_same_device(std::string_view op, const Tensor& a, const Tensor& b) {
+  if (a.defined() && b.defined()) check_same_device(op, a.device(), b.device());
+}
+
 // ---- factories (tensor/factory.cpp)
 Tensor zeros(const Shape& shape, DType dtype = kFloat32, Device device = kCPU);
 Tensor ones(const Shape& shape, DType dtype = kFloat32, Device device = kCPU);

@@ -44,9 +44,7 @@ bool can_cast(DType from, DType to) {
 
 void check_pair(const Tensor& a, const Tensor& b, std::string_view op) {
   MINIDL_CHECK(a.defined() && b.defined(), "op `", op, "`: undefined input tensor");
-  MINIDL_CHECK(a.device() == b.device(), "op `", op,
-               "`: expected all tensors to be on the same device, got ", a.device(), " and ",
-               b.device());
+  check_same_device(op, a, b);
 }
 
 // A 0-d tensor holding `s` as dtype `dt`.
@@ -177,6 +175,11 @@ Tensor add_scaled(const Tensor& a, const Tensor& b, Scalar alpha) {
 }
 
 }  // namespace
+
+// ---- device checks (declared in tensor/ops.h, used by every frontend file)
+void check_same_device(std::string_view op, Device a, Device b) {
+  MINIDL_CHECK(a == b, "op `", op, "`: expected all tensors on one device, got ", a, " and ", b);
+}
 
 // ---- tensor-tensor
 // da = g, db = alpha g

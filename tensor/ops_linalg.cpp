@@ -20,9 +20,7 @@ std::string dims_x(const Tensor& t) {  // "2x3" like PyTorch's messages
 
 void check_operands(const Tensor& a, const Tensor& b, std::string_view op) {
   MINIDL_CHECK(a.defined() && b.defined(), "op `", op, "`: got an undefined tensor");
-  MINIDL_CHECK(a.device() == b.device(), "op `", op,
-               "`: expected both operands on the same device, got ", a.device(), " and ",
-               b.device());
+  check_same_device(op, a, b);
   MINIDL_CHECK(a.dtype() == b.dtype(), "op `", op,
                "`: expected both operands to have the same dtype, got ", a.dtype(), " and ",
                b.dtype(), " (shapes ", a.shape_str(), " and ", b.shape_str(), ")");

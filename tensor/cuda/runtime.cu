@@ -233,6 +233,13 @@ void cross_device_copy_impl(const Tensor& src, Tensor& dst) {
   } else if (src.is_cuda() && dst.is_cpu()) {
     TensorDeviceGuard guard(src);
     cudaStream_t s = stream_of(src);
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    MINIDL_CUDA_CHECK(cudaStreamIsCapturing(s, &capture));
+    MINIDL_CHECK(capture == cudaStreamCaptureStatusNone, "cannot copy a CUDA tensor of shape ",
+                 src.shape_str(), " on ", src.device(),
+                 " to the host while a CUDA graph is being captured (item(), tolist(), .cpu() "
+                 "and printing need the value now; a graph only replays device work): move the "
+                 "read out of the captured region");
     MINIDL_CUDA_CHECK(
         cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(), nbytes, cudaMemcpyDeviceToHost, s));
     MINIDL_CUDA_CHECK(cudaStreamSynchronize(s));  // the host reads dst next

@@ -60,7 +60,8 @@ interrupt)  # SIGINT after the first checkpoint: exit 130, the checkpoint loads 
 errors)
   expect_rc 0 --help
   for flag in --data --epochs --batch-size --lr --optimizer --momentum --weight-decay \
-    --scheduler --seed --device --threads --checkpoint-dir --resume --log-json --plot --quiet; do
+    --scheduler --seed --device --threads --checkpoint-dir --resume --log-json --plot --quiet \
+    --cuda-graph; do
     grep -q -- "$flag" "$WORK/out" || fail "--help does not document $flag"
   done
   expect_error 2 "epochs" "${COMMON[@]}" --epochs abc
@@ -71,6 +72,11 @@ errors)
   expect_error 1 "device" "${COMMON[@]}" --device tpu
   expect_error 1 "fetch-mnist" --data "$WORK/nowhere" --quiet
   expect_error 2 "needs one GPU per rank" "${COMMON[@]}" -n 64 --backend nccl
+  # --cuda-graph: refused up front (exit 2) on cpu, with DataParallel and with DDP ranks
+  expect_error 2 "cuda-graph needs --device cuda" "${COMMON[@]}" --cuda-graph
+  expect_error 2 "cuda-graph does not work with --mode dp" "${COMMON[@]}" --cuda-graph \
+    --device cuda --mode dp
+  expect_error 2 "DDP at world size 2" "${COMMON[@]}" --cuda-graph --device cuda -n 2
   mkdir -p "$WORK/ck"
   head -c 1000 /dev/urandom >"$WORK/ck/checkpoint-epoch-1.safetensors"
   expect_error 1 "checkpoint-epoch-1.safetensors" "${COMMON[@]}" --resume "$WORK/ck"

@@ -1,0 +1,205 @@
+// GPU kernel benchmarks: bf16 GEMM through minidl::matmul against raw cuBLASLt calls written
+// here (same process, same stream), and memory-bound kernels (add, layer_norm, softmax, AdamW
+// step) against the measured cudaMemcpy device-to-device bandwidth. One JSON line per metric.
+// Usage: bench_cuda_kernels [--reps 7] [--iters 20] [--mb 64] [--device 0]
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "bench_common.h"
+#include "minidl.h"
+
+using namespace minidl;
+
+namespace {
+
+#define BENCH_CUDA(call)                                                            \
+  do {                                                                              \
+    cudaError_t e_ = (call);                                                        \
+    if (e_ != cudaSuccess) MINIDL_FAIL(#call, " failed: ", cudaGetErrorString(e_)); \
+  } while (0)
+#define BENCH_LT(call)                                                                \
+  do {                                                                                \
+    cublasStatus_t s_ = (call);                                                       \
+    if (s_ != CUBLAS_STATUS_SUCCESS) MINIDL_FAIL(#call, " failed: status ", int(s_)); \
+  } while (0)
+
+// Median ms per call of fn over `reps` blocks of `iters` calls, timed with cudaEvents on the
+// compute stream (after one untimed call).
+double time_ms(const std::function<void()>& fn, cudaStream_t stream, int reps, int iters) {
+  cudaEvent_t e0, e1;
+  BENCH_CUDA(cudaEventCreate(&e0));
+  BENCH_CUDA(cudaEventCreate(&e1));
+  fn();
+  BENCH_CUDA(cudaStreamSynchronize(stream));
+  std::vector<double> v;
+  for (int r = 0; r < reps; ++r) {
+    BENCH_CUDA(cudaEventRecord(e0, stream));
+    for (int i = 0; i < iters; ++i) fn();
+    BENCH_CUDA(cudaEventRecord(e1, stream));
+    BENCH_CUDA(cudaEventSynchronize(e1));
+    float ms = 0;
+    BENCH_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+    v.push_back(double(ms) / iters);
+  }
+  BENCH_CUDA(cudaEventDestroy(e0));
+  BENCH_CUDA(cudaEventDestroy(e1));
+  return bench::median(v);
+}
+
+// Raw cuBLASLt: row-major c[M,N] = a[M,K] b[K,N] in bf16 with f32 accumulation, computed as the
+// column-major product c^T = b^T a^T (the layout PyTorch uses), heuristic's first algorithm.
+struct LtGemm {
+  cublasLtHandle_t handle = nullptr;
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  Tensor workspace;  // 32 MiB from minidl's allocator
+
+  LtGemm(int64_t M, int64_t N, int64_t K, Device dev) {
+    workspace = empty({32 << 20}, kUInt8, dev);
+    BENCH_LT(cublasLtCreate(&handle));
+    BENCH_LT(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    const cublasOperation_t op = CUBLAS_OP_N;
+    BENCH_LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &op, sizeof(op)));
+    BENCH_LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &op, sizeof(op)));
+    BENCH_LT(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, uint64_t(N), uint64_t(K), N));  // b^T
+    BENCH_LT(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, uint64_t(K), uint64_t(M), K));  // a^T
+    BENCH_LT(cublasLtMatrixLayoutCreate(&lc, CUDA_R_16BF, uint64_t(N), uint64_t(M), N));  // c^T
+    cublasLtMatmulPreference_t pref = nullptr;
+    BENCH_LT(cublasLtMatmulPreferenceCreate(&pref));
+    const uint64_t ws = uint64_t(workspace.numel());
+    BENCH_LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                  &ws, sizeof(ws)));
+    cublasLtMatmulHeuristicResult_t res{};
+    int n = 0;
+    BENCH_LT(cublasLtMatmulAlgoGetHeuristic(handle, desc, la, lb, lc, lc, pref, 1, &res, &n));
+    cublasLtMatmulPreferenceDestroy(pref);
+    MINIDL_CHECK(n > 0, "cuBLASLt: no algorithm for bf16 [", M, ",", K, "]x[", K, ",", N, "]");
+    algo = res.algo;
+  }
+  ~LtGemm() {
+    cublasLtMatrixLayoutDestroy(la);
+    cublasLtMatrixLayoutDestroy(lb);
+    cublasLtMatrixLayoutDestroy(lc);
+    cublasLtMatmulDescDestroy(desc);
+    cublasLtDestroy(handle);
+  }
+  void run(const Tensor& a, const Tensor& b, Tensor& c, cudaStream_t s) const {
+    const float one = 1.f, zero = 0.f;
+    BENCH_LT(cublasLtMatmul(handle, desc, &one, b.data_ptr(), la, a.data_ptr(), lb, &zero,
+                            c.data_ptr(), lc, c.data_ptr(), lc, &algo, workspace.data_ptr(),
+                            size_t(workspace.numel()), s));
+  }
+};
+
+// max |x - ref| / max |ref|, on the device.
+double rel_err(const Tensor& x, const Tensor& ref) {
+  Tensor r = ref.to(kFloat32);
+  double diff = amax(abs(x.to(kFloat32) - r)).item<double>();
+  double scale = amax(abs(r)).item<double>();
+  return scale > 0 ? diff / scale : diff;
+}
+
+void bench_gemm(int64_t M, int64_t N, int64_t K, Device dev, cudaStream_t s, int reps, int iters) {
+  Tensor a = randn({M, K}, kFloat32, dev).to(kBFloat16);  // a:[M,K]
+  Tensor b = randn({K, N}, kFloat32, dev).to(kBFloat16);  // b:[K,N]
+  Tensor c_ref = empty({M, N}, kBFloat16, dev);
+  LtGemm lt(M, N, K, dev);
+  Tensor c_minidl;
+  const double t_minidl = time_ms([&] { c_minidl = matmul(a, b); }, s, reps, iters);
+  const double t_ref = time_ms([&] { lt.run(a, b, c_ref, s); }, s, reps, iters);
+  const double flops = 2.0 * double(M) * double(N) * double(K);
+  std::printf(
+      "{\"bench\":\"gemm\",\"dtype\":\"bf16\",\"M\":%lld,\"N\":%lld,\"K\":%lld,"
+      "\"minidl_ms\":%.4f,\"ref\":\"cublasLt\",\"ref_ms\":%.4f,\"minidl_tflops\":%.1f,"
+      "\"ref_tflops\":%.1f,\"ratio\":%.3f,\"max_rel_err\":%.2e}\n",
+      (long long)M, (long long)N, (long long)K, t_minidl, t_ref, flops / t_minidl * 1e-9,
+      flops / t_ref * 1e-9, t_ref / t_minidl, rel_err(c_minidl, c_ref));
+  std::fflush(stdout);
+}
+
+// One memory-bound kernel: GB/s = bytes moved / time, and its ratio to the copy bandwidth.
+void report_bw(const char* kernel, const std::string& shape, double bytes, double ms,
+               double copy_gbps) {
+  const double gbps = bytes / (ms * 1e-3) * 1e-9;
+  std::printf(
+      "{\"bench\":\"membw\",\"kernel\":\"%s\",\"shape\":\"%s\",\"dtype\":\"f32\","
+      "\"bytes\":%.0f,\"minidl_ms\":%.4f,\"minidl_gbps\":%.1f,\"ref\":\"cudaMemcpy D2D\","
+      "\"ref_gbps\":%.1f,\"ratio\":%.3f}\n",
+      kernel, shape.c_str(), bytes, ms, gbps, copy_gbps, gbps / copy_gbps);
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int reps = bench::int_arg(argc, argv, "--reps", 7);
+  const int iters = bench::int_arg(argc, argv, "--iters", 20);
+  const int64_t mb = bench::int_arg(argc, argv, "--mb", 64);  // bytes per f32 operand
+  const int index = bench::int_arg(argc, argv, "--device", 0);
+  if (!cuda::is_available()) {
+    std::fprintf(stderr, "bench_cuda_kernels: no CUDA device\n");
+    return 1;
+  }
+  try {
+    cuda::set_device(index);
+    const Device dev(DeviceType::cuda, index);
+    auto s = static_cast<cudaStream_t>(cuda::current_stream(index));
+    manual_seed(0);
+
+    // GEMM: the square case and the two MLP products of a GPT-2-small-sized transformer layer.
+    bench_gemm(8192, 8192, 8192, dev, s, reps, 5);
+    bench_gemm(8192, 3072, 768, dev, s, reps, iters);  // [8192,768] x [768,3072]
+    bench_gemm(8192, 768, 3072, dev, s, reps, iters);  // [8192,3072] x [3072,768]
+
+    // Device-to-device copy bandwidth (read + write) on operands of the benchmark's size.
+    const int64_t n = mb * (1 << 20) / 4;  // f32 elements per operand
+    Tensor src = randn({n}, kFloat32, dev), dst = empty({n}, kFloat32, dev);
+    const double bytes = double(n) * 4;
+    const double t_copy = time_ms(
+        [&] {
+          BENCH_CUDA(cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(), size_t(bytes),
+                                     cudaMemcpyDeviceToDevice, s));
+        },
+        s, reps, iters);
+    const double copy_gbps = 2 * bytes / (t_copy * 1e-3) * 1e-9;
+    std::printf(
+        "{\"bench\":\"membw\",\"kernel\":\"cudaMemcpy D2D\",\"bytes\":%.0f,\"ms\":%.4f,"
+        "\"gbps\":%.1f}\n",
+        2 * bytes, t_copy, copy_gbps);
+
+    const std::string flat = "[" + std::to_string(n) + "]";
+    Tensor other = randn({n}, kFloat32, dev), out;
+    report_bw("add", flat, 3 * bytes, time_ms([&] { out = add(src, other); }, s, reps, iters),
+              copy_gbps);
+
+    const int64_t cols = 1024, rows = n / cols;  // x:[rows,1024]
+    const std::string rc = "[" + std::to_string(rows) + ",1024]";
+    Tensor x = src.view({rows, cols}), w = ones({cols}, kFloat32, dev),
+           bias = zeros({cols}, kFloat32, dev);
+    // Reads x, writes y (+ mean and rstd per row).
+    report_bw("layer_norm", rc, 2 * bytes + double(rows) * 8,
+              time_ms([&] { out = layer_norm(x, {cols}, w, bias).out; }, s, reps, iters),
+              copy_gbps);
+    report_bw("softmax", rc, 2 * bytes, time_ms([&] { out = softmax(x, -1); }, s, reps, iters),
+              copy_gbps);
+
+    // AdamW (fused multi-tensor step) on one parameter of `mb` MB: reads p, g, m, v; writes
+    // p, m, v.
+    Tensor p = randn({n}, kFloat32, dev).requires_grad_();
+    p.set_grad(randn({n}, kFloat32, dev));
+    optim::AdamW opt({p}, 1e-3, {0.9, 0.999}, 1e-8, 1e-2);
+    report_bw("adamw_step", flat, 7 * bytes, time_ms([&] { opt.step(); }, s, reps, iters),
+              copy_gbps);
+    cuda::synchronize(index);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_cuda_kernels: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,21 @@
+// Internal fused GEMM of the CUDA backend for nn::Linear: out = act(x w^T + bias) in a single
+// cuBLASLt call (bias and activation as the GEMM's epilogue). Plain C++: no CUDA headers.
+// Implemented in tensor/cuda/linalg.cu (only in builds with CUDA).
+#pragma once
+#include "tensor/tensor.h"
+
+namespace minidl::cuda {
+
+// The activation applied after the bias. cuBLASLt's GELU is the tanh approximation, i.e.
+// PyTorch's gelu(x, approximate="tanh"), not the exact erf GELU.
+enum class Epilogue { none, relu, gelu_tanh };
+
+// x2d:[M,K] w:[N,K] (nn.Linear's [out_features, in_features]) bias:[N] or undefined
+// -> out:[M,N] (contiguous, preallocated). One CUDA device, one floating dtype (f32 honours
+// allow_tf32(); f16/bf16 accumulate in f32). x2d and w may be transposed views; other
+// layouts are copied. Shapes without a fused cuBLASLt kernel (f64, K = 0) fall back to
+// matmul + add + activation with the same result.
+void gemm_bias_act(const Tensor& x2d, const Tensor& w, const Tensor& bias, Tensor& out,
+                   Epilogue ep);
+
+}  // namespace minidl::cuda

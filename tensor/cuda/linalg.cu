@@ -1,0 +1,284 @@
+// CUDA kernels: linalg family. bmm a:[B,M,K] x b:[B,K,N] -> out:[B,M,N] (any strides) on
+// cuBLASLt as one strided-batched GEMM, transposed views without copies; and gemm_bias_act
+// (tensor/cuda/gemm.h), a GEMM with a bias + ReLU/GELU epilogue for nn::Linear.
+#include <array>
+#include <cstdint>
+#include <map>
+#include <mutex>
+
+#include "autograd/grad_mode.h"
+#include "tensor/cuda.h"
+#include "tensor/cuda/gemm.h"
+#include "tensor/cuda/handles.cuh"
+#include "tensor/cuda/kernels.h"
+#include "tensor/dispatch.h"
+#include "tensor/ops.h"
+
+namespace minidl::cuda {
+namespace {
+
+// cuBLASLt types for a tensor dtype: storage, scale (alpha/beta) and accumulation.
+struct LtTypes {
+  cudaDataType_t data, scale;
+  cublasComputeType_t compute;
+};
+
+LtTypes lt_types(DType t, const char* op) {
+  switch (t) {
+    case DType::f32:
+      return {CUDA_R_32F, CUDA_R_32F,
+              allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F};
+    case DType::f64:
+      return {CUDA_R_64F, CUDA_R_64F, CUBLAS_COMPUTE_64F};
+    case DType::f16:
+      return {CUDA_R_16F, CUDA_R_32F, CUBLAS_COMPUTE_32F};
+    case DType::bf16:
+      return {CUDA_R_16BF, CUDA_R_32F, CUBLAS_COMPUTE_32F};
+    default:
+      MINIDL_FAIL("op `", op, "` on CUDA supports dtypes float32, float64, float16 and bfloat16, ",
+                  "got dtype ", t);
+  }
+}
+
+// A batch of R x C matrices inside a [B,R,C] tensor, as a column-major cuBLAS operand:
+// row-major matrices (inner stride 1) are column-major C x R with ld = row stride (trans =
+// false); column-major ones (row stride 1, a transposed view) are R x C (trans = true).
+struct MatView {
+  Tensor t;  // the tensor itself, or a contiguous copy of it
+  bool trans;
+  int64_t ld, bstride;
+};
+
+MatView plan_view(const Tensor& t) {
+  const int64_t R = t.size(1), C = t.size(2), sr = t.stride(1), sc = t.stride(2);
+  const int64_t one = t.size(0) == 1 ? 0 : t.stride(0);  // the batch stride of a single matrix
+  if (t.stride(0) >= 0) {
+    if ((sc == 1 || C == 1) && (R == 1 || sr >= std::max<int64_t>(C, 1)))
+      return {t, false, R == 1 ? std::max<int64_t>(C, 1) : sr, one};
+    if ((sr == 1 || R == 1) && (C == 1 || sc >= std::max<int64_t>(R, 1)))
+      return {t, true, C == 1 ? std::max<int64_t>(R, 1) : sc, one};
+  }
+  return {t.contiguous(), false, std::max<int64_t>(C, 1), R * C};
+}
+
+// Largest power of two (<= 256) dividing the address: cuBLASLt's alignment preference.
+uint32_t alignment(const void* p) {
+  uint32_t a = 256;
+  while (a > 1 && reinterpret_cast<uintptr_t>(p) % a != 0) a /= 2;
+  return a;
+}
+
+// Everything a cached plan depends on.
+using PlanKey = std::array<int64_t, 20>;
+
+struct Plan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  bool found = false;  // false: no algorithm supports this epilogue (caller falls back)
+};
+
+void set_layout(cublasLtMatrixLayout_t* l, cudaDataType_t type, uint64_t rows, uint64_t cols,
+                int64_t ld, int32_t batch, int64_t bstride) {
+  MINIDL_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(l, type, rows, cols, ld));
+  if (batch > 1) {
+    MINIDL_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
+                                                         &batch, sizeof(batch)));
+    MINIDL_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(
+        *l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &bstride, sizeof(bstride)));
+  }
+}
+
+cublasLtEpilogue_t lt_epilogue(Epilogue ep, bool bias) {
+  switch (ep) {
+    case Epilogue::relu:
+      return bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
+    case Epilogue::gelu_tanh:
+      return bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
+    default:
+      return bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+  }
+}
+
+// Column-major problem: C[N,M] = op(A) op(B) with A := b-operand, B := a-operand (row-major
+// C = a b is the column-major C^T = b^T a^T).
+struct Problem {
+  MatView a, b;  // a:[B,M,K] b:[B,K,N] as tensors
+  int64_t batch, M, N, K;
+  const void* bias;  // nullptr without bias
+  Epilogue ep;
+};
+
+// Looks up (or builds: descriptors + the heuristic's best algorithm) the plan for a problem.
+// The cache lives for the process; lookups neither allocate nor synchronise. The caller
+// holds the lock.
+Plan& get_plan(const Problem& p, const Tensor& c, const LtTypes& ty, size_t ws_bytes) {
+  const int dev = c.device().index;
+  const PlanKey key{dev,
+                    int64_t(c.dtype()),
+                    int64_t(ty.compute),
+                    int64_t(p.ep),
+                    p.bias != nullptr,
+                    p.a.trans,
+                    p.b.trans,
+                    p.batch,
+                    p.M,
+                    p.N,
+                    p.K,
+                    p.a.ld,
+                    p.b.ld,
+                    p.a.bstride,
+                    p.b.bstride,
+                    alignment(p.a.t.data_ptr()),
+                    alignment(p.b.t.data_ptr()),
+                    alignment(c.data_ptr()),
+                    p.bias ? alignment(p.bias) : 0,
+                    int64_t(ws_bytes)};
+  static std::map<PlanKey, Plan> cache;  // guarded by lt_matmul's lock
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+
+  Plan pl;
+  MINIDL_CUBLAS_CHECK(cublasLtMatmulDescCreate(&pl.desc, ty.compute, ty.scale));
+  const cublasOperation_t opa = p.b.trans ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLAS A = b
+  const cublasOperation_t opb = p.a.trans ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLAS B = a
+  MINIDL_CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(pl.desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof(opa)));
+  MINIDL_CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(pl.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof(opb)));
+  const cublasLtEpilogue_t epi = lt_epilogue(p.ep, p.bias != nullptr);
+  if (epi != CUBLASLT_EPILOGUE_DEFAULT) {
+    MINIDL_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(pl.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+    if (p.bias) {  // set per call too; the heuristic only needs a non-null pointer
+      MINIDL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(pl.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                         &p.bias, sizeof(p.bias)));
+      MINIDL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+          pl.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &ty.data, sizeof(ty.data)));
+    }
+  }
+  const int32_t batch = int32_t(p.batch);
+  const uint64_t M = uint64_t(p.M), N = uint64_t(p.N), K = uint64_t(p.K);
+  set_layout(&pl.la, ty.data, p.b.trans ? K : N, p.b.trans ? N : K, p.b.ld, batch, p.b.bstride);
+  set_layout(&pl.lb, ty.data, p.a.trans ? M : K, p.a.trans ? K : M, p.a.ld, batch, p.a.bstride);
+  set_layout(&pl.lc, ty.data, N, M, p.N, batch, p.M * p.N);
+
+  cublasLtMatmulPreference_t pref = nullptr;
+  MINIDL_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  const uint64_t ws = ws_bytes;
+  MINIDL_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+  const uint32_t al[4] = {uint32_t(key[16]), uint32_t(key[15]), uint32_t(key[17]),
+                          uint32_t(key[17])};
+  const cublasLtMatmulPreferenceAttributes_t al_attr[4] = {
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+  for (int i = 0; i < 4; ++i)
+    MINIDL_CUBLAS_CHECK(
+        cublasLtMatmulPreferenceSetAttribute(pref, al_attr[i], &al[i], sizeof(al[i])));
+  cublasLtMatmulHeuristicResult_t result{};
+  int returned = 0;
+  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(
+      cublaslt_handle(dev), pl.desc, pl.la, pl.lb, pl.lc, pl.lc, pref, 1, &result, &returned);
+  cublasLtMatmulPreferenceDestroy(pref);
+  pl.found = st == CUBLAS_STATUS_SUCCESS && returned > 0;
+  if (!pl.found && epi == CUBLASLT_EPILOGUE_DEFAULT) {  // epilogues fall back instead
+    if (st != CUBLAS_STATUS_NOT_SUPPORTED) MINIDL_CUBLAS_CHECK(st);
+    MINIDL_FAIL("op `bmm`: cuBLASLt found no algorithm for a [", p.batch, ", ", p.M, ", ", p.K,
+                "] x [", p.batch, ", ", p.K, ", ", p.N, "] product of dtype ", c.dtype());
+  }
+  pl.algo = result.algo;
+  return cache.emplace(key, pl).first->second;
+}
+
+// c:[B,M,N] contiguous = a b (+ bias, activation). K > 0. Returns false when no cuBLASLt
+// algorithm supports the requested epilogue (nothing was queued).
+bool lt_matmul(const Tensor& a, const Tensor& b, Tensor& c, const void* bias, Epilogue ep,
+               const char* op) {
+  const LtTypes ty = lt_types(c.dtype(), op);
+  MINIDL_CHECK(c.size(0) <= INT32_MAX, "op `", op, "`: batch size ", c.size(0),
+               " exceeds cuBLASLt's limit of 2^31 - 1 (shapes ", a.shape_str(), " and ",
+               b.shape_str(), ")");
+  const int dev = c.device().index;
+  TensorDeviceGuard guard(dev);
+  size_t ws_bytes = 0;
+  void* ws = lt_workspace(dev, &ws_bytes);
+  const Problem p{plan_view(a), plan_view(b), c.size(0), c.size(1), c.size(2), a.size(2), bias, ep};
+  static std::mutex call_mu;  // the bias pointer is written into the shared descriptor
+  std::lock_guard<std::mutex> lock(call_mu);
+  Plan& pl = get_plan(p, c, ty, ws_bytes);
+  if (!pl.found) return false;
+  if (bias)
+    MINIDL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(pl.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                       &bias, sizeof(bias)));
+  const float f1 = 1.f, f0 = 0.f;
+  const double d1 = 1.0, d0 = 0.0;
+  const bool dbl = ty.scale == CUDA_R_64F;
+  const void* alpha = dbl ? static_cast<const void*>(&d1) : &f1;
+  const void* beta = dbl ? static_cast<const void*>(&d0) : &f0;
+  MINIDL_CUBLAS_CHECK(cublasLtMatmul(cublaslt_handle(dev), pl.desc, alpha, p.b.t.data_ptr(), pl.la,
+                                     p.a.t.data_ptr(), pl.lb, beta, c.data_ptr(), pl.lc,
+                                     c.data_ptr(), pl.lc, &pl.algo, ws, ws_bytes, stream_of(c)));
+  return true;
+}
+
+// out:[B,M,N] = a:[B,M,K] b:[B,K,N]; shapes checked by the frontend.
+void bmm_kernel(const Tensor& a, const Tensor& b, Tensor& out) {
+  if (out.numel() == 0) return;
+  (void)lt_types(out.dtype(), "bmm");  // dtype check before any allocation
+  TensorDeviceGuard guard(out);
+  Tensor res = out.is_contiguous() ? out : empty(out.shape(), out.dtype(), out.device());
+  if (a.size(2) == 0) {  // empty contraction: zeros, a and b are not read
+    MINIDL_CUDA_CHECK(cudaMemsetAsync(res.data_ptr(), 0, res.nbytes(), stream_of(res)));
+  } else {
+    lt_matmul(a, b, res, nullptr, Epilogue::none, "bmm");
+  }
+  if (!res.is_same(out)) out.copy_(res);
+}
+
+}  // namespace
+
+void gemm_bias_act(const Tensor& x2d, const Tensor& w, const Tensor& bias, Tensor& out,
+                   Epilogue ep) {
+  constexpr const char* op = "gemm_bias_act";
+  MINIDL_CHECK(x2d.defined() && w.defined() && out.defined(), "op `", op,
+               "`: got an undefined tensor");
+  MINIDL_CHECK(x2d.dim() == 2 && w.dim() == 2 && out.dim() == 2 && x2d.size(1) == w.size(1) &&
+                   out.size(0) == x2d.size(0) && out.size(1) == w.size(0),
+               "op `", op, "`: expected x:[M,K], w:[N,K], out:[M,N], got x ", x2d.shape_str(),
+               ", w ", w.shape_str(), ", out ", out.shape_str());
+  MINIDL_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == w.size(0)), "op `", op,
+               "`: expected bias:[", w.size(0), "], got bias of shape ", bias.shape_str());
+  for (const Tensor* t : std::array<const Tensor*, 3>{&w, &bias, &out}) {
+    if (!t->defined()) continue;
+    MINIDL_CHECK(t->dtype() == x2d.dtype() && t->device() == x2d.device(), "op `", op,
+                 "`: expected every tensor to be ", x2d.dtype(), " on ", x2d.device(), ", got ",
+                 t->dtype(), " on ", t->device(), " (shape ", t->shape_str(), ")");
+  }
+  MINIDL_CHECK(x2d.device().is_cuda() && out.is_contiguous(), "op `", op,
+               "`: expected CUDA tensors and a contiguous out, got out of shape ", out.shape_str(),
+               " on ", out.device());
+  (void)lt_types(x2d.dtype(), op);
+  if (out.numel() == 0) return;
+  TensorDeviceGuard guard(out);
+  const Tensor b = bias.defined() ? bias.contiguous() : Tensor();
+  if (x2d.size(1) > 0) {
+    Tensor out3 = out.unsqueeze(0);
+    if (lt_matmul(x2d.unsqueeze(0), w.t().unsqueeze(0), out3, b.defined() ? b.data_ptr() : nullptr,
+                  ep, op))
+      return;
+  }
+  // No fused kernel for this dtype / shape: the same result from separate ops.
+  NoGradGuard no_grad;
+  Tensor r = matmul(x2d, w.t());
+  if (b.defined()) r = add(r, b);
+  if (ep == Epilogue::relu) r = relu(r);
+  if (ep == Epilogue::gelu_tanh) r = gelu(r, "tanh");
+  out.copy_(r);
+}
+
+void register_linalg_kernels() {
+  register_kernel<Op::bmm>(DeviceType::cuda, bmm_kernel);
+}
+
+}  // namespace minidl::cuda

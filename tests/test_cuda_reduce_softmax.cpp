@@ -1,0 +1,194 @@
+// Suite cuda: the CUDA reduction (sum, mean, var, amax, amin, logsumexp, max/min(dim)) and
+// softmax kernels against the CPU kernels (rows, columns, split reductions, transposed and
+// offset views, empty and NaN cases), plus determinism and a bandwidth report.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <limits>
+
+#include "tensor/cuda.h"
+#include "tensor/ops.h"
+#include "test_util.h"
+
+using namespace minidl;
+using testutil::check_close;
+using testutil::random_tensor;
+
+namespace {
+
+const Device kGpu{DeviceType::cuda, 0};
+
+Tensor cpu(const Tensor& t) {
+  return t.to(kCPU);
+}
+
+// (shape, dims, view) cases; view 1 = transposed (last two dims), 2 = drop the first row.
+struct RCase {
+  Shape shape;
+  DimList dims;
+  int view = 0;
+};
+const RCase kReduceCases[] = {{{37, 513}, {1}},       {{37, 513}, {0}},
+                              {{6, 300, 40}, {1}},    {{6, 300, 40}, {0, 1}},
+                              {{6, 300, 40}, {1, 2}}, {{3, 200000}, {1}},
+                              {{300001}, {0}},        {{100000, 40}, {0}},
+                              {{40, 37}, {0}, 1},     {{31, 513}, {1}, 2},
+                              {{8, 7}, {0, 1}},       {{5, 0}, {1}},
+                              {{0, 5}, {1}},          {{}, {}},
+                              {{2000, 64}, {1}},      {{5000, 3}, {1}}};
+
+Tensor make_view(const Tensor& x, int view) {
+  if (view == 1) return x.transpose(0, 1);
+  if (view == 2) return x.narrow(0, 1, x.size(0) - 1);
+  return x;
+}
+
+}  // namespace
+
+TEST_SUITE("cuda") {
+  TEST_CASE("cuda reduce kernels match the cpu kernels") {
+    const DType all[] = {kFloat32, kFloat64, kFloat16, kBFloat16, kInt32, kInt64, kUInt8, kBool};
+    uint64_t seed = 1;
+    for (const RCase& c : kReduceCases) {
+      for (DType dt : all) {
+        const bool fl = is_floating(dt);
+        const Tensor xc =
+            make_view(random_tensor(c.shape, dt, seed++, fl ? -3 : 0, fl ? 3 : 5), c.view);
+        const Tensor xg = make_view(
+            random_tensor(c.shape, dt, seed - 1, fl ? -3 : 0, fl ? 3 : 5).to(kGpu), c.view);
+        INFO("shape ", shape_str(c.shape), " dims ", shape_str(c.dims), " view ", c.view, " ", dt);
+        check_close(cpu(sum(xg, c.dims, true)), sum(xc, c.dims, true));
+        bool nonempty = xc.numel() > 0;
+        for (int64_t d : c.dims) nonempty = nonempty && xc.size(d) > 0;
+        if (nonempty) {
+          CHECK(cpu(amax(xg, c.dims)).tolist<double>() == amax(xc, c.dims).tolist<double>());
+          CHECK(cpu(amin(xg, c.dims)).tolist<double>() == amin(xc, c.dims).tolist<double>());
+        }
+        if (fl) {
+          check_close(cpu(mean(xg, c.dims)), mean(xc, c.dims));
+          check_close(cpu(var(xg, c.dims, 1.0)), var(xc, c.dims, 1.0));
+          check_close(cpu(var(xg, c.dims, 0.0, true)), var(xc, c.dims, 0.0, true));
+          check_close(cpu(logsumexp(xg, c.dims)), logsumexp(xc, c.dims));
+        }
+        const int64_t nd = xc.dim();
+        for (int64_t d = 0; d < std::max<int64_t>(nd, 1); ++d) {
+          if (nd > 0 && xc.size(d) == 0) continue;
+          for (bool is_max : {true, false}) {
+            auto [vg, ig] = is_max ? max(xg, d) : min(xg, d);
+            auto [vc, ic] = is_max ? max(xc, d) : min(xc, d);
+            CHECK(cpu(vg).tolist<double>() == vc.tolist<double>());
+            CHECK(cpu(ig).tolist<int64_t>() == ic.tolist<int64_t>());
+          }
+        }
+      }
+    }
+  }
+
+  TEST_CASE("cuda reduce NaN, inf and tie handling") {
+    const double nan = std::numeric_limits<double>::quiet_NaN(), inf = INFINITY;
+    // rows: a NaN late, two NaNs, ties, all -inf, +inf and -inf mixed
+    const std::vector<double> v = {1, 3, 3, nan, 2,    3,    nan,  1,    nan, 0,    2, 2,
+                                   2, 2, 1, 0,   -inf, -inf, -inf, -inf, inf, -inf, 1, 2};
+    for (DType dt : {kFloat32, kFloat64, kFloat16, kBFloat16}) {
+      const Tensor xc = testutil::from_f64(v, {6, 4}, dt);
+      const Tensor xg = xc.to(kGpu);
+      INFO(dt);
+      for (int64_t d : {0, 1}) {
+        for (bool is_max : {true, false}) {
+          auto [vg, ig] = is_max ? max(xg, d) : min(xg, d);
+          auto [vc, ic] = is_max ? max(xc, d) : min(xc, d);
+          check_close(cpu(vg), vc, 0, 0);
+          CHECK(cpu(ig).tolist<int64_t>() == ic.tolist<int64_t>());
+        }
+        check_close(cpu(amax(xg, {d})), amax(xc, {d}), 0, 0);
+        check_close(cpu(amin(xg, {d})), amin(xc, {d}), 0, 0);
+        check_close(cpu(logsumexp(xg, {d})), logsumexp(xc, {d}));
+        check_close(cpu(sum(xg, {d})), sum(xc, {d}));
+      }
+    }
+  }
+
+  TEST_CASE("cuda softmax kernels match the cpu kernels") {
+    const std::pair<Shape, int64_t> cases[] = {
+        {{7, 50}, 1},      {{5, 1000}, 1},  {{9, 200}, 1},     {{3, 3000}, 1},
+        {{4, 1500}, 1},    {{2, 10000}, 1}, {{4, 300, 33}, 1}, {{4, 300, 33}, 0},
+        {{4, 300, 33}, 2}, {{}, 0},         {{3, 0, 4}, 1}};
+    uint64_t seed = 100;
+    for (const auto& [shape, dim] : cases) {
+      for (DType dt : {kFloat32, kFloat64, kFloat16, kBFloat16}) {
+        INFO("shape ", shape_str(shape), " dim ", dim, " ", dt);
+        const Tensor xc = random_tensor(shape, dt, seed++, -8, 8);
+        const Tensor gc = random_tensor(shape, dt, seed++, -1, 1);
+        const Tensor xg = xc.to(kGpu), gg = gc.to(kGpu);
+        const Tensor sc = softmax(xc, dim), lc = log_softmax(xc, dim);
+        const Tensor sg = softmax(xg, dim), lg = log_softmax(xg, dim);
+        check_close(cpu(sg), sc);
+        check_close(cpu(lg), lc);
+        // same saved outputs on both devices so the backward compares the kernels only
+        check_close(cpu(softmax_backward(gg, sc.to(kGpu), dim)), softmax_backward(gc, sc, dim));
+        check_close(cpu(log_softmax_backward(gg, lc.to(kGpu), dim)),
+                    log_softmax_backward(gc, lc, dim));
+      }
+    }
+    // NaN / inf rows in every kernel shape
+    const double nan = std::numeric_limits<double>::quiet_NaN(), inf = INFINITY;
+    for (int64_t K : {20, 700, 3000, 9000}) {
+      std::vector<double> v(size_t(4 * K), 0.5);
+      v[size_t(K / 2)] = nan;
+      for (int64_t k = 0; k < K; ++k) v[size_t(K + k)] = -inf;
+      v[size_t(2 * K + 3)] = inf;
+      v[size_t(3 * K + 1)] = -inf;
+      const Tensor xc = testutil::from_f64(v, {4, K}, kFloat32);
+      for (int64_t d : {0, 1}) {
+        check_close(cpu(softmax(xc.to(kGpu), d)), softmax(xc, d));
+        check_close(cpu(log_softmax(xc.to(kGpu), d)), log_softmax(xc, d));
+      }
+    }
+  }
+
+  TEST_CASE("cuda reduce and softmax are deterministic and fast") {
+    const Tensor x = random_tensor({int64_t(1) << 26}, kFloat32, 7).to(kGpu);
+    const Tensor a = sum(x), b = sum(x);
+    CHECK(cpu(a).item<double>() == cpu(b).item<double>());
+    auto bench = [](const char* name, double bytes, const std::function<void()>& f) {
+      f();
+      cuda::synchronize();
+      const int iters = 20;
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < iters; ++i) f();
+      cuda::synchronize();
+      const double s =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iters;
+      std::printf("bench %-34s %9.1f us %8.1f GB/s\n", name, s * 1e6, bytes / s / 1e9);
+    };
+    const double n = double(int64_t(1) << 26);
+    bench("sum f32 64M", 4 * n, [&] { sum(x); });
+    const Tensor xh = random_tensor({int64_t(1) << 26}, kFloat16, 8).to(kGpu);
+    bench("sum f16 64M", 2 * n, [&] { sum(xh); });
+    const Tensor x2 = x.view({8192, 8192});
+    bench("sum f32 [8192,8192] dim1", 4 * n, [&] { sum(x2, {1}); });
+    bench("sum f32 [8192,8192] dim0", 4 * n, [&] { sum(x2, {0}); });
+    bench("amax f32 64M", 4 * n, [&] { amax(x); });
+    bench("var f32 64M", 4 * n, [&] { var(x); });
+    bench("logsumexp f32 [8192,8192] dim1", 4 * n, [&] { logsumexp(x2, {1}); });
+    bench("max(dim) f32 [8192,8192] dim1", 4 * n, [&] { max(x2, 1); });
+    for (int64_t K : {1024, 2048, 4096}) {
+      const Tensor s = x.view({(int64_t(1) << 26) / K, K});
+      char nm[64];
+      std::snprintf(nm, sizeof nm, "softmax f32 K=%lld", (long long)K);
+      bench(nm, 8 * n, [&] { softmax(s, 1); });
+      std::snprintf(nm, sizeof nm, "log_softmax f32 K=%lld", (long long)K);
+      bench(nm, 8 * n, [&] { log_softmax(s, 1); });
+      std::snprintf(nm, sizeof nm, "softmax_backward f32 K=%lld", (long long)K);
+      bench(nm, 12 * n, [&] { softmax_backward(s, s, 1); });
+      const Tensor sh = xh.view({(int64_t(1) << 26) / K, K});
+      std::snprintf(nm, sizeof nm, "softmax f16 K=%lld", (long long)K);
+      bench(nm, 4 * n, [&] { softmax(sh, 1); });
+    }
+    const Tensor s3 = x.view({64, 1024, 1024});
+    bench("softmax f32 [64,1024,1024] dim1", 8 * n, [&] { softmax(s3, 1); });
+  }
+}
