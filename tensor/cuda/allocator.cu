@@ -129,7 +129,11 @@ class DeviceAllocator {
       return;
     }
     if (!block->stream_uses.empty() && !capturing()) {
-      // Used on other streams: reusable once the work queued there so far has finished.
+      // Used on other streams: reusable once the work queued there so far has finished. The
+      // events must be created on the block's device (the streams' device), whichever is current.
+      int current = -1;
+      if (cudaGetDevice(&current) != cudaSuccess) (void)cudaGetLastError();
+      if (current != block->device) (void)cudaSetDevice(block->device);
       for (cudaStream_t s : block->stream_uses) {
         cudaEvent_t ev;
         if (cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) != cudaSuccess ||
@@ -142,6 +146,7 @@ class DeviceAllocator {
         events_.push_back({ev, block});
       }
       block->stream_uses.clear();
+      if (current >= 0 && current != block->device) (void)cudaSetDevice(current);
       if (block->event_count > 0) return;
     }
     free_block(block);
@@ -150,7 +155,7 @@ class DeviceAllocator {
   void record_stream(void* ptr, cudaStream_t stream) {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = live_.find(ptr);
-    MINIDL_CHECK(it != live_.end(), "record_stream: pointer is not a live CUDA allocation");
+    if (it == live_.end()) return;  // external memory (from_blob): its owner manages lifetime
     if (stream != it->second->stream) it->second->stream_uses.push_back(stream);
   }
 

@@ -70,9 +70,9 @@ struct LseR {
   __device__ Acc step(Acc a, T v, int64_t) const {
     const M x = to_op(v);
     constexpr M inf = std::numeric_limits<M>::infinity();
-    if (a.m != a.m || a.m == inf) return a;
-    if (x != x) return {x, double(x)};
-    if (x == inf) return {inf, double(inf)};
+    if (a.m != a.m) return a;
+    if (x != x) return {x, double(x)};  // a NaN wins over +inf, as the CPU's NaN-first max
+    if (a.m == inf || x == inf) return {inf, double(inf)};
     if (x == -inf) return a;
     if (a.m == -inf) return {x, 1.0};
     if (x <= a.m) return {a.m, a.s + double(exp(x - a.m))};
@@ -119,8 +119,8 @@ struct VarR {
   }
   __device__ State state(Acc a) const {
     if (a.n == 0) return {0.0, 0.0, 0.0};
-    const double dm = a.s1 / a.n;
-    return {a.n, a.shift + dm, fmax(0.0, a.s2 - a.s1 * dm)};
+    const double dm = a.s1 / a.n, m2 = a.s2 - a.s1 * dm;
+    return {a.n, a.shift + dm, m2 < 0.0 ? 0.0 : m2};  // not fmax: a NaN / inf input gives NaN
   }
   __device__ State merge(State a, State b) const {
     if (a.n == 0) return b;

@@ -58,7 +58,7 @@ __device__ inline typename R::Acc thread_rows(const R& r, const T* __restrict__ 
   const T* base = p + k0;
   const int64_t mis = int64_t(reinterpret_cast<uintptr_t>(base) % 16) / int64_t(sizeof(T));
   const int64_t head = mis == 0 ? 0 : std::min<int64_t>(n, V - mis);
-  if (lane < head) acc = r.step(acc, base[lane], k0 + lane);
+  for (int64_t k = lane; k < head; k += nthreads) acc = r.step(acc, base[k], k0 + k);  // head < 16
   const int64_t nvec = (n - head) / V;
   const Vec* vp = reinterpret_cast<const Vec*>(base + head);
   int64_t i = lane;
