@@ -119,7 +119,12 @@ void CUDAGraph::capture_end() {
                 "device->host copy, item(), or a synchronize)");
   }
   impl_->graph = g;
-  MINIDL_CUDA_CHECK(cudaGraphInstantiate(&impl_->exec, g, 0));
+  err = cudaGraphInstantiate(&impl_->exec, g, 0);
+  if (err != cudaSuccess) {  // free the graph, slots and pool: capture_begin may run again
+    impl_->exec = nullptr;
+    impl_->destroy();
+    MINIDL_CUDA_CHECK(err);
+  }
 }
 
 void CUDAGraph::replay() {

@@ -68,6 +68,16 @@ uint32_t alignment(const void* p) {
   return a;
 }
 
+// The alignment every matrix of an operand keeps: its base address, and the byte offsets
+// of its columns (ld) and of later batches (bstride) must all be multiples of it.
+uint32_t alignment(const MatView& v) {
+  uint32_t a = alignment(v.t.data_ptr());
+  const uint64_t esize = uint64_t(v.t.element_size());
+  for (uint64_t step : {uint64_t(v.ld) * esize, uint64_t(v.bstride) * esize})
+    while (a > 1 && step % a != 0) a /= 2;
+  return a;
+}
+
 // Everything a cached plan depends on.
 using PlanKey = std::array<int64_t, 20>;
 
@@ -129,9 +139,9 @@ Plan& get_plan(const Problem& p, const Tensor& c, const LtTypes& ty, size_t ws_b
                     p.b.ld,
                     p.a.bstride,
                     p.b.bstride,
-                    alignment(p.a.t.data_ptr()),
-                    alignment(p.b.t.data_ptr()),
-                    alignment(c.data_ptr()),
+                    alignment(p.a),
+                    alignment(p.b),
+                    alignment(MatView{c, false, p.N, p.M * p.N}),
                     p.bias ? alignment(p.bias) : 0,
                     int64_t(ws_bytes)};
   static std::map<PlanKey, Plan> cache;  // guarded by lt_matmul's lock

@@ -194,6 +194,14 @@ struct PendingCopy {
 std::mutex g_pending_mutex;
 std::vector<PendingCopy> g_pending;
 
+// Destroys an event on scope exit (error paths included) unless released.
+struct OwnedEvent {
+  cudaEvent_t ev = nullptr;
+  ~OwnedEvent() {
+    if (ev) (void)cudaEventDestroy(ev);
+  }
+};
+
 void reap_pending() {
   std::lock_guard<std::mutex> lock(g_pending_mutex);
   for (size_t i = 0; i < g_pending.size();) {
@@ -224,11 +232,12 @@ void cross_device_copy_impl(const Tensor& src, Tensor& dst) {
     // Pageable sources are staged before cudaMemcpyAsync returns; pinned ones are read by
     // the DMA engine later, so their storage lives until the copy is done.
     if (is_pinned_host_ptr(src.data_ptr())) {
-      cudaEvent_t ev;
-      MINIDL_CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
-      MINIDL_CUDA_CHECK(cudaEventRecord(ev, s));
+      OwnedEvent ev;
+      MINIDL_CUDA_CHECK(cudaEventCreateWithFlags(&ev.ev, cudaEventDisableTiming));
+      MINIDL_CUDA_CHECK(cudaEventRecord(ev.ev, s));
       std::lock_guard<std::mutex> lock(g_pending_mutex);
-      g_pending.push_back({ev, src.storage()});
+      g_pending.push_back({ev.ev, src.storage()});
+      ev.ev = nullptr;  // owned by g_pending now
     }
   } else if (src.is_cuda() && dst.is_cpu()) {
     TensorDeviceGuard guard(src);
@@ -246,19 +255,18 @@ void cross_device_copy_impl(const Tensor& src, Tensor& dst) {
   } else if (src.is_cuda() && dst.is_cuda()) {
     // Different GPUs: order after src's queued work, copy on dst's stream, then wait so
     // neither block is reused while the copy runs.
-    cudaEvent_t ready;
+    OwnedEvent ready;  // destroyed on every path
     {
       TensorDeviceGuard guard(src);
-      MINIDL_CUDA_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
-      MINIDL_CUDA_CHECK(cudaEventRecord(ready, stream_of(src)));
+      MINIDL_CUDA_CHECK(cudaEventCreateWithFlags(&ready.ev, cudaEventDisableTiming));
+      MINIDL_CUDA_CHECK(cudaEventRecord(ready.ev, stream_of(src)));
     }
     TensorDeviceGuard guard(dst);
     cudaStream_t s = stream_of(dst);
-    MINIDL_CUDA_CHECK(cudaStreamWaitEvent(s, ready, 0));
+    MINIDL_CUDA_CHECK(cudaStreamWaitEvent(s, ready.ev, 0));
     MINIDL_CUDA_CHECK(cudaMemcpyPeerAsync(dst.data_ptr(), dst.device().index, src.data_ptr(),
                                           src.device().index, nbytes, s));
     MINIDL_CUDA_CHECK(cudaStreamSynchronize(s));
-    (void)cudaEventDestroy(ready);
   } else {
     MINIDL_FAIL("internal: cross-device copy from ", src.device(), " to ", dst.device());
   }
@@ -274,13 +282,17 @@ __global__ void iota_kernel(float* out, int n, float start) {
 
 std::vector<float> smoke_iota(int n, float start) {
   MINIDL_CHECK(cuda_device_count_impl() > 0, "smoke_iota: no CUDA device");
+  MINIDL_CHECK(n >= 0, "smoke_iota: negative size ", n);
+  std::vector<float> h(static_cast<size_t>(n));
+  if (n == 0) return h;  // a launch of 0 blocks is an error
   float* d = nullptr;
   MINIDL_CUDA_CHECK(cudaMalloc(&d, sizeof(float) * size_t(n)));
   iota_kernel<<<(n + 255) / 256, 256>>>(d, n, start);
-  MINIDL_CUDA_LAUNCH_CHECK();
-  std::vector<float> h(static_cast<size_t>(n));
-  MINIDL_CUDA_CHECK(cudaMemcpy(h.data(), d, sizeof(float) * size_t(n), cudaMemcpyDeviceToHost));
-  MINIDL_CUDA_CHECK(cudaFree(d));
+  cudaError_t err = cudaGetLastError();
+  if (err == cudaSuccess)
+    err = cudaMemcpy(h.data(), d, sizeof(float) * size_t(n), cudaMemcpyDeviceToHost);
+  (void)cudaFree(d);  // freed on the error path too
+  MINIDL_CUDA_CHECK(err);
   return h;
 }
 
