@@ -176,6 +176,9 @@ def main():
     # minidl's default: no TF32 (torch enables it for cuDNN convolutions by default).
     torch.backends.cuda.matmul.allow_tf32 = args.tf32
     torch.backends.cudnn.allow_tf32 = args.tf32
+    # minidl times cuDNN's algorithms (cudnnFind) once per shape; torch's equivalent is
+    # benchmark mode (the default, heuristics only, would compare different algorithms).
+    torch.backends.cudnn.benchmark = True
     for batch in (64, 512):
         for graph in (False, True):
             bench_step(batch, graph, args, dev)

@@ -3,6 +3,7 @@
 #include <mutex>
 
 #include "tensor/cuda/handles.cuh"
+#include "tensor/ops.h"
 
 namespace minidl::cuda {
 
@@ -29,7 +30,7 @@ struct Handles {
   std::once_flag blas_once, lt_once, dnn_once;
   cublasHandle_t blas = nullptr;
   cublasLtHandle_t lt = nullptr;
-  void* workspace = nullptr;
+  Tensor workspace;  // from the caching allocator, so it counts in memory_stats (as PyTorch's)
   size_t workspace_bytes = 0;
 #ifdef MINIDL_WITH_CUDNN
   cudnnHandle_t dnn = nullptr;
@@ -51,11 +52,11 @@ void* lt_workspace(int device, size_t* nbytes) {
   std::call_once(h.lt_once, [&] {
     TensorDeviceGuard guard(device);
     MINIDL_CUBLAS_CHECK(cublasLtCreate(&h.lt));
-    MINIDL_CUDA_CHECK(cudaMalloc(&h.workspace, kLtWorkspace));
+    h.workspace = empty({int64_t(kLtWorkspace)}, DType::u8, Device(DeviceType::cuda, device));
     h.workspace_bytes = kLtWorkspace;
   });
   *nbytes = h.workspace_bytes;
-  return h.workspace;
+  return h.workspace.data_ptr();
 }
 
 cublasLtHandle_t cublaslt_handle(int device) {
