@@ -79,6 +79,10 @@ void record_stream(void* ptr, void* stream);
 // torch.backends.cuda.matmul.allow_tf32 = False).
 void set_allow_tf32(bool allow);
 bool allow_tf32();
+// Convolutions use only cuDNN algorithms that give bitwise-reproducible results (default off,
+// like torch.backends.cudnn.deterministic = False: the fastest algorithm may use atomics).
+void set_cudnn_deterministic(bool deterministic);
+bool cudnn_deterministic();
 
 // ---- CUDA graphs (torch.cuda.CUDAGraph): capture the work queued on the current device's
 // compute stream between capture_begin and capture_end, then replay it. Allocations made

@@ -51,6 +51,10 @@ void set_allow_tf32(bool) {}
 bool allow_tf32() {
   return false;
 }
+void set_cudnn_deterministic(bool) {}
+bool cudnn_deterministic() {
+  return false;
+}
 struct CUDAGraph::Impl {};
 CUDAGraph::CUDAGraph() {
   no_cuda("cuda::CUDAGraph");

@@ -50,6 +50,7 @@ struct Choice {
   cudnnStatus_t status;
   size_t memory;
   cudnnMathType_t math;
+  bool deterministic;
 };
 
 cudnnDataType_t dnn_type(DType t) {
@@ -126,7 +127,8 @@ template <typename Perf>
 std::vector<Choice> to_choices(const Perf* r, int n) {
   std::vector<Choice> c;
   for (int i = 0; i < n; ++i)
-    c.push_back({int(r[i].algo), r[i].status, r[i].memory, r[i].mathType});
+    c.push_back({int(r[i].algo), r[i].status, r[i].memory, r[i].mathType,
+                 r[i].determinism == CUDNN_DETERMINISTIC});
   return c;
 }
 
@@ -200,8 +202,10 @@ void choose_algo(Plan& pl, Pass pass, DType dt, const Geom& g, int64_t n, Bufs b
       candidates(h, pass, pl, b, wsb ? ws.data_ptr() : nullptr, wsb, find);
   const cudnnMathType_t want = math_type(dt);
   const size_t cap = find ? wsb : kMaxWorkspace;
+  const bool need_deterministic = cudnn_deterministic();
   for (const Choice& c : cands) {
     if (c.status != CUDNN_STATUS_SUCCESS || c.memory > cap) continue;
+    if (need_deterministic && !c.deterministic) continue;
     // f32 without TF32 stays on FMA whatever math type the result reports (as PyTorch)
     const cudnnMathType_t math = want == CUDNN_FMA_MATH ? want : c.math;
     MINIDL_CUDNN_CHECK(cudnnSetConvolutionMathType(pl.conv, math));
@@ -211,18 +215,37 @@ void choose_algo(Plan& pl, Pass pass, DType dt, const Geom& g, int64_t n, Bufs b
   }
   MINIDL_FAIL("op `", kOpNames[int(pass)], "`: cuDNN has no algorithm for input [", n, ", ", g.C,
               ", ", g.H, ", ", g.W, "], weight [", g.O, ", ", g.Cg, ", ", g.kh, ", ", g.kw,
-              "], dtype ", dt, " (", cands.size(), " candidates)");
+              "], dtype ", dt, " (", cands.size(), " candidates",
+              need_deterministic ? ", deterministic ones only" : "", ")");
 }
 
-using PlanKey = std::array<int64_t, 22>;
+using PlanKey = std::array<int64_t, 23>;
 
 Plan& get_plan(Pass pass, DType dt, const Geom& g, int64_t n, const Conv2dParams& p, Bufs b,
                Device dev) {
-  const PlanKey key{int64_t(pass), dev.index,     int64_t(dt),   math_type(dt), n,
-                    g.C,           g.H,           g.W,           g.O,           g.Cg,
-                    g.kh,          g.kw,          p.stride[0],   p.stride[1],   p.padding[0],
-                    p.padding[1],  p.dilation[0], p.dilation[1], p.groups,      align16(b.x),
-                    align16(b.w),  align16(b.y)};
+  const PlanKey key{int64_t(pass),
+                    dev.index,
+                    int64_t(dt),
+                    math_type(dt),
+                    n,
+                    g.C,
+                    g.H,
+                    g.W,
+                    g.O,
+                    g.Cg,
+                    g.kh,
+                    g.kw,
+                    p.stride[0],
+                    p.stride[1],
+                    p.padding[0],
+                    p.padding[1],
+                    p.dilation[0],
+                    p.dilation[1],
+                    p.groups,
+                    align16(b.x),
+                    align16(b.w),
+                    align16(b.y),
+                    cudnn_deterministic()};
   static std::mutex mu;
   static std::map<PlanKey, Plan> cache;
   std::lock_guard<std::mutex> lock(mu);

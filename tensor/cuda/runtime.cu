@@ -86,6 +86,7 @@ struct PropsSlot {
 PropsSlot g_props[kMaxDevices];
 
 std::atomic<bool> g_allow_tf32{false};
+std::atomic<bool> g_cudnn_deterministic{false};
 }  // namespace
 
 bool is_built() {
@@ -182,6 +183,12 @@ void set_allow_tf32(bool allow) {
 }
 bool allow_tf32() {
   return g_allow_tf32.load();
+}
+void set_cudnn_deterministic(bool deterministic) {
+  g_cudnn_deterministic.store(deterministic);
+}
+bool cudnn_deterministic() {
+  return g_cudnn_deterministic.load();
 }
 
 // ---- host <-> device copies. src and dst: same shape and dtype, both contiguous.
