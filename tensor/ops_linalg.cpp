@@ -4,6 +4,7 @@
 #include <string>
 
 #include "autograd/function.h"
+#include "tensor/cuda/gemm.h"
 #include "tensor/ops.h"
 
 namespace minidl {
@@ -167,6 +168,29 @@ Tensor matmul_impl(const Tensor& a, const Tensor& b) {
   return r.view(s);
 }
 
+// nn.Linear on CUDA with a bias: the bias add runs as the GEMM's cuBLASLt epilogue (as
+// PyTorch's addmm does) instead of a second kernel. x:[*,K] (at least 2-D) w:[N,K] b:[N] ->
+// [*,N], floating, one dtype and device; otherwise (or without CUDA) an undefined tensor and
+// the caller takes the generic path (with its errors).
+Tensor cuda_linear_with_bias(const Tensor& x, const Tensor& w, const Tensor& b) {
+#ifdef MINIDL_WITH_CUDA
+  if (!(x.device().is_cuda() && b.defined() && x.dim() >= 2 && w.dim() == 2 && b.dim() == 1 &&
+        b.size(0) == w.size(0) && b.device() == x.device() && b.dtype() == x.dtype() &&
+        (x.dtype() == kFloat32 || x.dtype() == kFloat16 || x.dtype() == kBFloat16)))
+    return {};
+  NoGradGuard no_grad;
+  const Tensor x2d = x.dim() == 2 ? x : x.reshape({-1, x.size(-1)});  // [M,K]
+  Tensor out2d = empty({x2d.size(0), w.size(0)}, x.dtype(), x.device());
+  cuda::gemm_bias_act(x2d, w, b, out2d, cuda::Epilogue::none);
+  Shape s(x.shape().begin(), x.shape().end() - 1);
+  s.push_back(w.size(0));
+  return out2d.view(s);
+#else
+  (void)x, (void)w, (void)b;
+  return {};
+#endif
+}
+
 }  // namespace
 
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
@@ -182,8 +206,8 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
                 x.numel() / std::max<int64_t>(x.size(-1), 1), "x", x.size(-1), " and ", dims_x(wt),
                 "); input ", x.shape_str(), ", weight ", w.shape_str());
   }
-  Tensor out;
-  {
+  Tensor out = cuda_linear_with_bias(x, w, b);
+  if (!out.defined()) {
     NoGradGuard no_grad;
     out = matmul_impl(x, w.dim() == 2 ? w.t() : w);
     if (b.defined()) {

@@ -119,6 +119,11 @@ struct Problem {
   Epilogue ep;
 };
 
+// True when the problem asks for a bias or an activation in the GEMM's epilogue.
+bool ep_is_fused(const Problem& p) {
+  return p.bias != nullptr || p.ep != Epilogue::none;
+}
+
 // Looks up (or builds: descriptors + the heuristic's best algorithm) the plan for a problem.
 // The cache lives for the process; lookups neither allocate nor synchronise. The caller
 // holds the lock.
@@ -226,9 +231,15 @@ bool lt_matmul(const Tensor& a, const Tensor& b, Tensor& c, const void* bias, Ep
   const bool dbl = ty.scale == CUDA_R_64F;
   const void* alpha = dbl ? static_cast<const void*>(&d1) : &f1;
   const void* beta = dbl ? static_cast<const void*>(&d0) : &f0;
-  MINIDL_CUBLAS_CHECK(cublasLtMatmul(cublaslt_handle(dev), pl.desc, alpha, p.b.t.data_ptr(), pl.la,
-                                     p.a.t.data_ptr(), pl.lb, beta, c.data_ptr(), pl.lc,
-                                     c.data_ptr(), pl.lc, &pl.algo, ws, ws_bytes, stream_of(c)));
+  const cublasStatus_t st = cublasLtMatmul(
+      cublaslt_handle(dev), pl.desc, alpha, p.b.t.data_ptr(), pl.la, p.a.t.data_ptr(), pl.lb, beta,
+      c.data_ptr(), pl.lc, c.data_ptr(), pl.lc, &pl.algo, ws, ws_bytes, stream_of(c));
+  if (st != CUBLAS_STATUS_SUCCESS && ep_is_fused(p) &&
+      (st == CUBLAS_STATUS_NOT_SUPPORTED || st == CUBLAS_STATUS_INVALID_VALUE)) {
+    pl.found = false;  // an epilogue this cuBLASLt refuses at launch: the caller falls back,
+    return false;      // now and for every later call of this plan
+  }
+  MINIDL_CUBLAS_CHECK(st);
   return true;
 }
 
