@@ -9,6 +9,7 @@
 
 #include "parallel/distributed.h"
 #include "parallel/launcher.h"
+#include "tensor/cuda.h"
 
 namespace mnist {
 using namespace minidl;
@@ -62,6 +63,8 @@ LayoutGuard::LayoutGuard(const Options& o) {
     if (init.backend == "auto") init.backend = requested.is_cuda() ? "nccl" : "gloo";
     init.init_method = o.init_method;
     init.timeout = std::chrono::milliseconds(int64_t(o.dist_timeout_s * 1000));
+    // The NCCL group binds the current device: make it this rank's before creating it.
+    if (requested.is_cuda()) cuda::set_device(dist::get_local_rank() % gpus);
     dist::init_process_group(init);
     l.rank = dist::get_rank();
     l.world_size = dist::get_world_size();

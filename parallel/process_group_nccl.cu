@@ -1,6 +1,7 @@
 // NCCL backend: a communicator per group (unique id shared through the store), its own CUDA
 // stream ordered after minidl's compute stream by events, and host-blocking wait() bounded by the
-// group timeout (the communicator is aborted on timeout). Refuses two ranks on one GPU.
+// group timeout (the communicator is aborted on timeout). Refuses two ranks on one GPU. CPU
+// tensors (control values) are staged through the group's device.
 #include <cuda_runtime.h>
 #include <nccl.h>
 #include <unistd.h>
@@ -10,6 +11,7 @@
 #include <thread>
 #include <type_traits>
 
+#include "autograd/grad_mode.h"
 #include "parallel/process_group_detail.h"
 #include "parallel/process_group_nccl.h"
 #include "tensor/cuda.h"
@@ -120,6 +122,49 @@ class NcclWork : public Work {
   std::vector<Tensor> keep_;  // tensors in use by the stream
 };
 
+// A collective on CPU tensors staged through the group's device: wait() copies the results back.
+class StagedWork : public Work {
+ public:
+  StagedWork(std::shared_ptr<Work> inner, std::vector<std::pair<Tensor, Tensor>> back)
+      : inner_(std::move(inner)), back_(std::move(back)) {}
+  void wait() override {
+    inner_->wait();
+    NoGradGuard no_grad;
+    for (auto& [host, dev] : back_) host.copy_(dev);
+    back_.clear();
+  }
+  bool is_completed() override { return inner_->is_completed(); }
+  uint64_t sequence_number() const override { return inner_->sequence_number(); }
+
+ private:
+  std::shared_ptr<Work> inner_;
+  std::vector<std::pair<Tensor, Tensor>> back_;  // (CPU tensor, its device copy)
+};
+
+// CPU tensors (control values: counts, flags, step numbers from DDP and the metric helpers)
+// travel through the group's device, like c10d callers that allocate them there.
+class Staging {
+ public:
+  explicit Staging(int device) : device_(device) {}
+  Tensor in(const Tensor& t) {
+    NoGradGuard no_grad;
+    return t.defined() && t.is_cpu() ? t.to(Device(DeviceType::cuda, device_)) : t;
+  }
+  Tensor out(const Tensor& t) {
+    Tensor d = in(t);
+    if (!d.is_same(t)) back_.emplace_back(t, d);
+    return d;
+  }
+  std::shared_ptr<Work> finish(std::shared_ptr<Work> w) {
+    if (back_.empty()) return w;
+    return std::make_shared<StagedWork>(std::move(w), std::move(back_));
+  }
+
+ private:
+  int device_;
+  std::vector<std::pair<Tensor, Tensor>> back_;
+};
+
 class NcclProcessGroup final : public detail::ProcessGroupBase {
  public:
   NcclProcessGroup(std::shared_ptr<Store> store, int rank, int size,
@@ -161,6 +206,8 @@ class NcclProcessGroup final : public detail::ProcessGroupBase {
       cudaError_t q = cudaEventQuery(done);
       if (q == cudaSuccess) break;
       MINIDL_CHECK(q == cudaErrorNotReady, where(op, seq), " failed: ", cudaGetErrorString(q));
+      MINIDL_CHECK(comm_ != nullptr, where(op, seq),
+                   " failed: the communicator was aborted after an earlier failure");
       ncclResult_t async = ncclSuccess;
       (void)ncclCommGetAsyncError(comm_, &async);
       if (async != ncclSuccess) {
@@ -170,6 +217,7 @@ class NcclProcessGroup final : public detail::ProcessGroupBase {
       if (std::chrono::steady_clock::now() > deadline) {
         broken_ = true;
         (void)ncclCommAbort(comm_);
+        comm_ = nullptr;  // freed by the abort (ncclCommAbort/Destroy(nullptr) are no-ops)
         MINIDL_FAIL(where(op, seq), " failed: timed out after ", format_seconds(options_.timeout),
                     "; a peer may have died, be slow, or skipped this collective");
       }
@@ -180,6 +228,51 @@ class NcclProcessGroup final : public detail::ProcessGroupBase {
   }
 
   std::shared_ptr<Work> allreduce(Tensor& t, ReduceOp op) override {
+    Staging st(device_);
+    Tensor d = st.out(t);
+    return st.finish(allreduce_dev(d, op));
+  }
+
+  std::shared_ptr<Work> broadcast(Tensor& t, int root) override {
+    Staging st(device_);
+    Tensor d = st.out(t);
+    return st.finish(broadcast_dev(d, root));
+  }
+
+  std::shared_ptr<Work> allgather(std::vector<Tensor>& outputs, const Tensor& input) override {
+    Staging st(device_);
+    std::vector<Tensor> d;
+    for (const Tensor& o : outputs) d.push_back(st.out(o));
+    return st.finish(allgather_dev(d, st.in(input)));
+  }
+
+  std::shared_ptr<Work> reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs,
+                                       ReduceOp op) override {
+    Staging st(device_);
+    Tensor d = st.out(output);
+    std::vector<Tensor> in;
+    for (const Tensor& i : inputs) in.push_back(st.in(i));
+    return st.finish(reduce_scatter_dev(d, in, op));
+  }
+
+  std::shared_ptr<Work> gather(std::vector<Tensor>& outputs, const Tensor& input,
+                               int root) override {
+    Staging st(device_);
+    std::vector<Tensor> d;
+    for (const Tensor& o : outputs) d.push_back(st.out(o));
+    return st.finish(gather_dev(d, st.in(input), root));
+  }
+
+  // An allreduce of one float (like c10d's NCCL barrier).
+  std::shared_ptr<Work> barrier() override {
+    return launch("barrier", "barrier()", {}, [&] {
+      MINIDL_NCCL_CHECK(
+          ncclAllReduce(barrier_buf_, barrier_buf_, 1, ncclFloat32, ncclSum, comm_, stream_));
+    });
+  }
+
+ private:
+  std::shared_ptr<Work> allreduce_dev(Tensor& t, ReduceOp op) {
     check_cuda_tensor(t, "allreduce");
     return launch("allreduce", detail::collective_desc("allreduce", t.dtype(), t.numel()), {t},
                   [&] {
@@ -191,7 +284,7 @@ class NcclProcessGroup final : public detail::ProcessGroupBase {
                   });
   }
 
-  std::shared_ptr<Work> broadcast(Tensor& t, int root) override {
+  std::shared_ptr<Work> broadcast_dev(Tensor& t, int root) {
     check_cuda_tensor(t, "broadcast");
     check_root(root, "broadcast");
     return launch("broadcast", detail::collective_desc("broadcast", t.dtype(), t.numel()), {t},
@@ -202,11 +295,15 @@ class NcclProcessGroup final : public detail::ProcessGroupBase {
   }
 
   // Grouped send/recv: works for equal and uneven sizes alike.
-  std::shared_ptr<Work> allgather(std::vector<Tensor>& outputs, const Tensor& input) override {
+  std::shared_ptr<Work> allgather_dev(std::vector<Tensor>& outputs, const Tensor& input) {
     check_cuda_tensor(input, "allgather");
     MINIDL_CHECK(outputs.size() == size_t(size_), "allgather: expected ", size_,
                  " output tensors, got ", outputs.size());
-    for (const Tensor& o : outputs) check_cuda_tensor(o, "allgather output");
+    for (const Tensor& o : outputs) {
+      check_cuda_tensor(o, "allgather output");
+      MINIDL_CHECK(o.dtype() == input.dtype(), "allgather: an output has dtype ", o.dtype(),
+                   " but the input has ", input.dtype());
+    }
     MINIDL_CHECK(outputs[size_t(rank_)].numel() == input.numel(),
                  "allgather: this rank's output and input sizes differ");
     std::vector<Tensor> keep(outputs);
@@ -229,8 +326,8 @@ class NcclProcessGroup final : public detail::ProcessGroupBase {
   }
 
   // One grouped ncclReduce per destination rank.
-  std::shared_ptr<Work> reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs,
-                                       ReduceOp op) override {
+  std::shared_ptr<Work> reduce_scatter_dev(Tensor& output, const std::vector<Tensor>& inputs,
+                                           ReduceOp op) {
     check_cuda_tensor(output, "reduce_scatter");
     MINIDL_CHECK(inputs.size() == size_t(size_), "reduce_scatter: expected ", size_,
                  " input tensors, got ", inputs.size());
@@ -257,14 +354,18 @@ class NcclProcessGroup final : public detail::ProcessGroupBase {
         });
   }
 
-  std::shared_ptr<Work> gather(std::vector<Tensor>& outputs, const Tensor& input,
-                               int root) override {
+  std::shared_ptr<Work> gather_dev(std::vector<Tensor>& outputs, const Tensor& input, int root) {
     check_cuda_tensor(input, "gather");
     check_root(root, "gather");
     if (rank_ == root) {
       MINIDL_CHECK(outputs.size() == size_t(size_), "gather: the root expects ", size_,
                    " output tensors, got ", outputs.size());
-      for (const Tensor& o : outputs) check_cuda_tensor(o, "gather output");
+      for (const Tensor& o : outputs) {
+        check_cuda_tensor(o, "gather output");
+        MINIDL_CHECK(o.numel() == input.numel() && o.dtype() == input.dtype(), "gather: output ",
+                     o.shape_str(), " ", o.dtype(), " does not match the input ", input.shape_str(),
+                     " ", input.dtype(), " (gather needs equal sizes)");
+      }
     }
     std::vector<Tensor> keep(outputs);
     keep.push_back(input);
@@ -288,20 +389,11 @@ class NcclProcessGroup final : public detail::ProcessGroupBase {
         });
   }
 
-  // An allreduce of one float (like c10d's NCCL barrier).
-  std::shared_ptr<Work> barrier() override {
-    return launch("barrier", "barrier()", {}, [&] {
-      MINIDL_NCCL_CHECK(
-          ncclAllReduce(barrier_buf_, barrier_buf_, 1, ncclFloat32, ncclSum, comm_, stream_));
-    });
-  }
-
- private:
   void check_cuda_tensor(const Tensor& t, const std::string& what) const {
     detail::check_tensor_arg(t, what);
     MINIDL_CHECK(t.is_cuda() && t.device().index == device_, "nccl ", what,
                  ": expected a tensor on cuda:", device_, ", got one on ", t.device(),
-                 " (use the gloo backend for CPU tensors)");
+                 " (CPU tensors are staged through it)");
   }
 
   // minidl's compute stream on this group's device (every minidl kernel runs there).
@@ -321,6 +413,7 @@ class NcclProcessGroup final : public detail::ProcessGroupBase {
     try {
       if (debug_)
         detail::check_same_collective(*store_, prefix_, rank_, size_, seq, desc, options_.timeout);
+      cuda::DeviceGuard guard(device_);  // events, kernels and NCCL calls on this device
       cudaEvent_t ready = nullptr, done = nullptr;
       MINIDL_CUDA_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
       MINIDL_CUDA_CHECK(cudaEventRecord(ready, compute_stream()));
