@@ -188,12 +188,32 @@ class NcclProcessGroup final : public detail::ProcessGroupBase {
   }
 
   ~NcclProcessGroup() override {
-    if (broken_ || cudaStreamSynchronize(stream_) != cudaSuccess)
-      (void)ncclCommAbort(comm_);
-    else
+    int previous = -1;
+    if (cudaGetDevice(&previous) != cudaSuccess) (void)cudaGetLastError();
+    (void)cudaSetDevice(device_);
+    // Queued collectives get the group timeout to finish (a dead peer must not hang the exit);
+    // otherwise the communicator is aborted instead of destroyed.
+    bool drained = !broken_ && comm_ != nullptr;
+    const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
+    while (drained) {
+      const cudaError_t q = cudaStreamQuery(stream_);
+      if (q == cudaSuccess) break;
+      (void)cudaGetLastError();
+      ncclResult_t async = ncclSuccess;
+      (void)ncclCommGetAsyncError(comm_, &async);
+      if (q != cudaErrorNotReady || async != ncclSuccess ||
+          std::chrono::steady_clock::now() > deadline)
+        drained = false;
+      else
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    if (drained)
       (void)ncclCommDestroy(comm_);
+    else
+      (void)ncclCommAbort(comm_);
     (void)cudaFree(barrier_buf_);
     (void)cudaStreamDestroy(stream_);
+    if (previous >= 0) (void)cudaSetDevice(previous);
   }
 
   std::string backend() const override { return "nccl"; }
