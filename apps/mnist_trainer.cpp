@@ -249,6 +249,10 @@ Result run_training(const Options& o) {
     double loss_sum = 0, logged_loss_sum = 0;
     int64_t step = 0, logged_step = 0;
     if (graph_step) graph_step->reset_loss_sum();
+    // On a GPU the eager loss is summed on the device too (in f64, so the sum equals the host
+    // one) and read at log steps: an item() per step would stall the stream every step.
+    Tensor device_loss_sum;
+    if (!graph_step && L.device.is_cuda()) device_loss_sum = zeros({}, kFloat64, L.device);
     data::Example batch;
     while (step < steps_per_epoch && train_loader.next(batch)) {
       if (graph_step) {  // the loss stays on the device until a log step reads the sum
@@ -259,14 +263,19 @@ Result run_training(const Options& o) {
         Tensor loss = nn::functional::nll_loss((*train_module)(x), y);
         loss.backward();
         optimizer->step();
-        loss_sum += loss.item<double>();
+        if (device_loss_sum.defined())
+          device_loss_sum += loss.detach().to(kFloat64);
+        else
+          loss_sum += loss.item<double>();
       }
       if (scheduler && per_step_scheduler) scheduler->step();
       train_samples += batch.data.size(0);
       ++step;
       const bool log_step = step % o.log_interval == 0 || step == steps_per_epoch;
       if (graph_step && log_step) loss_sum = graph_step->loss_sum();
-      if (!graph_step || log_step) bar.update(step, loss_sum / double(step));
+      if (device_loss_sum.defined() && log_step) loss_sum = device_loss_sum.item<double>();
+      if (!(graph_step || device_loss_sum.defined()) || log_step)
+        bar.update(step, loss_sum / double(step));
       if (log_step) {
         curves.train_x.push_back(double(epoch - 1) + double(step) / double(steps_per_epoch));
         curves.train_loss.push_back((loss_sum - logged_loss_sum) / double(step - logged_step));
@@ -276,6 +285,7 @@ Result run_training(const Options& o) {
       if (g_stop_requested.load()) break;
     }
     if (graph_step) loss_sum = graph_step->loss_sum();
+    if (device_loss_sum.defined()) loss_sum = device_loss_sum.item<double>();
     if (g_stop_requested.load()) {
       bar.close("(interrupted)");
       result.interrupted = true;
