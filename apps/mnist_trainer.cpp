@@ -163,11 +163,15 @@ Result run_training(const Options& o) {
                                                                   L.rank, /*shuffle=*/true, o.seed);
   auto test_sampler = std::make_shared<data::DistributedSampler>(test_set->size(), L.world_size,
                                                                  L.rank, /*shuffle=*/false);
+  // On a GPU, batches are built in pinned memory so their copies to the device are async.
+  const bool pin = L.device.is_cuda();
   data::DataLoader train_loader(
-      train_set, {.batch_size = o.batch_size, .seed = o.seed, .num_workers = o.workers},
+      train_set,
+      {.batch_size = o.batch_size, .seed = o.seed, .num_workers = o.workers, .pin_memory = pin},
       train_sampler);
   data::DataLoader test_loader(
-      test_set, {.batch_size = o.test_batch_size, .num_workers = o.workers}, test_sampler);
+      test_set, {.batch_size = o.test_batch_size, .num_workers = o.workers, .pin_memory = pin},
+      test_sampler);
   MINIDL_CHECK(train_loader.size() > 0, "no training batches: ", train_sampler->size(),
                " samples per rank with --batch-size ", o.batch_size);
 

@@ -17,6 +17,7 @@
 #include "tensor/cuda.h"
 #include "tensor/cuda/allocator.h"
 #include "tensor/cuda/common.cuh"
+#include "tensor/cuda/runtime.h"
 #include "tensor/storage.h"
 
 namespace minidl::cuda {
@@ -364,6 +365,7 @@ void empty_cache() {
     DeviceGuard guard(d);
     device_allocator(d).empty_cache();
   }
+  if (device_count() > 0 && !is_capturing()) release_cached_pinned();  // cudaFreeHost syncs
 }
 void record_stream(void* ptr, void* stream) {
   int device = 0;

@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "tensor/cuda.h"
@@ -303,14 +304,66 @@ std::vector<float> smoke_iota(int n, float start) {
   return h;
 }
 
+// Caching pinned host allocator (as PyTorch's CachingHostAllocator): blocks are rounded up to
+// a power of two (>= 4 KiB) and kept for reuse when freed, since cudaHostAlloc is slow and
+// cudaFreeHost synchronises the device. A block is freed only once no copy reads it: the
+// host->device copy holds the source storage until its event fires (cross_device_copy_impl).
+namespace {
+std::mutex g_host_mutex;
+std::unordered_map<void*, size_t> g_host_sizes;              // every block we allocated
+std::unordered_map<size_t, std::vector<void*>> g_host_free;  // cached blocks by size
+
+size_t host_block_size(size_t nbytes) {
+  size_t size = 4096;
+  while (size < nbytes) size *= 2;
+  return size;
+}
+}  // namespace
+
 void* host_alloc_pinned(size_t nbytes) {
+  const size_t size = host_block_size(nbytes);
+  {
+    std::lock_guard<std::mutex> lock(g_host_mutex);
+    auto it = g_host_free.find(size);
+    if (it != g_host_free.end() && !it->second.empty()) {
+      void* p = it->second.back();
+      it->second.pop_back();
+      return p;
+    }
+  }
   void* p = nullptr;
-  MINIDL_CUDA_CHECK(cudaHostAlloc(&p, nbytes == 0 ? 1 : nbytes, cudaHostAllocDefault));
+  cudaError_t err = cudaHostAlloc(&p, size, cudaHostAllocDefault);
+  if (err == cudaErrorMemoryAllocation) {  // give the cached blocks back and retry once
+    (void)cudaGetLastError();
+    release_cached_pinned();
+    err = cudaHostAlloc(&p, size, cudaHostAllocDefault);
+  }
+  MINIDL_CUDA_CHECK(err);
+  std::lock_guard<std::mutex> lock(g_host_mutex);
+  g_host_sizes[p] = size;
   return p;
 }
 
-void host_free_pinned(void* ptr) {
-  if (ptr) (void)cudaFreeHost(ptr);  // runs in destructors: never throws
+void host_free_pinned(void* ptr) {  // runs in destructors: never throws
+  if (!ptr) return;
+  std::lock_guard<std::mutex> lock(g_host_mutex);
+  auto it = g_host_sizes.find(ptr);
+  if (it == g_host_sizes.end()) {
+    (void)cudaFreeHost(ptr);
+    return;
+  }
+  g_host_free[it->second].push_back(ptr);
+}
+
+void release_cached_pinned() {
+  std::lock_guard<std::mutex> lock(g_host_mutex);
+  for (auto& [size, blocks] : g_host_free) {
+    for (void* p : blocks) {
+      (void)cudaFreeHost(p);
+      g_host_sizes.erase(p);
+    }
+    blocks.clear();
+  }
 }
 
 bool is_pinned_host_ptr(const void* ptr) {
