@@ -223,29 +223,13 @@ using PlanKey = std::array<int64_t, 23>;
 
 Plan& get_plan(Pass pass, DType dt, const Geom& g, int64_t n, const Conv2dParams& p, Bufs b,
                Device dev) {
-  const PlanKey key{int64_t(pass),
-                    dev.index,
-                    int64_t(dt),
-                    math_type(dt),
-                    n,
-                    g.C,
-                    g.H,
-                    g.W,
-                    g.O,
-                    g.Cg,
-                    g.kh,
-                    g.kw,
-                    p.stride[0],
-                    p.stride[1],
-                    p.padding[0],
-                    p.padding[1],
-                    p.dilation[0],
-                    p.dilation[1],
-                    p.groups,
-                    align16(b.x),
-                    align16(b.w),
-                    align16(b.y),
+  // clang-format off
+  const PlanKey key{int64_t(pass), dev.index, int64_t(dt), math_type(dt), n,
+                    g.C, g.H, g.W, g.O, g.Cg, g.kh, g.kw,
+                    p.stride[0], p.stride[1], p.padding[0], p.padding[1], p.dilation[0],
+                    p.dilation[1], p.groups, align16(b.x), align16(b.w), align16(b.y),
                     cudnn_deterministic()};
+  // clang-format on
   static std::mutex mu;
   static std::map<PlanKey, Plan> cache;
   std::lock_guard<std::mutex> lock(mu);
