@@ -170,6 +170,21 @@ constexpr bool is_reduced_float_v = std::is_same_v<T, Half> || std::is_same_v<T,
 template <typename T>
 constexpr bool is_float_v = std::is_floating_point_v<T> || is_reduced_float_v<T>;
 
+// Runs fn<B>() with B an unsigned type of the element's size (bitwise element copies).
+template <typename Fn>
+void dispatch_bits(size_t itemsize, Fn&& fn) {
+  switch (itemsize) {
+    case 1:
+      return fn.template operator()<uint8_t>();
+    case 2:
+      return fn.template operator()<uint16_t>();
+    case 4:
+      return fn.template operator()<uint32_t>();
+    default:
+      return fn.template operator()<uint64_t>();
+  }
+}
+
 // Runs fn.template operator()<T>() for the C++ type T of `t`:
 //   dispatch_all(t, "relu", [&]<typename T>() { ... });
 template <typename Fn>

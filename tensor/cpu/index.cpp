@@ -36,21 +36,6 @@ void check_index_range(const Tensor& index, int64_t size, int64_t dim, std::stri
                  dim, " with size ", size);
 }
 
-// Runs fn<B>() with B an unsigned type of the element's size (bitwise element copies).
-template <typename Fn>
-void dispatch_bits(size_t itemsize, Fn&& fn) {
-  switch (itemsize) {
-    case 1:
-      return fn.template operator()<uint8_t>();
-    case 2:
-      return fn.template operator()<uint16_t>();
-    case 4:
-      return fn.template operator()<uint32_t>();
-    default:
-      return fn.template operator()<uint64_t>();
-  }
-}
-
 // out[p] = src[p + index[p] * src_dim_stride] for every position p of out's shape; src and
 // index are already restrided to out's shape (src with stride 0 along the indexed dim).
 void gather_loop(Tensor& out, const Tensor& src, const Tensor& index, int64_t src_dim_stride) {

@@ -197,7 +197,7 @@ void batch_norm_kernel(const Tensor& x, const Tensor& w, const Tensor& b, Tensor
   const unsigned cgrid = grid_for(C);
   dispatch_floating(x.dtype(), "batch_norm", [&]<typename T>() {
     using A = opmath_t<T>;
-    const DType adt = std::is_same_v<A, double> ? kFloat64 : kFloat32;
+    const DType adt = dtype_of<A>();
     const T* xp = static_cast<const T*>(x.data_ptr());
     Tensor pbuf = empty({3 * C}, adt, x.device());  // scale, shift, mean (as A)
     A* p = static_cast<A*>(pbuf.data_ptr());
@@ -235,7 +235,7 @@ void batch_norm_backward_kernel(const Tensor& grad_out, const Tensor& x, const T
   const unsigned cgrid = grid_for(C);
   dispatch_floating(x.dtype(), "batch_norm_backward", [&]<typename T>() {
     using A = opmath_t<T>;
-    const DType adt = std::is_same_v<A, double> ? kFloat64 : kFloat32;
+    const DType adt = dtype_of<A>();
     const T* xp = static_cast<const T*>(x.data_ptr());
     const T* gp = static_cast<const T*>(grad_out.data_ptr());
     Tensor pbuf = empty({4 * C}, adt, x.device());       // k, a, e, mean (as A)

@@ -20,21 +20,6 @@ void register_topk_kernel();  // index_topk.cu
 
 namespace {
 
-// Runs fn<B>() with B an unsigned type of the element's size (bitwise element copies).
-template <typename Fn>
-void dispatch_bits(size_t itemsize, Fn&& fn) {
-  switch (itemsize) {
-    case 1:
-      return fn.template operator()<uint8_t>();
-    case 2:
-      return fn.template operator()<uint16_t>();
-    case 4:
-      return fn.template operator()<uint32_t>();
-    default:
-      return fn.template operator()<uint64_t>();
-  }
-}
-
 __device__ inline bool in_range(int64_t v, int64_t size) {
   return v >= 0 && v < size;
 }

@@ -160,7 +160,7 @@ void layer_norm_kernel(const Tensor& x, const Tensor& w, const Tensor& b, Tensor
   dispatch_floating(x.dtype(), "layer_norm", [&]<typename T>() {
     using A = opmath_t<T>;
     using S = stat_t<T>;
-    const DType adt = std::is_same_v<A, double> ? kFloat64 : kFloat32;
+    const DType adt = dtype_of<A>();
     const Tensor wa = param_as(w, adt), ba = param_as(b, adt);
     const T* xp = static_cast<const T*>(x.data_ptr());
     T* op = static_cast<T*>(out.data_ptr());
@@ -302,7 +302,7 @@ void layer_norm_backward_kernel(const Tensor& grad_out, const Tensor& x, const T
   dispatch_floating(x.dtype(), "layer_norm_backward", [&]<typename T>() {
     using A = opmath_t<T>;
     using S = stat_t<T>;
-    const DType adt = std::is_same_v<A, double> ? kFloat64 : kFloat32;
+    const DType adt = dtype_of<A>();
     const T* gp = static_cast<const T*>(grad_out.data_ptr());
     const T* xp = static_cast<const T*>(x.data_ptr());
     const S* mp = static_cast<const S*>(mean.data_ptr());
