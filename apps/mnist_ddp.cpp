@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <exception>
 
+#include "apps/mnist_amp.h"
 #include "apps/mnist_graph.h"
 #include "apps/mnist_trainer.h"
 #include "parallel/launcher.h"
@@ -81,6 +82,17 @@ int main(int argc, char** argv) {
   app.add_flag("--cuda-graph", o.cuda_graph,
                "capture the training step once in a CUDA graph and replay it (one process on "
                "--device cuda; the last partial batch runs eagerly)");
+  app.add_option("--amp", o.amp,
+                 "mixed precision: off | bf16 | fp16 (fp16 uses dynamic loss scaling)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"off", "bf16", "fp16"}));
+  app.add_option("--opt-level", o.opt_level,
+                 "Apex opt level with --amp: O0 (fp32) | O1 (autocast, default) | O2 (half model, "
+                 "fp32 master weights) | O3 (all half, no scaling)")
+      ->check(CLI::IsMember({"O0", "O1", "O2", "O3"}));
+  app.add_option("--init-scale", o.init_scale, "initial loss scale for --amp fp16 (O1/O2)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
 
   try {
     app.parse(argc, argv);
@@ -91,6 +103,10 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  if (std::string why = mnist::amp_flags_error(o); !why.empty()) {
+    std::fprintf(stderr, "mnist_ddp: error: %s\n", why.c_str());
+    return 2;
+  }
   if (o.cuda_graph) {
     std::string why =
         mnist::cuda_graph_refusal(o.device, o.mode, o.nproc, mnist::launcher_world_size());
@@ -131,10 +147,11 @@ int main(int argc, char** argv) {
     std::printf(
         "mnist_ddp: test accuracy %.2f%% (%lld/%lld), test loss %.4f, %lld epoch(s) in "
         "%.1f s, %.0f train samples/s (%s), loader wait %.1f%% of train time, peak memory "
-        "%s\n",
+        "%s%s%s\n",
         r.test_accuracy, (long long)r.correct, (long long)r.test_samples, r.test_loss,
         (long long)r.epochs_run, r.seconds, r.train_samples_per_s, r.layout.c_str(),
-        100.0 * r.loader_wait_fraction, r.peak_memory.c_str());
+        100.0 * r.loader_wait_fraction, r.peak_memory.c_str(), r.amp.empty() ? "" : "; ",
+        r.amp.c_str());
     if (r.cuda_graph)
       std::printf(
           "mnist_ddp: CUDA graph mode on: training step captured once, %lld replay(s), %lld "

@@ -14,6 +14,7 @@
 
 #include "apps/common/metrics.h"
 #include "apps/common/progress.h"
+#include "apps/mnist_amp.h"
 #include "apps/mnist_dist.h"
 #include "apps/mnist_graph.h"
 #include "apps/mnist_model.h"
@@ -104,7 +105,7 @@ struct EvalResult {
 // share (shuffle off) and per-sample [loss, correct] rows are gathered without the sampler's
 // padding, so the result is identical for any number of ranks.
 EvalResult evaluate(nn::Module& model, data::DataLoader& loader, const Layout& layout,
-                    int64_t dataset_size) {
+                    int64_t dataset_size, const AmpRun* amp) {
   NoGradGuard no_grad;
   model.eval();
   std::vector<Tensor> rows;
@@ -112,7 +113,7 @@ EvalResult evaluate(nn::Module& model, data::DataLoader& loader, const Layout& l
   loader.start_epoch(0);
   while (loader.next(batch)) {
     Tensor x = batch.data.to(layout.device), y = batch.target.to(layout.device);
-    Tensor log_probs = model(x);  // [B,10]
+    Tensor log_probs = amp ? amp->eval_forward(model, x) : model(x);  // [B,10]
     Tensor loss = nn::functional::nll_loss(log_probs, y, Reduction::none).to(kFloat64);
     Tensor correct = eq(argmax(log_probs, 1), y).to(kFloat64);
     rows.push_back(stack({loss, correct}, 1).cpu());  // [B,2]
@@ -186,11 +187,17 @@ Result run_training(const Options& o) {
       o.max_steps > 0 ? std::min(o.max_steps, train_loader.size()) : train_loader.size();
   auto scheduler = make_scheduler(o, *optimizer, steps_per_epoch);
   const bool per_step_scheduler = o.scheduler == "onecycle";
+  // --amp: casts the model / re-points the optimizer (O2) before DDP wraps it and before a
+  // checkpoint is loaded.
+  std::unique_ptr<AmpRun> amp = AmpRun::create(o, *model, *optimizer, L.rank, verbose);
 
   int64_t first_epoch = 1;
   if (!o.resume.empty()) {
     std::string path = resolve_resume(o.resume);
-    auto meta = nn::load_checkpoint(path, *model, optimizer.get(), scheduler.get());
+    std::map<std::string, Tensor> amp_state;
+    auto meta = nn::load_checkpoint(path, *model, optimizer.get(), scheduler.get(), true,
+                                    amp ? &amp_state : nullptr);
+    if (amp) amp->restore(amp_state, path, main_rank);
     MINIDL_CHECK(meta.count("epoch"), "checkpoint '", path, "' has no epoch");
     first_epoch = std::stoll(meta["epoch"]) + 1;
     restore_rank_rng(L, meta);
@@ -233,10 +240,11 @@ Result run_training(const Options& o) {
   if (verbose)
     std::printf(
         "mnist_ddp: %lld train / %lld test images from %s; %s; batch %lld per process, "
-        "%lld global; %s lr %g; %d thread(s), %d loader worker(s) per process\n",
+        "%lld global; %s lr %g; %d thread(s), %d loader worker(s) per process%s%s\n",
         (long long)train_set->size(), (long long)test_set->size(), o.data.c_str(),
         L.describe().c_str(), (long long)o.batch_size, (long long)global_batch, o.optimizer.c_str(),
-        o.lr, get_num_threads(), o.workers);
+        o.lr, get_num_threads(), o.workers, amp ? "; " : "",
+        amp ? amp->describe().c_str() : "");
 
   Result result;
   result.main_rank = main_rank;
@@ -258,9 +266,17 @@ Result run_training(const Options& o) {
     Tensor device_loss_sum;
     if (!graph_step && L.device.is_cuda()) device_loss_sum = zeros({}, kFloat64, L.device);
     data::Example batch;
+    bool applied = true;  // AMP: whether the step's update was applied (not skipped)
     while (step < steps_per_epoch && train_loader.next(batch)) {
       if (graph_step) {  // the loss stays on the device until a log step reads the sum
         graph_step->step(batch.data, batch.target);
+      } else if (amp) {
+        Tensor x = batch.data.to(L.device), y = batch.target.to(L.device);
+        Tensor loss = amp->train_step(*train_module, *optimizer, x, y, applied);
+        if (device_loss_sum.defined())
+          device_loss_sum += loss.detach().to(kFloat64);
+        else
+          loss_sum += loss.item<double>();
       } else {
         Tensor x = batch.data.to(L.device), y = batch.target.to(L.device);
         optimizer->zero_grad();
@@ -272,7 +288,8 @@ Result run_training(const Options& o) {
         else
           loss_sum += loss.item<double>();
       }
-      if (scheduler && per_step_scheduler) scheduler->step();
+      // A skipped AMP step leaves the schedule where it was (PyTorch would advance it).
+      if (scheduler && per_step_scheduler && applied) scheduler->step();
       train_samples += batch.data.size(0);
       ++step;
       const bool log_step = step % o.log_interval == 0 || step == steps_per_epoch;
@@ -304,11 +321,12 @@ Result run_training(const Options& o) {
                             ? dist::all_reduce_mean(loss_sum / double(step), double(step))
                             : loss_sum / double(step);
 
-    EvalResult ev = evaluate(*model, test_loader, L, test_set->size());
+    EvalResult ev = evaluate(*model, test_loader, L, test_set->size(), amp.get());
     double acc = ev.samples ? 100.0 * double(ev.correct) / double(ev.samples) : 0;
     char suffix[160];
-    std::snprintf(suffix, sizeof suffix, "train loss %.4f, test loss %.4f, acc %.2f%% (%lld/%lld)",
-                  train_loss, ev.loss, acc, (long long)ev.correct, (long long)ev.samples);
+    std::snprintf(suffix, sizeof suffix, "train loss %.4f, test loss %.4f, acc %.2f%% (%lld/%lld)%s",
+                  train_loss, ev.loss, acc, (long long)ev.correct, (long long)ev.samples,
+                  amp ? amp->epoch_suffix().c_str() : "");
     bar.close(suffix);
     curves.epoch.push_back(double(epoch));
     curves.test_loss.push_back(ev.loss);
@@ -326,7 +344,10 @@ Result run_training(const Options& o) {
                {"epoch_seconds", seconds_since(t_epoch)},
                {"train_seconds", epoch_train_seconds},
                {"loader_wait_seconds", train_loader.stats().wait_seconds},
-               {"train_samples_per_s", double(step * global_batch) / epoch_train_seconds}});
+               {"train_samples_per_s", double(step * global_batch) / epoch_train_seconds},
+               {"amp", o.amp},
+               {"loss_scale", amp ? amp->scale() : 1.0},
+               {"skipped_steps", amp ? amp->skipped_steps() : int64_t(0)}});
     if (!o.checkpoint_dir.empty()) {
       auto meta = gather_rng_states(L);  // collective
       // Rank 0 writes; every rank waits for the complete file and fails if the write failed.
@@ -335,16 +356,19 @@ Result run_training(const Options& o) {
                      {"seed", std::to_string(o.seed)},
                      {"batch_size", std::to_string(o.batch_size)},
                      {"world_size", std::to_string(L.world_size)},
-                     {"optimizer", o.optimizer}});
+                     {"optimizer", o.optimizer},
+                     {"amp", amp ? amp->describe() : "off"}});
+        std::map<std::string, Tensor> amp_state;
+        if (amp) amp_state = amp->amp().state_dict();
         nn::save_checkpoint(checkpoint_path(o.checkpoint_dir, epoch), *model, optimizer.get(),
-                            scheduler.get(), meta);
+                            scheduler.get(), meta, amp ? &amp_state : nullptr);
         remove_older_checkpoints(o.checkpoint_dir, epoch);
       });
     }
     if (!o.plot.empty() && main_rank) apps::write_training_plot(o.plot, curves, "mnist_ddp");
   }
   if (result.epochs_run == 0 && !result.interrupted) {  // resumed at the end: just evaluate
-    EvalResult ev = evaluate(*model, test_loader, L, test_set->size());
+    EvalResult ev = evaluate(*model, test_loader, L, test_set->size(), amp.get());
     result.test_accuracy = ev.samples ? 100.0 * double(ev.correct) / double(ev.samples) : 0;
     result.test_loss = ev.loss, result.correct = ev.correct, result.test_samples = ev.samples;
   }
@@ -362,6 +386,10 @@ Result run_training(const Options& o) {
     result.cuda_graph = true;
     result.graph_replays = graph_step->replays(), result.eager_steps = graph_step->eager_steps();
   }
+  if (amp) {
+    result.amp = amp->describe() + amp->epoch_suffix();
+    result.skipped_steps = amp->skipped_steps();
+  }
   result.seconds = seconds_since(t_start);
   result.train_samples_per_s =
       train_seconds > 0 ? double(train_samples) * L.world_size / train_seconds : 0;
@@ -376,6 +404,8 @@ Result run_training(const Options& o) {
              {"loader_wait_fraction", result.loader_wait_fraction},
              {"peak_memory", result.peak_memory},
              {"cuda_graph", result.cuda_graph},
+             {"amp", o.amp},
+             {"skipped_steps", result.skipped_steps},
              {"interrupted", result.interrupted}});
   return result;
 }

@@ -41,6 +41,11 @@ struct Options {
   // Capture the full-batch training step once in a CUDA graph and replay it (apps/mnist_graph.h;
   // one process on a CUDA device; the last partial batch runs eagerly).
   bool cuda_graph = false;
+  // Mixed precision (apps/mnist_amp.h): off | bf16 | fp16; Apex opt level O0..O3 (default O1);
+  // the GradScaler's initial scale (fp16 at O1/O2; e.g. 1e10 to watch it recover).
+  std::string amp = "off";
+  std::string opt_level;
+  double init_scale = 65536.0;
 };
 
 // The outcome of a run (also printed as the one-line summary).
@@ -56,6 +61,8 @@ struct Result {
   std::string peak_memory;  // tensor memory peak per device of this process: "cpu 61.2 MiB"
   bool cuda_graph = false;  // --cuda-graph: steps replayed from the graph / run eagerly
   int64_t graph_replays = 0, eager_steps = 0;
+  std::string amp;               // "" or "amp fp16 O1, scale 32768, 3 skipped"
+  int64_t skipped_steps = 0;
 };
 
 // Trains and evaluates; throws minidl::Error with a one-line message on bad input. Returns

@@ -56,7 +56,8 @@ uint64_t read_u64(const TensorMap& sd, const std::string& key, const std::string
 }  // namespace
 
 void save_checkpoint(const std::string& path, Module& model, optim::Optimizer* opt,
-                     optim::LRScheduler* sched, const std::map<std::string, std::string>& extra) {
+                     optim::LRScheduler* sched, const std::map<std::string, std::string>& extra,
+                     const TensorMap* amp) {
   SafetensorsMetadata meta;
   for (const auto& [k, v] : extra) {
     MINIDL_CHECK(k != "format" && k != "version", "save_checkpoint: '", path,
@@ -69,6 +70,7 @@ void save_checkpoint(const std::string& path, Module& model, optim::Optimizer* o
   add_prefixed(all, "model.", model.state_dict());
   if (opt) add_prefixed(all, "optimizer.", opt->state_dict());
   if (sched) add_prefixed(all, "scheduler.", sched->state_dict());
+  if (amp) add_prefixed(all, "amp.", *amp);
   Generator& gen = default_generator();
   all["rng.seed"] = scalar_tensor(std::bit_cast<int64_t>(gen.seed()), kInt64);
   all["rng.offset"] = scalar_tensor(std::bit_cast<int64_t>(gen.offset()), kInt64);
@@ -77,7 +79,7 @@ void save_checkpoint(const std::string& path, Module& model, optim::Optimizer* o
 
 std::map<std::string, std::string> load_checkpoint(const std::string& path, Module& model,
                                                    optim::Optimizer* opt, optim::LRScheduler* sched,
-                                                   bool strict) {
+                                                   bool strict, TensorMap* amp) {
   // 1. Read and validate the whole file into memory.
   SafetensorsMetadata meta;
   TensorMap all;
@@ -96,7 +98,7 @@ std::map<std::string, std::string> load_checkpoint(const std::string& path, Modu
                "': unsupported checkpoint version ",
                ver == meta.end() ? std::string("(missing)") : ver->second, " (this build reads ",
                kVersion, ")");
-  TensorMap model_sd, opt_sd, sched_sd, rng;
+  TensorMap model_sd, opt_sd, sched_sd, rng, amp_sd;
   std::vector<std::string> unknown;
   for (auto& [k, v] : all) {
     auto take = [&](const char* prefix, TensorMap& dst) {
@@ -106,7 +108,7 @@ std::map<std::string, std::string> load_checkpoint(const std::string& path, Modu
       return true;
     };
     if (!take("model.", model_sd) && !take("optimizer.", opt_sd) && !take("scheduler.", sched_sd) &&
-        !take("rng.", rng))
+        !take("rng.", rng) && !take("amp.", amp_sd))
       unknown.push_back(k);
   }
   if (strict && !unknown.empty()) {
@@ -157,6 +159,7 @@ std::map<std::string, std::string> load_checkpoint(const std::string& path, Modu
     MINIDL_FAIL("load_checkpoint: '", path, "': ", e.what());
   }
   if (has_rng) gen.set_state(seed, offset);
+  if (amp) *amp = std::move(amp_sd);
   return meta;
 }
 

@@ -12,12 +12,15 @@ namespace minidl::nn {
 
 // Writes `path` atomically (temporary file, fsync, rename: a failed write leaves any previous
 // file intact). Keys: "model.<state_dict name>", "optimizer.<key>", "scheduler.<key>" and
-// "rng.seed"/"rng.offset" (0-d int64 holding the uint64 bits of default_generator()'s state).
+// "rng.seed"/"rng.offset" (0-d int64 holding the uint64 bits of default_generator()'s state),
+// and "amp.<key>" when `amp` is given (amp::Amp::state_dict: scale, growth tracker, skip
+// counters, fp32 master weights).
 // Metadata: {"format": "minidl-checkpoint", "version": "1"} plus `extra` (which may not redefine
 // "format" or "version").
 void save_checkpoint(const std::string& path, Module& model, optim::Optimizer* opt = nullptr,
                      optim::LRScheduler* sched = nullptr,
-                     const std::map<std::string, std::string>& extra = {});
+                     const std::map<std::string, std::string>& extra = {},
+                     const std::map<std::string, Tensor>* amp = nullptr);
 
 // Restores what save_checkpoint wrote and returns the file's metadata. The whole file is read
 // and validated first; if anything fails (unreadable/truncated/corrupted file, not a minidl
@@ -26,10 +29,13 @@ void save_checkpoint(const std::string& path, Module& model, optim::Optimizer* o
 // optimizer, scheduler and default generator are left unchanged. A "module." prefix on every
 // model key (DataParallel) is stripped with a warning. With strict=false unknown sections and a
 // missing RNG state are ignored and model keys are matched leniently (load_state_dict).
+// `amp` (when given) receives the "amp." section, empty when the file has none; the caller
+// applies it. Without `amp`, an "amp." section is ignored.
 std::map<std::string, std::string> load_checkpoint(const std::string& path, Module& model,
                                                    optim::Optimizer* opt = nullptr,
                                                    optim::LRScheduler* sched = nullptr,
-                                                   bool strict = true);
+                                                   bool strict = true,
+                                                   std::map<std::string, Tensor>* amp = nullptr);
 
 // Plain weights: keys = state_dict names (no prefix), metadata {"format": "pt"} like
 // Hugging Face's safetensors files; loadable with safetensors.torch.load_file.

@@ -215,9 +215,10 @@ void set_data(const Tensor& t, const Tensor& src) {
 }
 }  // namespace
 
-void Module::apply_to_tensors(const std::function<Tensor(const Tensor&)>& fn, bool floating_only) {
+void Module::apply_to_tensors(const std::function<Tensor(const Tensor&)>& fn, bool floating_only,
+                              bool recurse) {
   NoGradGuard guard;
-  visit(*this, true, [&](const Module& cm, const std::string&) {
+  visit(*this, recurse, [&](const Module& cm, const std::string&) {
     Module& m = const_cast<Module&>(cm);
     for (const auto& e : m.params_) {
       Tensor& t = m.tensor_at(e.offset);
@@ -244,6 +245,13 @@ Module& Module::to(DType dtype) {
   MINIDL_CHECK(is_floating(dtype), "Module.to: only floating dtypes are allowed, got ",
                dtype_name(dtype));
   apply_to_tensors([&](const Tensor& t) { return t.to(dtype); }, true);
+  return *this;
+}
+
+Module& Module::to_own(DType dtype) {
+  MINIDL_CHECK(is_floating(dtype), "Module.to: only floating dtypes are allowed, got ",
+               dtype_name(dtype));
+  apply_to_tensors([&](const Tensor& t) { return t.to(dtype); }, true, /*recurse=*/false);
   return *this;
 }
 

@@ -97,6 +97,9 @@ class Module : public std::enable_shared_from_this<Module> {
   Module& to(Device device);
   Module& to(DType dtype);  // floating parameters and buffers only
   Module& to(Device device, DType dtype) { return to(device).to(dtype); }
+  // Like to(dtype) for this module's own parameters and buffers only, not its children's
+  // (AMP O2 casts a model except its normalisation layers).
+  Module& to_own(DType dtype);
   void zero_grad(bool set_to_none = true);
 
   // ---- state
@@ -140,7 +143,8 @@ class Module : public std::enable_shared_from_this<Module> {
   void collect_modules(const std::string& prefix,
                        std::vector<std::pair<std::string, std::shared_ptr<Module>>>& out,
                        std::vector<const Module*>& seen) const;
-  void apply_to_tensors(const std::function<Tensor(const Tensor&)>& fn, bool floating_only);
+  void apply_to_tensors(const std::function<Tensor(const Tensor&)>& fn, bool floating_only,
+                        bool recurse = true);
 
   std::vector<TensorEntry> params_;
   std::vector<TensorEntry> buffers_;
