@@ -42,10 +42,10 @@ Tensor& amp_update_scale_(Tensor& scale, Tensor& growth_tracker, const Tensor& f
   MINIDL_CHECK(growth_tracker.defined() && growth_tracker.numel() == 1 &&
                    growth_tracker.dtype() == kInt32 && growth_tracker.device() == dev,
                op, ": growth_tracker must be a one-element int32 tensor on ", dev);
-  MINIDL_CHECK(growth_interval > 0, op, ": growth_interval must be positive (got ",
-               growth_interval, ")");
-  kernel<Op::amp_update_scale>(dev)(scale, growth_tracker, found_inf, growth_factor,
-                                    backoff_factor, growth_interval);
+  MINIDL_CHECK(growth_interval > 0, op, ": growth_interval must be positive (got ", growth_interval,
+               ")");
+  kernel<Op::amp_update_scale>(dev)(scale, growth_tracker, found_inf, growth_factor, backoff_factor,
+                                    growth_interval);
   return scale;
 }
 
@@ -97,8 +97,8 @@ void check_common(const std::vector<Tensor>& params, const std::vector<Tensor>& 
   const Device dev = params[0].device();
   for (size_t i = 0; i < params.size(); ++i) {
     const Tensor& p = params[i];
-    MINIDL_CHECK(p.defined() && p.device() == dev && p.is_floating_point() && p.is_contiguous(),
-                 op, ": parameter ", i, " must be a contiguous floating tensor on ", dev);
+    MINIDL_CHECK(p.defined() && p.device() == dev && p.is_floating_point() && p.is_contiguous(), op,
+                 ": parameter ", i, " must be a contiguous floating tensor on ", dev);
   }
   check_state(grads, params, op, "grad");
   for (const Tensor* t : {&amp.grad_scale, &amp.found_inf})
@@ -128,8 +128,8 @@ void adam_step(const FusedAdamArgs& a) {
   check_state(a.exp_avg, a.params, op, "exp_avg");
   check_state(a.exp_avg_sq, a.params, op, "exp_avg_sq");
   if (!a.max_exp_avg_sq.empty()) check_state(a.max_exp_avg_sq, a.params, op, "max_exp_avg_sq");
-  MINIDL_CHECK(a.steps.size() == a.params.size(), op, ": ", a.steps.size(),
-               " step tensor(s) for ", a.params.size(), " parameter(s)");
+  MINIDL_CHECK(a.steps.size() == a.params.size(), op, ": ", a.steps.size(), " step tensor(s) for ",
+               a.params.size(), " parameter(s)");
   for (size_t i = 0; i < a.steps.size(); ++i)
     MINIDL_CHECK(a.steps[i].defined() && a.steps[i].numel() == 1 &&
                      a.steps[i].dtype() == kFloat64 && a.steps[i].device() == a.params[i].device(),

@@ -78,11 +78,10 @@ void GradScaler::check_grads(optim::Optimizer& opt, std::vector<Tensor>& grads) 
       const Tensor& gr = p.grad();
       if (!gr.defined()) continue;
       MINIDL_CHECK(gr.dtype() != kFloat16, "Attempting to unscale FP16 gradients. (", where(),
-                   ": keep fp32 master weights; a gradient of shape ", gr.shape_str(),
-                   " is f16)");
+                   ": keep fp32 master weights; a gradient of shape ", gr.shape_str(), " is f16)");
       MINIDL_CHECK(gr.device() == scale_.device(), "GradScaler: a gradient of shape ",
-                   gr.shape_str(), " is on ", gr.device(), " but the scale is on ",
-                   scale_.device(), " (", where(), ")");
+                   gr.shape_str(), " is on ", gr.device(), " but the scale is on ", scale_.device(),
+                   " (", where(), ")");
       grads.push_back(gr);
     }
 }
@@ -153,10 +152,11 @@ bool GradScaler::step(optim::Optimizer& opt) {
     st.found = read_found_inf(st.found_inf) ? 1 : 0;
     return st.found == 0;
   }
-  MINIDL_CHECK(!capturing,
-               "GradScaler.step: this optimizer has no device-side AMP step (supports_amp_scaling() "
-               "is false), so it cannot be captured in a CUDA graph (",
-               where(), ")");
+  MINIDL_CHECK(
+      !capturing,
+      "GradScaler.step: this optimizer has no device-side AMP step (supports_amp_scaling() "
+      "is false), so it cannot be captured in a CUDA graph (",
+      where(), ")");
   if (st.stage == Stage::kReady) unscale_(opt);
   st.found = read_found_inf(st.found_inf) ? 1 : 0;
   if (st.found == 0) opt.step();
@@ -193,11 +193,12 @@ void GradScaler::update(std::optional<double> new_scale) {
   NoGradGuard guard;
   int found = 0;  // host view of this iteration: 0 finite, 1 inf/NaN, -1 unknown
   if (new_scale) {
-    MINIDL_CHECK(*new_scale > 0, "GradScaler.update: new_scale must be positive (got ",
-                 *new_scale, ", ", where(), ")");
+    MINIDL_CHECK(*new_scale > 0, "GradScaler.update: new_scale must be positive (got ", *new_scale,
+                 ", ", where(), ")");
     scale_.fill_(float(*new_scale));
     host_scale_ = float(*new_scale);
-    for (auto& [o, st] : per_opt_) found = (found < 0 || st.found < 0) ? -1 : std::max(found, st.found);
+    for (auto& [o, st] : per_opt_)
+      found = (found < 0 || st.found < 0) ? -1 : std::max(found, st.found);
   } else {
     Tensor total;
     for (auto& [o, st] : per_opt_) {
@@ -229,8 +230,8 @@ void GradScaler::update(std::optional<double> new_scale) {
   loss_nonfinite_.fill_(0.0);
   loss_reported_ = false;
   if (host_known_ && opt_.min_scale > 0)
-    MINIDL_CHECK(host_scale_ >= opt_.min_scale, "GradScaler: the loss scale fell to ",
-                 host_scale_, " (below min_scale ", opt_.min_scale, ") at step ", steps_,
+    MINIDL_CHECK(host_scale_ >= opt_.min_scale, "GradScaler: the loss scale fell to ", host_scale_,
+                 " (below min_scale ", opt_.min_scale, ") at step ", steps_,
                  opt_.rank >= 0 ? " on rank " + std::to_string(opt_.rank) : std::string(),
                  " after ", consecutive_,
                  " consecutive skipped steps: the gradients are inf/NaN at every scale (a "
@@ -282,8 +283,8 @@ void GradScaler::load_state_dict(const std::map<std::string, Tensor>& sd) {
   MINIDL_CHECK(!sd.empty(),
                "The source state dict is empty, possibly because it was saved from a disabled "
                "instance of GradScaler.");
-  for (const char* key : {"scale", "growth_factor", "backoff_factor", "growth_interval",
-                          "_growth_tracker"})
+  for (const char* key :
+       {"scale", "growth_factor", "backoff_factor", "growth_interval", "_growth_tracker"})
     MINIDL_CHECK(sd.count(key) && sd.at(key).defined() && sd.at(key).numel() == 1,
                  "GradScaler.load_state_dict: missing or non-scalar key `", key, "`");
   auto num = [&](const char* k) { return sd.at(k).item<double>(); };

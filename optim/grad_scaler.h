@@ -19,7 +19,7 @@ struct GradScalerOptions {
   double backoff_factor = 0.5;
   int64_t growth_interval = 2000;
   bool enabled = true;
-  double min_scale = 1.0 / 65536;      // update() throws when the scale falls below (0: never)
+  double min_scale = 1.0 / 65536;       // update() throws when the scale falls below (0: never)
   int64_t warn_consecutive_skips = 10;  // stderr warning once per streak of skips (0: never)
   int rank = -1;                        // named in messages; -1: unknown
 };
@@ -62,7 +62,7 @@ class GradScaler {
   // (optim::clip_grad_norm_); returns the total norm.
   double clip_grad_norm_(optim::Optimizer& opt, double max_norm, double norm_type = 2.0);
 
-  double get_scale() const;  // 1.0 when disabled; reads the device scale (a sync)
+  double get_scale() const;     // 1.0 when disabled; reads the device scale (a sync)
   Tensor scale_tensor() const;  // undefined before the first scale() or when disabled
   int64_t growth_tracker() const;
   bool is_enabled() const { return opt_.enabled; }

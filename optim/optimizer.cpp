@@ -65,8 +65,8 @@ const std::shared_ptr<FusedHyper>& Optimizer::fused_hyper(
   return fused_hyper_[g];
 }
 
-bool Optimizer::unscale_group_for_step(size_t g, const Tensor& grad_scale,
-                                       const Tensor& found_inf, int& skip) {
+bool Optimizer::unscale_group_for_step(size_t g, const Tensor& grad_scale, const Tensor& found_inf,
+                                       int& skip) {
   if (skip < 0) {
     MINIDL_CHECK(found_inf.defined() && found_inf.numel() == 1,
                  "step_with_scaling: found_inf must be a one-element tensor");

@@ -16,7 +16,6 @@ struct FusedHyper;  // tensor/dispatch.h
 
 namespace minidl::optim {
 
-
 // Hyper-parameters by name ("lr", "momentum", "beta1", "beta2", "eps", "weight_decay", ...);
 // booleans are stored as 0/1. Schedulers add "initial_lr" (and OneCycleLR "max_lr", ...).
 using Options = std::map<std::string, double>;
@@ -83,7 +82,7 @@ class Optimizer {
   void params_with_grad(size_t g, size_t idx0, std::vector<Tensor>& params,
                         std::vector<size_t>& ids) const;
   const std::shared_ptr<FusedHyper>& fused_hyper(size_t g,
-                                                   std::function<std::array<double, 8>()> read);
+                                                 std::function<std::array<double, 8>()> read);
   // The host fallback of step_with_scaling for group g's parameters: false (nothing done) when
   // found_inf is set (read once per step through *skip: -1 unknown, 0/1 known); else divides
   // their grads by grad_scale (when defined) and returns true: the caller then steps the group.

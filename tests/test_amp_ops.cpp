@@ -119,25 +119,30 @@ TEST_SUITE("grad_scaler_ops") {
   }
 
   TEST_CASE("fused_sgd CPU kernel equals the per-tensor SGD; found_inf skips bitwise") {
-    compare_fused([](std::vector<Tensor>& p) {
-      return std::make_unique<optim::SGD>(p, 0.1, 0.9, 0.0, 1e-2, true);
-    }, 5, 2);
-    compare_fused([](std::vector<Tensor>& p) {
-      return std::make_unique<optim::SGD>(p, 0.05);
-    }, 3, 0);
+    compare_fused(
+        [](std::vector<Tensor>& p) {
+          return std::make_unique<optim::SGD>(p, 0.1, 0.9, 0.0, 1e-2, true);
+        },
+        5, 2);
+    compare_fused([](std::vector<Tensor>& p) { return std::make_unique<optim::SGD>(p, 0.05); }, 3,
+                  0);
     // dampening != 0: the first step under AMP takes the host path; later steps are fused
-    compare_fused([](std::vector<Tensor>& p) {
-      return std::make_unique<optim::SGD>(p, 0.1, 0.8, 0.3);
-    }, 4, 0);
+    compare_fused(
+        [](std::vector<Tensor>& p) { return std::make_unique<optim::SGD>(p, 0.1, 0.8, 0.3); }, 4,
+        0);
   }
 
   TEST_CASE("fused_adam CPU kernel equals the per-tensor Adam/AdamW; found_inf skips bitwise") {
-    compare_fused([](std::vector<Tensor>& p) {
-      return std::make_unique<optim::Adam>(p, 1e-2, std::make_pair(0.9, 0.99), 1e-8, 1e-2);
-    }, 5, 1);
-    compare_fused([](std::vector<Tensor>& p) {
-      return std::make_unique<optim::AdamW>(p, 1e-2, std::make_pair(0.8, 0.9), 1e-6, 0.1, true);
-    }, 5, 3);
+    compare_fused(
+        [](std::vector<Tensor>& p) {
+          return std::make_unique<optim::Adam>(p, 1e-2, std::make_pair(0.9, 0.99), 1e-8, 1e-2);
+        },
+        5, 1);
+    compare_fused(
+        [](std::vector<Tensor>& p) {
+          return std::make_unique<optim::AdamW>(p, 1e-2, std::make_pair(0.8, 0.9), 1e-6, 0.1, true);
+        },
+        5, 3);
   }
 
   TEST_CASE("fused ops validate their arguments") {

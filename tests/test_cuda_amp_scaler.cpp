@@ -44,8 +44,9 @@ V fused_sgd_case(const V& in, Device dev, int v) {
 
 V fused_adam_case(const V& in, Device dev, int v) {
   FusedAdamArgs a;
-  a.hyper = optim::fused::make_hyper(
-      [] { return optim::fused::HyperValues{1e-2, 0.9, 0.99, 1e-8, 1e-2}; });
+  a.hyper = optim::fused::make_hyper([] {
+    return optim::fused::HyperValues{1e-2, 0.9, 0.99, 1e-8, 1e-2};
+  });
   a.decoupled = v == 1;
   a.params = {in[0].contiguous().clone()};
   a.grads = {in[1].contiguous().clone()};
@@ -62,7 +63,8 @@ V unscale_case(const V& in, Device dev, int v) {
   V g;
   for (const Tensor& t : in) g.push_back(t.clone());
   if (v >= 1 && g[0].numel() > 0) g[0].view({-1}).narrow(0, 0, 1).fill_(v == 1 ? INFINITY : NAN);
-  if (v == 3 && g[1].dim() == 2) g[1] = g[1].t();  // strided (written back through a contiguous copy)
+  if (v == 3 && g[1].dim() == 2)
+    g[1] = g[1].t();  // strided (written back through a contiguous copy)
   Tensor found = zeros({}, kFloat32, dev);
   amp::non_finite_check_and_unscale_(g, found, full({}, 0.125f, kFloat32, dev));
   V out = g;
@@ -87,16 +89,44 @@ namespace parity {
 
 std::vector<Case> cases_amp() {
   return {
-      {"non_finite_check_and_unscale", {"non_finite_check_and_unscale"},
-       {{{4, 6}, {6, 4}, {0, 3}}, {{70000}, {5, 5}, {1}}}, kFloats, unscale_case, 4, -4, 4,
-       false, true},
-      {"amp_update_scale", {"amp_update_scale"}, {{{12}}}, {kFloat32}, update_scale_case, 2, 0,
-       1, false, true},
-      {"fused_sgd", {"fused_sgd"}, {{{3, 5}, {3, 5}, {3, 5}}, {{70001}, {70001}, {70001}}},
-       kFloats, fused_sgd_case, 3, -2, 2, false},
-      {"fused_adam", {"fused_adam"},
-       {{{3, 5}, {3, 5}, {3, 5}, {3, 5}}, {{70001}, {70001}, {70001}, {70001}}}, kFloats,
-       fused_adam_case, 3, -2, 2, false},
+      {"non_finite_check_and_unscale",
+       {"non_finite_check_and_unscale"},
+       {{{4, 6}, {6, 4}, {0, 3}}, {{70000}, {5, 5}, {1}}},
+       kFloats,
+       unscale_case,
+       4,
+       -4,
+       4,
+       false,
+       true},
+      {"amp_update_scale",
+       {"amp_update_scale"},
+       {{{12}}},
+       {kFloat32},
+       update_scale_case,
+       2,
+       0,
+       1,
+       false,
+       true},
+      {"fused_sgd",
+       {"fused_sgd"},
+       {{{3, 5}, {3, 5}, {3, 5}}, {{70001}, {70001}, {70001}}},
+       kFloats,
+       fused_sgd_case,
+       3,
+       -2,
+       2,
+       false},
+      {"fused_adam",
+       {"fused_adam"},
+       {{{3, 5}, {3, 5}, {3, 5}, {3, 5}}, {{70001}, {70001}, {70001}, {70001}}},
+       kFloats,
+       fused_adam_case,
+       3,
+       -2,
+       2,
+       false},
   };
 }
 

@@ -89,8 +89,8 @@ TEST_SUITE("grad_scaler") {
       Tensor scaled_one = scaler.scale(one);
       Tensor gw = mul(testutil::from_f64(g["grads"][t]["w"].get<std::vector<double>>(), {3, 4}),
                       scaled_one);
-      Tensor gb = mul(testutil::from_f64(g["grads"][t]["b"].get<std::vector<double>>(), {3}),
-                      scaled_one);
+      Tensor gb =
+          mul(testutil::from_f64(g["grads"][t]["b"].get<std::vector<double>>(), {3}), scaled_one);
       const std::string key = std::to_string(t + 1);
       if (g["inf_steps"].contains(key)) {
         const std::string kind = g["inf_steps"][key];
@@ -122,8 +122,8 @@ TEST_SUITE("grad_scaler") {
       std::unique_ptr<optim::Optimizer> opt;
       if (which == 0) opt = std::make_unique<optim::SGD>(ps, 0.1, 0.9, 0.0, 1e-2, true);
       if (which == 1) opt = std::make_unique<optim::Adam>(ps, 1e-2);
-      if (which == 2) opt = std::make_unique<optim::AdamW>(ps, 1e-2, std::make_pair(0.9, 0.99),
-                                                           1e-8, 0.1, true);
+      if (which == 2)
+        opt = std::make_unique<optim::AdamW>(ps, 1e-2, std::make_pair(0.9, 0.99), 1e-8, 0.1, true);
       optim::StepLR sched(*opt, 1, 0.5);
       GradScaler scaler;
       for (int t = 0; t < 3; ++t) {  // some state first
@@ -264,8 +264,7 @@ TEST_SUITE("grad_scaler") {
   TEST_CASE("consecutive skips warn once per streak; the scale below min_scale is an error") {
     std::vector<Tensor> ps = {param({3}, 11)};
     optim::SGD opt(ps, 0.1);
-    GradScaler s({.init_scale = 8.0, .min_scale = 0.2, .warn_consecutive_skips = 3,
-                  .rank = 2});
+    GradScaler s({.init_scale = 8.0, .min_scale = 0.2, .warn_consecutive_skips = 3, .rank = 2});
     CerrCapture cap;
     for (int t = 0; t < 5; ++t) {
       s.scale(ones({}));

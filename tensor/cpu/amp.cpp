@@ -53,8 +53,7 @@ void non_finite_check_and_unscale_kernel(const std::vector<Tensor>& grads, Tenso
 }
 
 void amp_update_scale_kernel(Tensor& scale, Tensor& growth_tracker, const Tensor& found_inf,
-                             double growth_factor, double backoff_factor,
-                             int64_t growth_interval) {
+                             double growth_factor, double backoff_factor, int64_t growth_interval) {
   float* s = static_cast<float*>(scale.data_ptr());
   int32_t* tracker = static_cast<int32_t*>(growth_tracker.data_ptr());
   if (*static_cast<const float*>(found_inf.data_ptr()) != 0.0f) {

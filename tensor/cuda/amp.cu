@@ -84,8 +84,7 @@ __global__ void update_scale_kernel(float* scale, int32_t* tracker, const float*
 }
 
 void amp_update_scale_kernel(Tensor& scale, Tensor& growth_tracker, const Tensor& found_inf,
-                             double growth_factor, double backoff_factor,
-                             int64_t growth_interval) {
+                             double growth_factor, double backoff_factor, int64_t growth_interval) {
   TensorDeviceGuard guard(scale);
   update_scale_kernel<<<1, 1, 0, stream_of(scale)>>>(
       static_cast<float*>(scale.data_ptr()), static_cast<int32_t*>(growth_tracker.data_ptr()),

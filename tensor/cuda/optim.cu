@@ -211,12 +211,11 @@ void fused_adam_kernel(const FusedAdamArgs& args) {
                               vx = pick(args.max_exp_avg_sq, idx), st = pick(steps, idx);
     dispatch_floating(dt, "fused_adam", [&]<typename T>() {
       if (amsgrad) {
-        multi_tensor_apply<5>({&p, &g, &mm, &vv, &vx}, &st, nullptr,
-                              [&](const auto& a, int blocks) {
-                                adam_kernel<T, 5><<<blocks, kThreads, 0, stream>>>(
-                                    a, h, decoupled, gs, fi);
-                                MINIDL_CUDA_LAUNCH_CHECK();
-                              });
+        multi_tensor_apply<5>(
+            {&p, &g, &mm, &vv, &vx}, &st, nullptr, [&](const auto& a, int blocks) {
+              adam_kernel<T, 5><<<blocks, kThreads, 0, stream>>>(a, h, decoupled, gs, fi);
+              MINIDL_CUDA_LAUNCH_CHECK();
+            });
       } else {
         multi_tensor_apply<4>({&p, &g, &mm, &vv}, &st, nullptr, [&](const auto& a, int blocks) {
           adam_kernel<T, 4><<<blocks, kThreads, 0, stream>>>(a, h, decoupled, gs, fi);
