@@ -54,12 +54,13 @@ void Adam::check_options(const Options& o) const {
                ": Invalid weight_decay value: ", o.at("weight_decay"));
 }
 
-bool Adam::fused_step(size_t gi, size_t idx0) {
+bool Adam::fused_step(size_t gi, size_t idx0, const FusedAmpArgs* amp, bool allow_cpu) {
   ParamGroup& g = groups_[gi];
-  std::vector<Tensor> params, grads, m, v, vmax, steps;
+  FusedAdamArgs a;
+  std::vector<Tensor>& params = a.params;
   std::vector<size_t> ids;
   params_with_grad(gi, idx0, params, ids);
-  if (!fused::usable(params)) return false;
+  if (!fused::usable(params, allow_cpu)) return false;
   const bool amsgrad = g.get("amsgrad") != 0;
   for (size_t k = 0; k < params.size(); ++k) {
     const Tensor& p = params[k];
@@ -75,18 +76,20 @@ bool Adam::fused_step(size_t gi, size_t idx0) {
     for (const char* name : {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"})
       if (st.count(name)) fused::place_state(st[name], p.device(), p.dtype());
     fused::place_state(st["step"], p.device(), kFloat64);
-    grads.push_back(p.grad());
-    m.push_back(st["exp_avg"]);
-    v.push_back(st["exp_avg_sq"]);
-    if (amsgrad) vmax.push_back(st["max_exp_avg_sq"]);
-    steps.push_back(st["step"]);
+    a.grads.push_back(p.grad());
+    a.exp_avg.push_back(st["exp_avg"]);
+    a.exp_avg_sq.push_back(st["exp_avg_sq"]);
+    if (amsgrad) a.max_exp_avg_sq.push_back(st["max_exp_avg_sq"]);
+    a.steps.push_back(st["step"]);
   }
-  const fused::HyperHandle& hyper = fused_hyper(gi, [this, gi] {
+  a.hyper = fused_hyper(gi, [this, gi] {
     const ParamGroup& pg = groups_[gi];
     return fused::HyperValues{pg.get("lr"), pg.get("beta1"), pg.get("beta2"), pg.get("eps"),
                               pg.get("weight_decay")};
   });
-  fused::adam_step(hyper, decoupled_, params, grads, m, v, vmax, steps);
+  a.decoupled = decoupled_;
+  if (amp) a.amp = *amp;
+  fused::adam_step(a);
   return true;
 }
 
@@ -94,49 +97,76 @@ void Adam::step() {
   NoGradGuard guard;
   size_t idx = 0;
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
-    ParamGroup& g = groups_[gi];
     const size_t idx0 = idx;
-    idx += g.params.size();
-    if (g.get("fused") != 0 && fused_step(gi, idx0)) continue;
-    const double lr = g.get("lr"), b1 = g.get("beta1"), b2 = g.get("beta2"), eps = g.get("eps"),
-                 wd = g.get("weight_decay");
-    const bool amsgrad = g.get("amsgrad") != 0;
-    for (size_t j = 0; j < g.params.size(); ++j) {
-      Tensor& p = g.params[j];
-      auto& st = state_[idx0 + j];
-      const Tensor& grad0 = p.grad();
-      if (!grad0.defined()) continue;
-      if (!st.count("exp_avg")) {
-        st["step"] = scalar_tensor(0.0, kFloat64);
-        st["exp_avg"] = zeros_like(p.detach());
-        st["exp_avg_sq"] = zeros_like(p.detach());
-        if (amsgrad) st["max_exp_avg_sq"] = zeros_like(p.detach());
-      }
-      const double t = increment_step(st);
-      Tensor grad = grad0;
-      if (decoupled_)
-        mul_(p, 1 - lr * wd);
-      else if (wd != 0)
-        grad = add(grad0, p, wd);
-      Tensor& m = st["exp_avg"];
-      Tensor& v = st["exp_avg_sq"];
-      mul_(m, b1);
-      add_(m, grad, 1 - b1);
-      mul_(v, b2);
-      add_(v, mul(grad, grad), 1 - b2);
-      const double bc1 = 1 - std::pow(b1, t), bc2_sqrt = std::sqrt(1 - std::pow(b2, t));
-      Tensor denom;
-      if (amsgrad) {
-        auto it = st.find("max_exp_avg_sq");
-        if (it == st.end()) it = st.emplace("max_exp_avg_sq", zeros_like(p.detach())).first;
-        it->second.copy_(maximum(it->second, v));
-        denom = div(sqrt(it->second), bc2_sqrt);
-      } else {
-        denom = div(sqrt(v), bc2_sqrt);
-      }
-      add_(denom, eps);
-      add_(p, div(m, denom), -lr / bc1);
+    idx += groups_[gi].params.size();
+    if (groups_[gi].get("fused") != 0 && fused_step(gi, idx0, nullptr, false)) continue;
+    plain_step(gi, idx0);
+  }
+}
+
+bool Adam::supports_amp_scaling() const {
+  for (size_t gi = 0; gi < groups_.size(); ++gi) {
+    std::vector<Tensor> params;
+    std::vector<size_t> ids;
+    params_with_grad(gi, 0, params, ids);
+    if (!params.empty() && (groups_[gi].get("fused") == 0 || !fused::usable(params))) return false;
+  }
+  return true;
+}
+
+void Adam::step_with_scaling(const Tensor& grad_scale, const Tensor& found_inf) {
+  NoGradGuard guard;
+  const FusedAmpArgs amp{grad_scale, found_inf};
+  int skip = -1;
+  size_t idx = 0;
+  for (size_t gi = 0; gi < groups_.size(); ++gi) {
+    const size_t idx0 = idx;
+    idx += groups_[gi].params.size();
+    if (groups_[gi].get("fused") != 0 && fused_step(gi, idx0, &amp, true)) continue;
+    if (unscale_group_for_step(gi, grad_scale, found_inf, skip)) plain_step(gi, idx0);
+  }
+}
+
+void Adam::plain_step(size_t gi, size_t idx0) {
+  ParamGroup& g = groups_[gi];
+  const double lr = g.get("lr"), b1 = g.get("beta1"), b2 = g.get("beta2"), eps = g.get("eps"),
+               wd = g.get("weight_decay");
+  const bool amsgrad = g.get("amsgrad") != 0;
+  for (size_t j = 0; j < g.params.size(); ++j) {
+    Tensor& p = g.params[j];
+    auto& st = state_[idx0 + j];
+    const Tensor& grad0 = p.grad();
+    if (!grad0.defined()) continue;
+    if (!st.count("exp_avg")) {
+      st["step"] = scalar_tensor(0.0, kFloat64);
+      st["exp_avg"] = zeros_like(p.detach());
+      st["exp_avg_sq"] = zeros_like(p.detach());
+      if (amsgrad) st["max_exp_avg_sq"] = zeros_like(p.detach());
     }
+    const double t = increment_step(st);
+    Tensor grad = grad0;
+    if (decoupled_)
+      mul_(p, 1 - lr * wd);
+    else if (wd != 0)
+      grad = add(grad0, p, wd);
+    Tensor& m = st["exp_avg"];
+    Tensor& v = st["exp_avg_sq"];
+    mul_(m, b1);
+    add_(m, grad, 1 - b1);
+    mul_(v, b2);
+    add_(v, mul(grad, grad), 1 - b2);
+    const double bc1 = 1 - std::pow(b1, t), bc2_sqrt = std::sqrt(1 - std::pow(b2, t));
+    Tensor denom;
+    if (amsgrad) {
+      auto it = st.find("max_exp_avg_sq");
+      if (it == st.end()) it = st.emplace("max_exp_avg_sq", zeros_like(p.detach())).first;
+      it->second.copy_(maximum(it->second, v));
+      denom = div(sqrt(it->second), bc2_sqrt);
+    } else {
+      denom = div(sqrt(v), bc2_sqrt);
+    }
+    add_(denom, eps);
+    add_(p, div(m, denom), -lr / bc1);
   }
 }
 

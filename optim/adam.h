@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "optim/optimizer.h"
+#include "tensor/dispatch.h"
 
 namespace minidl::optim {
 
@@ -21,6 +22,8 @@ class Adam : public Optimizer {
        std::pair<double, double> betas = {0.9, 0.999}, double eps = 1e-8, double weight_decay = 0,
        bool amsgrad = false);
   void step() override;
+  bool supports_amp_scaling() const override;
+  void step_with_scaling(const Tensor& grad_scale, const Tensor& found_inf) override;
 
  protected:
   Adam(std::vector<ParamGroup> groups, Options defaults, bool decoupled);
@@ -28,9 +31,11 @@ class Adam : public Optimizer {
   bool decoupled_ = false;  // AdamW
 
  private:
-  // The fused step for group g (global index of its first parameter: idx0); false when the
-  // group's parameters are not usable by it.
-  bool fused_step(size_t g, size_t idx0);
+  // The fused step for group g (global index of its first parameter: idx0), with the AMP
+  // inputs when given; false when the group's parameters are not usable by it (CPU ones only
+  // with allow_cpu).
+  bool fused_step(size_t g, size_t idx0, const FusedAmpArgs* amp, bool allow_cpu);
+  void plain_step(size_t g, size_t idx0);  // per-tensor ops
 };
 
 // AdamW: p *= 1 - lr*weight_decay, then the Adam update without L2 term.

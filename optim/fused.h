@@ -1,50 +1,48 @@
-// Fused multi-tensor optimizer steps for CUDA parameters (PyTorch's fused/foreach SGD and
-// Adam(W)): a group is updated in a few kernel launches, with the step counts and hyper-parameters
-// read from device memory so the step can be captured in a CUDA graph. Plain C++ interface; the
-// kernels live in tensor/cuda/optim.cu (optim/fused.cpp is the CPU-build fallback).
+// Frontends of the AMP and fused-optimizer ops of the kernel table (tensor/ops.def:
+// non_finite_check_and_unscale, amp_update_scale, fused_sgd, fused_adam): validation, then one
+// dispatch. CUDA kernels: tensor/cuda/amp.cu, optim.cu; CPU: tensor/cpu/amp.cpp, optim.cpp.
 #pragma once
 #include <array>
 #include <functional>
 #include <memory>
 #include <vector>
 
+#include "tensor/dispatch.h"
 #include "tensor/tensor.h"
+
+namespace minidl::amp {
+
+// PyTorch's torch._amp_foreach_non_finite_check_and_unscale_: one pass over `grads` (floating
+// tensors on found_inf's device): g *= inv_scale, found_inf = 1 when any g held an inf/NaN.
+// found_inf and inv_scale are 0-d f32 tensors; nothing is read back to the host.
+void non_finite_check_and_unscale_(const std::vector<Tensor>& grads, Tensor& found_inf,
+                                   const Tensor& inv_scale);
+
+// PyTorch's torch._amp_update_scale_ (in place on scale (0-d f32) and growth_tracker (0-d int32),
+// all three on one device); returns scale.
+Tensor& amp_update_scale_(Tensor& scale, Tensor& growth_tracker, const Tensor& found_inf,
+                          double growth_factor, double backoff_factor, int64_t growth_interval);
+
+}  // namespace minidl::amp
 
 namespace minidl::optim::fused {
 
-// Whether the fused path can update `params` (those that have a grad): every one a dense,
-// contiguous, floating CUDA tensor on one device, with a grad of its dtype, shape and device
-// that is contiguous too. Always false in a build without CUDA and for an empty list.
-bool usable(const std::vector<Tensor>& params);
+// Whether the fused kernels can update `params` (those that have a grad): every one a dense,
+// contiguous, floating tensor on one device, with a contiguous grad of its dtype, shape and
+// device. CUDA only unless allow_cpu (the CPU kernels exist for AMP steps and tests; the
+// optimizers' plain CPU step keeps its per-tensor path). False for an empty list.
+bool usable(const std::vector<Tensor>& params, bool allow_cpu = false);
 
-// A group's hyper-parameters as the kernels read them from device memory, in this order:
-//   SGD:  {lr, momentum, dampening, weight_decay}
-//   Adam: {lr, beta1, beta2, eps, weight_decay}
 using HyperValues = std::array<double, 8>;
-
-// Per-group device copy of the hyper-parameters. `read` returns the group's current host values:
-// it is called on every eager step (values uploaded before the kernels) and, when a step is
-// captured in a CUDA graph, before every replay of that graph (so an LR scheduler works with a
-// captured step). The replay hook holds a weak_ptr: a destroyed optimizer is skipped.
-struct Hyper;  // defined in tensor/cuda/optim.cu (an empty stand-in in the CPU build)
-using HyperHandle = std::shared_ptr<Hyper>;
+using Hyper = FusedHyper;
+using HyperHandle = std::shared_ptr<FusedHyper>;
 HyperHandle make_hyper(std::function<HyperValues()> read);
 
-// SGD over params[i] / grads[i] with momentum buffers bufs[i] (all undefined when momentum is
-// off: then bufs is empty). first[i] != 0: bufs[i] is set to the (weight-decayed) gradient, as
-// on PyTorch's first step. Math equals optim/sgd.cpp in order and rounding (f32 and f64 in
-// their own precision; f16/bf16 compute in float and round on store).
-void sgd_step(const HyperHandle& hyper, bool nesterov, const std::vector<Tensor>& params,
-              const std::vector<Tensor>& grads, const std::vector<Tensor>& bufs,
-              const std::vector<uint8_t>& first);
-
-// Adam/AdamW over params[i] with exp_avg m[i], exp_avg_sq v[i], max_exp_avg_sq vmax[i] (amsgrad;
-// empty otherwise) and step counts steps[i] (0-d f64 tensors on the device, incremented by one
-// here before the update; bias corrections are computed from them on the device).
-void adam_step(const HyperHandle& hyper, bool decoupled, const std::vector<Tensor>& params,
-               const std::vector<Tensor>& grads, const std::vector<Tensor>& m,
-               const std::vector<Tensor>& v, const std::vector<Tensor>& vmax,
-               const std::vector<Tensor>& steps);
+// The fused_sgd / fused_adam ops (tensor/dispatch.h documents the arguments). Every state list
+// must match the parameters (dtype, shape, device, contiguous); amp tensors, when given, are 0-d
+// f32 tensors on the parameters' device.
+void sgd_step(const FusedSgdArgs& args);
+void adam_step(const FusedAdamArgs& args);
 
 // Makes a state tensor (momentum buffer, exp_avg, step, ...) contiguous, of dtype `dt` and on
 // `dev` (e.g. after load_state_dict put it on the CPU, or after a module.to()).

@@ -58,11 +58,38 @@ void Optimizer::params_with_grad(size_t g, size_t idx0, std::vector<Tensor>& par
     }
 }
 
-const std::shared_ptr<fused::Hyper>& Optimizer::fused_hyper(
+const std::shared_ptr<FusedHyper>& Optimizer::fused_hyper(
     size_t g, std::function<std::array<double, 8>()> read) {
   if (fused_hyper_.size() < groups_.size()) fused_hyper_.resize(groups_.size());
   if (!fused_hyper_[g]) fused_hyper_[g] = fused::make_hyper(std::move(read));
   return fused_hyper_[g];
+}
+
+bool Optimizer::unscale_group_for_step(size_t g, const Tensor& grad_scale, const Tensor& found_inf,
+                                       int& skip) {
+  if (skip < 0) {
+    MINIDL_CHECK(found_inf.defined() && found_inf.numel() == 1,
+                 "step_with_scaling: found_inf must be a one-element tensor");
+    skip = found_inf.item<double>() != 0 ? 1 : 0;
+  }
+  if (skip) return false;
+  if (grad_scale.defined()) {
+    const double s = grad_scale.item<double>();
+    for (Tensor& p : groups_.at(g).params) {
+      Tensor gr = p.grad();
+      if (gr.defined()) gr.copy_(div(gr, s));
+    }
+  }
+  return true;
+}
+
+void Optimizer::step_with_scaling(const Tensor& grad_scale, const Tensor& found_inf) {
+  NoGradGuard guard;
+  int skip = -1;
+  bool go = true;
+  for (size_t g = 0; g < groups_.size() && go; ++g)
+    go = unscale_group_for_step(g, grad_scale, found_inf, skip);
+  if (go) step();
 }
 
 double increment_step(std::map<std::string, Tensor>& st) {

@@ -10,11 +10,11 @@
 
 #include "tensor/tensor.h"
 
-namespace minidl::optim {
-
-namespace fused {
-struct Hyper;  // optim/fused.h
+namespace minidl {
+struct FusedHyper;  // tensor/dispatch.h
 }
+
+namespace minidl::optim {
 
 // Hyper-parameters by name ("lr", "momentum", "beta1", "beta2", "eps", "weight_decay", ...);
 // booleans are stored as 0/1. Schedulers add "initial_lr" (and OneCycleLR "max_lr", ...).
@@ -54,6 +54,14 @@ class Optimizer {
   void add_param_group(ParamGroup group);
 
   virtual void step() = 0;
+  // AMP (optim/grad_scaler.h). Whether step_with_scaling() runs on the device without a host
+  // sync for every group (PyTorch's _step_supports_amp_scaling: the fused CUDA path).
+  virtual bool supports_amp_scaling() const { return false; }
+  // One step on gradients divided by grad_scale (undefined: already unscaled), skipped when
+  // found_inf (0-d f32) != 0: parameters and state, step counts included, stay bitwise
+  // unchanged. SGD/Adam(W) do it in the fused ops (on the device, capturable); groups the fused
+  // kernels cannot take, and this default, read found_inf on the host, then unscale and step().
+  virtual void step_with_scaling(const Tensor& grad_scale, const Tensor& found_inf);
   // Drops (set_to_none) or zeroes every parameter's .grad.
   void zero_grad(bool set_to_none = true);
 
@@ -73,14 +81,19 @@ class Optimizer {
   // from `read` (which reads groups_[g] when called).
   void params_with_grad(size_t g, size_t idx0, std::vector<Tensor>& params,
                         std::vector<size_t>& ids) const;
-  const std::shared_ptr<fused::Hyper>& fused_hyper(size_t g,
-                                                   std::function<std::array<double, 8>()> read);
+  const std::shared_ptr<FusedHyper>& fused_hyper(size_t g,
+                                                 std::function<std::array<double, 8>()> read);
+  // The host fallback of step_with_scaling for group g's parameters: false (nothing done) when
+  // found_inf is set (read once per step through *skip: -1 unknown, 0/1 known); else divides
+  // their grads by grad_scale (when defined) and returns true: the caller then steps the group.
+  bool unscale_group_for_step(size_t g, const Tensor& grad_scale, const Tensor& found_inf,
+                              int& skip);
   Options defaults_;
   std::vector<ParamGroup> groups_;
   std::vector<std::map<std::string, Tensor>> state_;  // by global parameter index
 
  private:
-  std::vector<std::shared_ptr<fused::Hyper>> fused_hyper_;  // by group
+  std::vector<std::shared_ptr<FusedHyper>> fused_hyper_;  // by group
 };
 
 // Incremented step count stored in state["step"] (a 0-d f64 tensor); returns the new value.

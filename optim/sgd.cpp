@@ -42,65 +42,107 @@ void SGD::check_options(const Options& o) const {
                momentum, ", dampening ", dampening, ")");
 }
 
-bool SGD::fused_step(size_t gi, size_t idx0) {
+bool SGD::fused_step(size_t gi, size_t idx0, const FusedAmpArgs* amp, bool allow_cpu) {
   ParamGroup& g = groups_[gi];
-  std::vector<Tensor> params, grads, bufs;
-  std::vector<uint8_t> first;
+  FusedSgdArgs a;
   std::vector<size_t> ids;
-  params_with_grad(gi, idx0, params, ids);
-  if (!fused::usable(params)) return false;
+  params_with_grad(gi, idx0, a.params, ids);
+  if (!fused::usable(a.params, allow_cpu)) return false;
   const bool momentum = g.get("momentum") != 0;
-  for (size_t k = 0; k < params.size(); ++k) {
-    const Tensor& p = params[k];
-    grads.push_back(p.grad());
+  // Under AMP a skipped first step must leave no half-made buffer: with zero dampening a zero
+  // buffer and the regular update give exactly d; otherwise the host path takes the first step.
+  const bool zero_first = amp && amp->found_inf.defined();
+  for (size_t k = 0; k < a.params.size(); ++k) {
+    const Tensor& p = a.params[k];
+    a.grads.push_back(p.grad());
     if (!momentum) continue;
     auto& st = state_[ids[k]];
     auto it = st.find("momentum_buffer");
-    first.push_back(it == st.end());
-    if (it == st.end())
-      it = st.emplace("momentum_buffer", empty(p.shape(), p.dtype(), p.device())).first;
+    const bool first = it == st.end();
+    if (first && zero_first && g.get("dampening") != 0) return false;
+    if (first)
+      it = st.emplace("momentum_buffer", zero_first ? zeros(p.shape(), p.dtype(), p.device())
+                                                    : empty(p.shape(), p.dtype(), p.device()))
+               .first;
     else
       fused::place_state(it->second, p.device(), p.dtype());
-    bufs.push_back(it->second);
+    a.first.push_back(first && !zero_first);
+    a.bufs.push_back(it->second);
   }
-  const fused::HyperHandle& hyper = fused_hyper(gi, [this, gi] {
+  a.hyper = fused_hyper(gi, [this, gi] {
     const ParamGroup& pg = groups_[gi];
     return fused::HyperValues{pg.get("lr"), pg.get("momentum"), pg.get("dampening"),
                               pg.get("weight_decay")};
   });
-  fused::sgd_step(hyper, g.get("nesterov") != 0, params, grads, bufs, first);
+  a.nesterov = g.get("nesterov") != 0;
+  if (amp) a.amp = *amp;
+  fused::sgd_step(a);
   return true;
+}
+
+void SGD::plain_step(size_t gi, size_t idx0) {
+  ParamGroup& g = groups_[gi];
+  const double lr = g.get("lr"), momentum = g.get("momentum"), dampening = g.get("dampening"),
+               wd = g.get("weight_decay");
+  const bool nesterov = g.get("nesterov") != 0;
+  for (size_t j = 0; j < g.params.size(); ++j) {
+    Tensor& p = g.params[j];
+    auto& st = state_[idx0 + j];
+    const Tensor& grad = p.grad();
+    if (!grad.defined()) continue;
+    Tensor d = wd != 0 ? add(grad, p, wd) : grad;
+    if (momentum != 0) {
+      auto it = st.find("momentum_buffer");
+      if (it == st.end()) {
+        it = st.emplace("momentum_buffer", d.detach().clone()).first;
+      } else {
+        mul_(it->second, momentum);
+        add_(it->second, d, 1 - dampening);
+      }
+      d = nesterov ? add(d, it->second, momentum) : it->second;
+    }
+    add_(p, d, -lr);
+  }
 }
 
 void SGD::step() {
   NoGradGuard guard;
   size_t idx = 0;
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
-    ParamGroup& g = groups_[gi];
     const size_t idx0 = idx;
+    idx += groups_[gi].params.size();
+    if (groups_[gi].get("fused") != 0 && fused_step(gi, idx0, nullptr, false)) continue;
+    plain_step(gi, idx0);
+  }
+}
+
+bool SGD::supports_amp_scaling() const {
+  size_t idx = 0;
+  for (size_t gi = 0; gi < groups_.size(); ++gi) {
+    const ParamGroup& g = groups_[gi];
+    std::vector<Tensor> params;
+    std::vector<size_t> ids;
+    params_with_grad(gi, idx, params, ids);
     idx += g.params.size();
-    if (g.get("fused") != 0 && fused_step(gi, idx0)) continue;
-    const double lr = g.get("lr"), momentum = g.get("momentum"), dampening = g.get("dampening"),
-                 wd = g.get("weight_decay");
-    const bool nesterov = g.get("nesterov") != 0;
-    for (size_t j = 0; j < g.params.size(); ++j) {
-      Tensor& p = g.params[j];
-      auto& st = state_[idx0 + j];
-      const Tensor& grad = p.grad();
-      if (!grad.defined()) continue;
-      Tensor d = wd != 0 ? add(grad, p, wd) : grad;
-      if (momentum != 0) {
-        auto it = st.find("momentum_buffer");
-        if (it == st.end()) {
-          it = st.emplace("momentum_buffer", d.detach().clone()).first;
-        } else {
-          mul_(it->second, momentum);
-          add_(it->second, d, 1 - dampening);
-        }
-        d = nesterov ? add(d, it->second, momentum) : it->second;
-      }
-      add_(p, d, -lr);
-    }
+    if (params.empty()) continue;
+    if (g.get("fused") == 0 || !fused::usable(params)) return false;
+    if (g.get("momentum") != 0 && g.get("dampening") != 0)  // first step: host path
+      for (size_t id : ids)
+        if (!state_[id].count("momentum_buffer")) return false;
+  }
+  return true;
+}
+
+void SGD::step_with_scaling(const Tensor& grad_scale, const Tensor& found_inf) {
+  NoGradGuard guard;
+  const FusedAmpArgs amp{grad_scale, found_inf};
+  int skip = -1;
+  size_t idx = 0;
+  for (size_t gi = 0; gi < groups_.size(); ++gi) {
+    const size_t idx0 = idx;
+    idx += groups_[gi].params.size();
+    if (groups_[gi].get("fused") != 0 && fused_step(gi, idx0, &amp, true)) continue;
+    if (unscale_group_for_step(gi, grad_scale, found_inf, skip)) plain_step(gi, idx0);
   }
 }
 

@@ -2,6 +2,7 @@
 // (torch.optim.SGD semantics).
 #pragma once
 #include "optim/optimizer.h"
+#include "tensor/dispatch.h"
 
 namespace minidl::optim {
 
@@ -16,14 +17,18 @@ class SGD : public Optimizer {
   SGD(std::vector<ParamGroup> groups, double lr, double momentum = 0, double dampening = 0,
       double weight_decay = 0, bool nesterov = false);
   void step() override;
+  bool supports_amp_scaling() const override;
+  void step_with_scaling(const Tensor& grad_scale, const Tensor& found_inf) override;
 
  protected:
   void check_options(const Options& o) const override;
 
  private:
-  // The fused step for group g (global index of its first parameter: idx0); false when the
-  // group's parameters are not usable by it.
-  bool fused_step(size_t g, size_t idx0);
+  // The fused step for group g (global index of its first parameter: idx0), with the AMP
+  // inputs when given; false when the group's parameters are not usable by it (CPU ones only
+  // with allow_cpu).
+  bool fused_step(size_t g, size_t idx0, const FusedAmpArgs* amp, bool allow_cpu);
+  void plain_step(size_t g, size_t idx0);  // per-tensor ops
 };
 
 }  // namespace minidl::optim

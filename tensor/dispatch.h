@@ -3,7 +3,10 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string_view>
+#include <vector>
 
 #include "tensor/tensor.h"
 
@@ -100,6 +103,52 @@ using TopkKernel = void (*)(const Tensor& in, int64_t k, int64_t dim, bool large
                             Tensor& values, Tensor& indices);
 // Fills a contiguous `out` from the generator's Philox stream (see tensor/random.h).
 using RandomKernel = void (*)(Tensor& out, double a, double b, Generator& gen);
+
+// ---- AMP and fused optimizer steps (frontends with validation: optim/fused.h).
+// grads (any floating dtypes, one device, updated in place): g *= inv_scale (skipped when
+// inv_scale == 1), and found_inf (0-d f32) is set to 1 when any element was inf/NaN before the
+// multiplication (never reset here). PyTorch's _amp_foreach_non_finite_check_and_unscale_.
+using NonFiniteCheckUnscaleKernel = void (*)(const std::vector<Tensor>& grads, Tensor& found_inf,
+                                             const Tensor& inv_scale);
+// PyTorch's _amp_update_scale_: scale (0-d f32), growth_tracker (0-d int32), found_inf (0-d
+// f32). found_inf: scale *= backoff, tracker = 0; else tracker += 1 and at growth_interval
+// scale *= growth (kept when the result would be inf), tracker = 0.
+using AmpUpdateScaleKernel = void (*)(Tensor& scale, Tensor& growth_tracker,
+                                      const Tensor& found_inf, double growth_factor,
+                                      double backoff_factor, int64_t growth_interval);
+// A group's hyper-parameters for the fused steps: read() returns the current host values
+// (SGD: {lr, momentum, dampening, weight_decay}; Adam: {lr, beta1, beta2, eps, weight_decay}).
+// CUDA kernels keep a device copy in `dev`, uploaded before every eager step and, for a step
+// captured in a CUDA graph, before every replay (so LR schedulers work with captured steps).
+struct FusedHyper {
+  std::function<std::array<double, 8>()> read;
+  Tensor dev;
+};
+// Optional AMP inputs of both fused steps (0-d f32 on the parameters' device, or undefined):
+// grads are divided by grad_scale inside the step, and when found_inf != 0 the whole update,
+// step counts included, is skipped on the device.
+struct FusedAmpArgs {
+  Tensor grad_scale, found_inf;
+};
+// SGD over params[i] / grads[i] with momentum buffers bufs[i] (empty without momentum);
+// first[i] != 0: bufs[i] is set to the (weight-decayed) gradient. Math of optim/sgd.cpp.
+struct FusedSgdArgs {
+  std::shared_ptr<FusedHyper> hyper;
+  bool nesterov = false;
+  std::vector<Tensor> params, grads, bufs;
+  std::vector<uint8_t> first;
+  FusedAmpArgs amp;
+};
+// Adam(W) with exp_avg, exp_avg_sq, max_exp_avg_sq (amsgrad; empty otherwise) and step counts
+// (0-d f64, incremented before the update). Math of optim/adam.cpp.
+struct FusedAdamArgs {
+  std::shared_ptr<FusedHyper> hyper;
+  bool decoupled = false;  // AdamW
+  std::vector<Tensor> params, grads, exp_avg, exp_avg_sq, max_exp_avg_sq, steps;
+  FusedAmpArgs amp;
+};
+using FusedSgdKernel = void (*)(const FusedSgdArgs& args);
+using FusedAdamKernel = void (*)(const FusedAdamArgs& args);
 
 enum class Op : uint16_t {
 #define MINIDL_OP(name, sig) name,

@@ -163,10 +163,11 @@ inline void run_all(const std::vector<Case>& cases, Device dev = kCUDA) {
 }
 
 // The case tables (test_cuda_ops.cpp: copy/unary/binary/reduce/softmax/linalg;
-// test_cuda_ops2.cpp: conv/pool/norm/loss/index/random).
+// test_cuda_ops2.cpp: conv/pool/norm/loss/index/random; test_cuda_amp_scaler.cpp: AMP).
 std::vector<Case> cases_elementwise();
 std::vector<Case> cases_reduce_linalg();
 std::vector<Case> cases_nn();
 std::vector<Case> cases_index_random();
+std::vector<Case> cases_amp();  // test_cuda_amp_scaler.cpp: AMP and fused-optimizer ops
 
 }  // namespace parity

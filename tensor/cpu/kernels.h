@@ -14,4 +14,6 @@ void register_norm_kernels();     // layer_norm, batch_norm        (norm.cpp)
 void register_loss_kernels();     // cross_entropy                 (loss.cpp)
 void register_index_kernels();    // embedding, gather, scatter... (index.cpp)
 void register_random_kernels();   // uniform, normal, ...          (random.cpp)
+void register_amp_kernels();      // non_finite_check_and_unscale, amp_update_scale (amp.cpp)
+void register_optim_kernels();    // fused_sgd, fused_adam       (optim.cpp)
 }  // namespace minidl::cpu

@@ -18,6 +18,8 @@ void register_cpu_kernels() {
   cpu::register_loss_kernels();
   cpu::register_index_kernels();
   cpu::register_random_kernels();
+  cpu::register_amp_kernels();
+  cpu::register_optim_kernels();
 }
 
 }  // namespace minidl

@@ -15,4 +15,6 @@ void register_norm_kernels();     // layer_norm, batch_norm        (norm.cu)
 void register_loss_kernels();     // cross_entropy                 (loss.cu)
 void register_index_kernels();    // embedding, gather, scatter... (index.cu)
 void register_random_kernels();   // uniform, normal, ...          (random.cu)
+void register_amp_kernels();      // non_finite_check_and_unscale, amp_update_scale (amp.cu)
+void register_optim_kernels();    // fused_sgd, fused_adam       (optim.cu)
 }  // namespace minidl::cuda

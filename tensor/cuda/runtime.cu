@@ -50,6 +50,8 @@ void register_cuda_kernels() {
   cuda::register_loss_kernels();
   cuda::register_index_kernels();
   cuda::register_random_kernels();
+  cuda::register_amp_kernels();
+  cuda::register_optim_kernels();
   set_cross_device_copy(&cuda::cross_device_copy_impl);
   cuda::install_allocator();
 }
