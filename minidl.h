@@ -6,6 +6,7 @@
 #include "autograd/gradcheck.h"
 #include "nn/atomic_file.h"
 #include "nn/safetensors.h"
+#include "tensor/autocast.h"
 #include "tensor/cuda.h"
 #include "tensor/device.h"
 #include "tensor/dtype.h"

@@ -8,6 +8,7 @@
 #include <unordered_set>
 
 #include "autograd/grad_mode.h"
+#include "tensor/autocast.h"
 #include "tensor/ops.h"
 
 namespace minidl::autograd {
@@ -38,6 +39,9 @@ std::vector<Tensor> execute(const std::vector<Tensor>& roots, const std::vector<
   MINIDL_CHECK(grads.empty() || grads.size() == roots.size(), "backward: got ", grads.size(),
                " gradients for ", roots.size(), " outputs");
   NoGradGuard no_grad;  // backward formulas are not themselves recorded
+  // Backward runs in the forward's dtypes: autocast is off (every device type) while the
+  // closures run, even when backward() is called inside an autocast region.
+  amp::AutocastStateGuard no_autocast(amp::AutocastState{});
   std::vector<std::pair<Edge, Tensor>> starts;
   for (size_t i = 0; i < roots.size(); ++i) {
     const Tensor& r = roots[i];

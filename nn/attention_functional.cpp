@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "nn/attention_functional.h"
+#include "tensor/autocast.h"
 
 namespace minidl::nn::functional {
 
@@ -28,6 +29,10 @@ Tensor apply_attention_mask(const Tensor& scores, const Tensor& mask, std::strin
 AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                              const Tensor& attn_mask, bool is_causal,
                                              double dropout_p, bool training, Generator* gen) {
+  if (auto ac =
+          amp::autocast_inputs<amp::AutocastOp::scaled_dot_product_attention>(q, k, v, attn_mask))
+    return scaled_dot_product_attention(ac[0], ac[1], ac[2], ac[3], is_causal, dropout_p, training,
+                                        gen);
   constexpr std::string_view op = "scaled_dot_product_attention";
   MINIDL_CHECK(q.defined() && k.defined() && v.defined(), "op `", op, "`: undefined input");
   MINIDL_CHECK(q.dim() >= 2 && k.dim() >= 2 && v.dim() >= 2, "op `", op,

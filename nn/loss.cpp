@@ -4,6 +4,8 @@
 
 #include <limits>
 
+#include "tensor/autocast.h"
+
 namespace minidl::nn {
 
 Reduction parse_reduction(std::string_view s) {
@@ -38,6 +40,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduc
 
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reduction,
                 int64_t ignore_index) {
+  if (auto ac = amp::autocast_inputs<amp::AutocastOp::nll_loss>(log_probs, target))
+    return nll_loss(ac[0], ac[1], reduction, ignore_index);
   MINIDL_CHECK(log_probs.defined() && target.defined(), "op `nll_loss`: undefined input");
   MINIDL_CHECK(log_probs.is_floating_point(), "op `nll_loss`: expected floating input, got dtype ",
                log_probs.dtype());
@@ -92,6 +96,8 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reducti
 }
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  if (auto ac = amp::autocast_inputs<amp::AutocastOp::mse_loss>(input, target))
+    return mse_loss(ac[0], ac[1], reduction);
   MINIDL_CHECK(input.defined() && target.defined(), "op `mse_loss`: undefined input");
   MINIDL_CHECK(input.is_floating_point(), "op `mse_loss`: expected floating input, got dtype ",
                input.dtype());
@@ -102,6 +108,9 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) 
 Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,
                                         const Tensor& weight, Reduction reduction,
                                         const Tensor& pos_weight) {
+  if (auto ac = amp::autocast_inputs<amp::AutocastOp::binary_cross_entropy_with_logits>(
+          input, target, weight, pos_weight))
+    return binary_cross_entropy_with_logits(ac[0], ac[1], ac[2], reduction, ac[3]);
   constexpr std::string_view op = "binary_cross_entropy_with_logits";
   MINIDL_CHECK(input.defined() && target.defined(), "op `", op, "`: undefined input");
   MINIDL_CHECK(input.is_floating_point() && target.is_floating_point(), "op `", op,

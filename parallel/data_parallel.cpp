@@ -7,6 +7,7 @@
 
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
+#include "tensor/autocast.h"
 #include "tensor/ops.h"
 
 namespace minidl::dist {
@@ -105,6 +106,7 @@ Tensor DataParallel::forward(const Tensor& x) {
   std::vector<Tensor> outputs(n);
   std::vector<std::exception_ptr> errors(n);
   const bool grad_mode = GradMode::is_enabled();
+  const amp::AutocastState autocast = amp::autocast_state();  // the replicas inherit it
   std::vector<Tensor> parts(n);  // scatter on this thread (x's autograd state is not shared)
   for (size_t k = 0; k < n; ++k) {
     const int64_t start = int64_t(k) * chunk;
@@ -113,6 +115,7 @@ Tensor DataParallel::forward(const Tensor& x) {
   auto run = [&](size_t k) {
     try {
       AutoGradMode mode(grad_mode);
+      amp::AutocastStateGuard autocast_mode(autocast);
       outputs[k] = replicas_[k]->forward(parts[k]);
     } catch (...) {
       errors[k] = std::current_exception();

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "autograd/function.h"
+#include "tensor/autocast.h"
 #include "tensor/ops.h"
 
 namespace minidl {
@@ -235,6 +236,7 @@ Tensor div(const Tensor& a, const Tensor& b) {
 }
 
 Tensor pow(const Tensor& a, const Tensor& b) {
+  if (auto ac = amp::autocast_inputs<amp::AutocastOp::pow>(a, b)) return pow(ac[0], ac[1]);
   check_pair(a, b, "pow");
   const DType dt = result_type(a, b);
   MINIDL_CHECK(dt != kBool, "op `pow`: not supported for bool tensors (shapes ", a.shape_str(),
@@ -254,6 +256,7 @@ Tensor pow(const Tensor& a, const Tensor& b) {
 }
 
 Tensor pow(const Tensor& a, Scalar exponent) {
+  if (auto ac = amp::autocast_inputs<amp::AutocastOp::pow>(a)) return pow(ac[0], exponent);
   MINIDL_CHECK(a.defined(), "op `pow`: undefined input tensor");
   const DType dt = result_type(a, exponent);
   MINIDL_CHECK(dt != kBool, "op `pow`: not supported for bool tensors (shape ", a.shape_str(), ")");
@@ -312,6 +315,8 @@ Tensor logical_or(const Tensor& a, const Tensor& b) {
 }
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  if (auto ac = amp::autocast_inputs<amp::AutocastOp::where>(cond, a, b))
+    return where(ac[0], ac[1], ac[2]);
   MINIDL_CHECK(cond.defined(), "op `where`: undefined condition tensor");
   check_pair(a, b, "where");
   check_pair(cond, a, "where");

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "autograd/function.h"
+#include "tensor/autocast.h"
 #include "tensor/ops.h"
 
 namespace minidl {
@@ -136,6 +137,8 @@ void check_grad_shape(std::string_view op, const Tensor& grad_out, const Shape& 
 }  // namespace
 
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2dParams& p) {
+  if (auto ac = amp::autocast_inputs<amp::AutocastOp::conv2d>(x, w, bias))
+    return conv2d(ac[0], ac[1], ac[2], p);
   constexpr std::string_view op = "conv2d";
   check_floating(op, x, "input");
   check_same(op, x, "input", w, "weight");

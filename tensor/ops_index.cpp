@@ -3,6 +3,7 @@
 // kernels before they write. Device agnostic. embedding, index_select and gather record their
 // backward (scatter-adds into zeros); integer outputs never get history.
 #include "autograd/function.h"
+#include "tensor/autocast.h"
 #include "tensor/ops.h"
 
 namespace minidl {
@@ -192,6 +193,8 @@ Tensor& scatter_add_(Tensor& self, int64_t dim, const Tensor& index, const Tenso
 }
 
 Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
+  if (auto ac = amp::autocast_inputs<amp::AutocastOp::scatter_add>(x, index, src))
+    return scatter_add(ac[0], dim, ac[1], ac[2]);
   check_defined("scatter_add", x, "input");
   Tensor out;
   {

@@ -4,11 +4,13 @@
 #include <algorithm>
 
 #include "autograd/function.h"
+#include "tensor/autocast.h"
 #include "tensor/ops.h"
 
 namespace minidl {
 
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
+  if (auto ac = amp::autocast_list<amp::AutocastOp::cat>(tensors)) return cat(ac.tensors, dim);
   MINIDL_CHECK(!tensors.empty(), "op `cat`: expected a non-empty list of tensors");
   // PyTorch skips legacy 1-D empty tensors ([0]) when other inputs have higher rank.
   const Tensor* ref = nullptr;
@@ -89,6 +91,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
 }
 
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
+  if (auto ac = amp::autocast_list<amp::AutocastOp::stack>(tensors)) return stack(ac.tensors, dim);
   MINIDL_CHECK(!tensors.empty(), "op `stack`: expected a non-empty list of tensors");
   const int64_t d = wrap_dim(dim, tensors[0].dim() + 1, "stack");
   std::vector<Tensor> expanded;

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "autograd/function.h"
+#include "tensor/autocast.h"
 #include "tensor/cuda/gemm.h"
 #include "tensor/ops.h"
 
@@ -79,6 +80,7 @@ Tensor matmul_impl(const Tensor& a, const Tensor& b);
 }  // namespace
 
 Tensor mm(const Tensor& a, const Tensor& b) {
+  if (auto ac = amp::autocast_inputs<amp::AutocastOp::mm>(a, b)) return mm(ac[0], ac[1]);
   check_operands(a, b, "mm");
   MINIDL_CHECK(a.dim() == 2 && b.dim() == 2, "op `mm`: expected 2-D matrices, got shapes ",
                a.shape_str(), " and ", b.shape_str());
@@ -93,6 +95,7 @@ Tensor mm(const Tensor& a, const Tensor& b) {
 }
 
 Tensor bmm(const Tensor& a, const Tensor& b) {
+  if (auto ac = amp::autocast_inputs<amp::AutocastOp::bmm>(a, b)) return bmm(ac[0], ac[1]);
   check_operands(a, b, "bmm");
   MINIDL_CHECK(a.dim() == 3 && b.dim() == 3, "op `bmm`: expected 3-D batches [B, M, K] and ",
                "[B, K, N], got shapes ", a.shape_str(), " and ", b.shape_str());
@@ -106,6 +109,7 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
+  if (auto ac = amp::autocast_inputs<amp::AutocastOp::matmul>(a, b)) return matmul(ac[0], ac[1]);
   Tensor out;
   {
     NoGradGuard no_grad;
@@ -194,6 +198,8 @@ Tensor cuda_linear_with_bias(const Tensor& x, const Tensor& w, const Tensor& b) 
 }  // namespace
 
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
+  if (auto ac = amp::autocast_inputs<amp::AutocastOp::linear>(x, w, b))
+    return linear(ac[0], ac[1], ac[2]);
   check_operands(x, w, "linear");
   MINIDL_CHECK(w.dim() == 1 || w.dim() == 2, "op `linear`: weight must be [out_features, ",
                "in_features], got shape ", w.shape_str(), " (input ", x.shape_str(), ")");

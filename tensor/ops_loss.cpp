@@ -2,6 +2,7 @@
 // PyTorch semantics) forward and backward. Logits [N,C,d1..] are moved to [M,C] rows.
 // The forward records one fused autograd node on the loss (gradient to the logits only).
 #include "autograd/function.h"
+#include "tensor/autocast.h"
 #include "tensor/ops.h"
 
 namespace minidl {
@@ -92,6 +93,8 @@ CrossEntropyResult cross_entropy_nograd(const Tensor& logits, const Tensor& targ
 CrossEntropyResult cross_entropy_forward(const Tensor& logits, const Tensor& target,
                                          Reduction reduction, int64_t ignore_index,
                                          double label_smoothing) {
+  if (auto ac = amp::autocast_inputs<amp::AutocastOp::cross_entropy>(logits, target))
+    return cross_entropy_forward(ac[0], ac[1], reduction, ignore_index, label_smoothing);
   const CeLayout l = ce_layout("cross_entropy", logits, target, label_smoothing);
   CrossEntropyResult res;
   {

@@ -2,6 +2,7 @@
 // dtypes and devices, allocate outputs, dispatch to the kernels. The forwards record one fused
 // autograd node on `out` (grads for x, weight, bias; statistics and running stats get none).
 #include "autograd/function.h"
+#include "tensor/autocast.h"
 #include "tensor/ops.h"
 
 namespace minidl {
@@ -44,6 +45,8 @@ std::pair<int64_t, int64_t> layer_norm_rows(std::string_view op, const Tensor& x
 
 LayerNormResult layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& w,
                            const Tensor& b, double eps) {
+  if (auto ac = amp::autocast_inputs<amp::AutocastOp::layer_norm>(x, w, b))
+    return layer_norm(ac[0], normalized_shape, ac[1], ac[2], eps);
   constexpr std::string_view op = "layer_norm";
   MINIDL_CHECK(x.defined(), "op `layer_norm`: input is undefined");
   check_floating(op, x, "input");
@@ -141,6 +144,8 @@ void check_bn_input(std::string_view op, const Tensor& x) {
 
 BatchNormResult batch_norm(const Tensor& x, const Tensor& w, const Tensor& b, Tensor running_mean,
                            Tensor running_var, bool training, double momentum, double eps) {
+  if (auto ac = amp::autocast_inputs<amp::AutocastOp::batch_norm>(x, w, b))  // not the stats
+    return batch_norm(ac[0], ac[1], ac[2], running_mean, running_var, training, momentum, eps);
   constexpr std::string_view op = "batch_norm";
   check_bn_input(op, x);
   check_channel_params(op, x,

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "autograd/function.h"
+#include "tensor/autocast.h"
 #include "tensor/ops.h"
 
 namespace minidl {
@@ -154,6 +155,8 @@ void check_floating_var(const Tensor& x, std::string_view op) {
 }  // namespace
 
 Tensor sum(const Tensor& x, const DimList& dims, bool keepdim, std::optional<DType> dtype) {
+  if (!dtype)  // with an explicit dtype the caller chose (torch's fp32_set_opt_dtype)
+    if (auto ac = amp::autocast_inputs<amp::AutocastOp::sum>(x)) return sum(ac[0], dims, keepdim);
   const DimList d = reduce_dims(x, dims, "sum");
   const DType od = dtype ? *dtype : (is_integral(x.dtype(), true) ? kInt64 : x.dtype());
   Tensor out;
@@ -171,6 +174,7 @@ Tensor sum(const Tensor& x, const DimList& dims, bool keepdim, std::optional<DTy
 }
 
 Tensor mean(const Tensor& x, const DimList& dims, bool keepdim) {
+  if (auto ac = amp::autocast_inputs<amp::AutocastOp::mean>(x)) return mean(ac[0], dims, keepdim);
   const DimList d = reduce_dims(x, dims, "mean");
   MINIDL_CHECK(is_floating(x.dtype()),
                "op `mean`: could not infer output dtype. Input dtype must be either a floating "
@@ -288,6 +292,8 @@ Tensor argmin(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
 }
 
 Tensor logsumexp(const Tensor& x, const DimList& dims, bool keepdim) {
+  if (auto ac = amp::autocast_inputs<amp::AutocastOp::logsumexp>(x))
+    return logsumexp(ac[0], dims, keepdim);
   const DimList d = reduce_dims(x, dims, "logsumexp");
   Tensor out;
   {

@@ -2,6 +2,7 @@
 // checks, output allocation, dispatch. 0-d inputs are treated as one-element vectors.
 // softmax/log_softmax record a node whose backward uses the saved output.
 #include "autograd/function.h"
+#include "tensor/autocast.h"
 #include "tensor/ops.h"
 
 namespace minidl {
@@ -51,6 +52,7 @@ Tensor softmax_bwd(const Tensor& grad_out, const Tensor& out, int64_t dim, std::
 }  // namespace
 
 Tensor softmax(const Tensor& x, int64_t dim) {
+  if (auto ac = amp::autocast_inputs<amp::AutocastOp::softmax>(x)) return softmax(ac[0], dim);
   Tensor out = softmax_forward<Op::softmax>(x, dim, "softmax");
   autograd::record("SoftmaxBackward", {x}, {&out}, {out},
                    [dim](const std::vector<Tensor>& g, const std::vector<Tensor>& s) {
@@ -60,6 +62,8 @@ Tensor softmax(const Tensor& x, int64_t dim) {
 }
 
 Tensor log_softmax(const Tensor& x, int64_t dim) {
+  if (auto ac = amp::autocast_inputs<amp::AutocastOp::log_softmax>(x))
+    return log_softmax(ac[0], dim);
   Tensor out = softmax_forward<Op::log_softmax>(x, dim, "log_softmax");
   autograd::record("LogSoftmaxBackward", {x}, {&out}, {out},
                    [dim](const std::vector<Tensor>& g, const std::vector<Tensor>& s) {

@@ -6,6 +6,7 @@
 #include <numbers>
 
 #include "autograd/function.h"
+#include "tensor/autocast.h"
 #include "tensor/ops.h"
 
 namespace minidl {
@@ -84,15 +85,18 @@ Tensor sign(const Tensor& x) {
 }
 
 Tensor exp(const Tensor& x) {
+  if (auto ac = amp::autocast_inputs<amp::AutocastOp::exp>(x)) return exp(ac[0]);
   Tensor y = float_unary<Op::exp>(x, "exp");
   return with_grad(y, "ExpBackward", x, {y},
                    [](const Tensor& g, const Saved& s) { return mul(g, s[0]); });
 }
 Tensor log(const Tensor& x) {
+  if (auto ac = amp::autocast_inputs<amp::AutocastOp::log>(x)) return log(ac[0]);
   return with_grad(float_unary<Op::log>(x, "log"), "LogBackward", x, {x},
                    [](const Tensor& g, const Saved& s) { return div(g, s[0]); });
 }
 Tensor log1p(const Tensor& x) {
+  if (auto ac = amp::autocast_inputs<amp::AutocastOp::log1p>(x)) return log1p(ac[0]);
   return with_grad(float_unary<Op::log1p>(x, "log1p"), "Log1PBackward", x, {x},
                    [](const Tensor& g, const Saved& s) { return div(g, add(s[0], 1)); });
 }
@@ -102,6 +106,7 @@ Tensor sqrt(const Tensor& x) {
                    [](const Tensor& g, const Saved& s) { return div(g, mul(s[0], 2)); });
 }
 Tensor rsqrt(const Tensor& x) {
+  if (auto ac = amp::autocast_inputs<amp::AutocastOp::rsqrt>(x)) return rsqrt(ac[0]);
   Tensor y = float_unary<Op::rsqrt>(x, "rsqrt");  // dx = -g y^3 / 2
   return with_grad(y, "RsqrtBackward", x, {y}, [](const Tensor& g, const Saved& s) {
     return mul(g, mul(mul(s[0], mul(s[0], s[0])), -0.5));

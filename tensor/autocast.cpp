@@ -1,0 +1,262 @@
+// Autocast state (thread-local, per device type), the policy table generated from
+// tensor/autocast.def, the input casts of the hook and the per-region weight cast cache.
+#include "tensor/autocast.h"
+
+#include <memory>
+#include <unordered_map>
+
+#include "tensor/ops.h"
+
+namespace minidl::amp {
+namespace {
+
+struct PolicyRow {
+  std::string_view name;
+  CastPolicy cuda, cpu;
+};
+
+constexpr CastPolicy lower = CastPolicy::lower, fp32 = CastPolicy::fp32,
+                     promote = CastPolicy::promote, none = CastPolicy::none;
+
+constexpr PolicyRow kTable[] = {
+#define MINIDL_AUTOCAST(name, cuda, cpu) {#name, cuda, cpu},
+#include "tensor/autocast.def"
+#undef MINIDL_AUTOCAST
+};
+static_assert(sizeof(kTable) / sizeof(kTable[0]) == size_t(kNumAutocastOps));
+
+// A cached cast of a leaf parameter: valid while the source lives and keeps its version.
+struct CacheEntry {
+  std::weak_ptr<TensorImpl> src;
+  uint64_t version = 0;
+  Tensor casted;
+};
+struct CacheKey {
+  const TensorImpl* impl;
+  DType dtype;
+  bool operator==(const CacheKey&) const = default;
+};
+struct CacheKeyHash {
+  size_t operator()(const CacheKey& k) const {
+    return std::hash<const void*>()(k.impl) ^ (size_t(k.dtype) << 1);
+  }
+};
+
+thread_local AutocastState t_state;
+thread_local bool t_excluded = false;  // inside a hooked frontend
+thread_local int t_nesting = 0;        // live autocast / AutocastStateGuard regions
+thread_local std::unordered_map<CacheKey, CacheEntry, CacheKeyHash> t_cache;
+thread_local AutocastCacheStats t_stats;
+
+void refresh_active() {
+  detail::t_autocast_active = (t_state.cpu.enabled || t_state.cuda.enabled) && !t_excluded;
+}
+
+DeviceAutocast& slot(AutocastState& s, DeviceType d) {
+  return d == DeviceType::cuda ? s.cuda : s.cpu;
+}
+
+void check_dtype(DType dt, DeviceType d) {
+  MINIDL_CHECK(dt == kFloat16 || dt == kBFloat16, "autocast(",
+               d == DeviceType::cuda ? "cuda" : "cpu", "): dtype must be float16 or bfloat16, got ",
+               dt);
+}
+
+void enter_region() {
+  ++t_nesting;
+}
+
+void leave_region() {
+  if (--t_nesting == 0) t_cache.clear();
+}
+
+}  // namespace
+
+CastPolicy policy(AutocastOp op, DeviceType device_type) {
+  const PolicyRow& row = kTable[size_t(op)];
+  return device_type == DeviceType::cuda ? row.cuda : row.cpu;
+}
+
+std::string_view autocast_op_name(AutocastOp op) {
+  return kTable[size_t(op)].name;
+}
+
+std::string_view policy_name(CastPolicy p) {
+  switch (p) {
+    case CastPolicy::lower:
+      return "lower";
+    case CastPolicy::fp32:
+      return "fp32";
+    case CastPolicy::promote:
+      return "promote";
+    case CastPolicy::none:
+      break;
+  }
+  return "none";
+}
+
+bool is_autocast_enabled(DeviceType device_type) {
+  return slot(t_state, device_type).enabled;
+}
+
+DType get_autocast_dtype(DeviceType device_type) {
+  return slot(t_state, device_type).dtype;
+}
+
+bool is_autocast_cache_enabled() {
+  return t_state.cache_enabled;
+}
+
+AutocastState autocast_state() {
+  return t_state;
+}
+
+void set_autocast_state(const AutocastState& state) {
+  check_dtype(state.cpu.dtype, DeviceType::cpu);
+  check_dtype(state.cuda.dtype, DeviceType::cuda);
+  t_state = state;
+  refresh_active();
+}
+
+autocast::autocast(DeviceType device_type, std::optional<DType> dtype, bool enabled,
+                   bool cache_enabled)
+    : prev_(t_state) {
+  const DType dt = dtype.value_or(device_type == DeviceType::cuda ? kFloat16 : kBFloat16);
+  check_dtype(dt, device_type);
+  AutocastState s = t_state;
+  slot(s, device_type) = {enabled, dt};
+  s.cache_enabled = cache_enabled;
+  t_state = s;
+  refresh_active();
+  enter_region();
+}
+
+autocast::~autocast() {
+  t_state = prev_;
+  refresh_active();
+  leave_region();
+}
+
+AutocastStateGuard::AutocastStateGuard(const AutocastState& state) : prev_(t_state) {
+  set_autocast_state(state);
+  enter_region();
+}
+
+AutocastStateGuard::~AutocastStateGuard() {
+  t_state = prev_;
+  refresh_active();
+  leave_region();
+}
+
+AutocastCacheStats autocast_cache_stats() {
+  AutocastCacheStats s = t_stats;
+  s.cached = t_cache.size();
+  return s;
+}
+
+void reset_autocast_cache_stats() {
+  t_stats = {};
+}
+
+void clear_autocast_cache() {
+  t_cache.clear();
+}
+
+namespace detail {
+
+ExcludeGuard::ExcludeGuard() : prev_(t_excluded) {
+  t_excluded = true;
+  refresh_active();
+}
+
+ExcludeGuard::~ExcludeGuard() {
+  if (!owns_) return;
+  t_excluded = prev_;
+  refresh_active();
+}
+
+std::optional<DeviceType> device_of(std::initializer_list<const Tensor*> ts) {
+  for (const Tensor* t : ts)
+    if (t->defined()) return t->device().type;
+  return std::nullopt;
+}
+
+std::optional<DType> target_dtype(AutocastOp op, DeviceType device_type,
+                                  std::initializer_list<const Tensor*> ts) {
+  return target_dtype(op, device_type, std::vector<const Tensor*>(ts));
+}
+
+std::optional<DType> target_dtype(AutocastOp op, DeviceType device_type,
+                                  const std::vector<const Tensor*>& ts) {
+  const DeviceAutocast& st = slot(t_state, device_type);
+  if (!st.enabled) return std::nullopt;
+  switch (policy(op, device_type)) {
+    case CastPolicy::none:
+      return std::nullopt;
+    case CastPolicy::lower:
+      return st.dtype;
+    case CastPolicy::fp32:
+      return kFloat32;
+    case CastPolicy::promote:
+      break;
+  }
+  // Widest floating dtype among the inputs on this device type (f16 with bf16 gives f32).
+  std::optional<DType> wide;
+  for (const Tensor* t : ts)
+    if (t->defined() && t->is_floating_point() && t->device().type == device_type)
+      wide = wide ? promote_types(*wide, t->dtype()) : t->dtype();
+  return wide;
+}
+
+Tensor cast_input(const Tensor& t, DType dtype, DeviceType device_type) {
+  if (!t.defined() || !t.is_floating_point() || t.dtype() == kFloat64 || t.dtype() == dtype ||
+      t.device().type != device_type)
+    return t;
+  // Like torch: only float32 leaf parameters cast to the autocast dtype are cached, and only
+  // inside a region (a thread that merely set the state has nobody to clear its cache).
+  const bool cacheable = t_state.cache_enabled && t_nesting > 0 && t.dtype() == kFloat32 &&
+                         dtype == slot(t_state, device_type).dtype && t.is_leaf() &&
+                         t.requires_grad();
+  if (!cacheable) {
+    ++t_stats.casts;
+    return t.to(dtype);
+  }
+  const CacheKey key{t.impl(), dtype};
+  auto it = t_cache.find(key);
+  if (it != t_cache.end()) {
+    const CacheEntry& e = it->second;
+    if (e.src.lock() == t.impl_ptr() && e.version == t.version()) {
+      ++t_stats.hits;
+      return e.casted;
+    }
+  }
+  ++t_stats.casts;
+  ++t_stats.weight_casts;
+  Tensor casted = t.to(dtype);
+  t_cache[key] = CacheEntry{t.impl_ptr(), t.version(), casted};
+  return casted;
+}
+
+}  // namespace detail
+
+AutocastList autocast_list_slow(AutocastOp op, const std::vector<Tensor>& ts) {
+  AutocastList out;
+  const Tensor* first = nullptr;
+  for (const Tensor& t : ts)
+    if (t.defined()) {
+      first = &t;
+      break;
+    }
+  if (!first) return out;
+  const DeviceType dev = first->device().type;
+  std::vector<const Tensor*> ptrs;
+  for (const Tensor& t : ts) ptrs.push_back(&t);
+  const std::optional<DType> dt = detail::target_dtype(op, dev, ptrs);
+  if (!dt) return out;
+  out.tensors.reserve(ts.size());
+  for (const Tensor& t : ts) out.tensors.push_back(detail::cast_input(t, *dt, dev));
+  out.guard.emplace();
+  return out;
+}
+
+}  // namespace minidl::amp
