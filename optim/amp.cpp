@@ -105,6 +105,7 @@ Amp::Amp(nn::Module& model, optim::Optimizer& opt, AmpOptions options)
       }
   } else if (opt_.opt_level == OptLevel::O3) {
     cast_model(model_, opt_.dtype, /*keep_norm=*/false);
+    if (opt_.dtype == kFloat16) warn_fp16_without_scaler("amp O3 (loss scale 1, may diverge)");
   }
 }
 

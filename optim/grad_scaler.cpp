@@ -65,6 +65,9 @@ Tensor GradScaler::scale(const Tensor& loss) {
     // inv_scale 1: a check only (the loss is left as is); the flag is read when step() skips.
     non_finite_check_and_unscale_({loss.detach()}, loss_nonfinite_, one_);
   }
+  // PyTorch's scale is a 1-element f32 tensor, so a half loss of any shape scales in f32 (65536
+  // is inf in fp16); the cast is differentiable and hands backward a half gradient again.
+  if (loss.dtype() == kFloat16 || loss.dtype() == kBFloat16) return mul(loss.to(kFloat32), scale_);
   return mul(loss, scale_);
 }
 

@@ -118,7 +118,7 @@ TEST_SUITE("grad_scaler_ops") {
     CHECK(t2.item<int64_t>() == 0);
   }
 
-  TEST_CASE("fused_sgd CPU kernel equals the per-tensor SGD; found_inf skips bitwise") {
+  TEST_CASE("fused_sgd CPU kernel equals the per-tensor SGD, found_inf skips bitwise") {
     compare_fused(
         [](std::vector<Tensor>& p) {
           return std::make_unique<optim::SGD>(p, 0.1, 0.9, 0.0, 1e-2, true);
@@ -132,7 +132,7 @@ TEST_SUITE("grad_scaler_ops") {
         0);
   }
 
-  TEST_CASE("fused_adam CPU kernel equals the per-tensor Adam/AdamW; found_inf skips bitwise") {
+  TEST_CASE("fused_adam CPU kernel equals the per-tensor Adam/AdamW, found_inf skips bitwise") {
     compare_fused(
         [](std::vector<Tensor>& p) {
           return std::make_unique<optim::Adam>(p, 1e-2, std::make_pair(0.9, 0.99), 1e-8, 1e-2);
