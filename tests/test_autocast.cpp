@@ -235,6 +235,10 @@ TEST_SUITE("autocast") {
         amp::autocast inner(DeviceType::cpu, kFloat16);
         CHECK(mm(a, b).dtype() == kFloat16);
         {
+          amp::autocast no_dtype(DeviceType::cpu);  // inherits the enclosing fp16, like torch
+          CHECK(mm(a, b).dtype() == kFloat16);
+        }
+        {
           amp::autocast off(DeviceType::cpu, std::nullopt, /*enabled=*/false);
           CHECK_FALSE(amp::is_autocast_enabled(DeviceType::cpu));
           CHECK(mm(a, b).dtype() == kFloat32);
