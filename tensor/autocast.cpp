@@ -121,7 +121,8 @@ void set_autocast_state(const AutocastState& state) {
 autocast::autocast(DeviceType device_type, std::optional<DType> dtype, bool enabled,
                    bool cache_enabled)
     : prev_(t_state) {
-  const DType dt = dtype.value_or(device_type == DeviceType::cuda ? kFloat16 : kBFloat16);
+  // Like torch: no dtype means this thread's current one (bf16 / fp16 until changed).
+  const DType dt = dtype.value_or(slot(t_state, device_type).dtype);
   check_dtype(dt, device_type);
   AutocastState s = t_state;
   slot(s, device_type) = {enabled, dt};

@@ -53,7 +53,8 @@ void set_autocast_state(const AutocastState& state);
 
 // RAII torch.autocast(device_type, dtype, enabled, cache_enabled): sets the mode of one device
 // type for its lifetime and restores the previous settings on exit. Nestable; enabled=false
-// opts a region out. dtype must be float16 or bfloat16 (default: bf16 for cpu, fp16 for cuda).
+// opts a region out. dtype must be float16 or bfloat16; by default the thread's current one
+// (bf16 for cpu, fp16 for cuda, unless an enclosing guard chose another), as in torch.
 // Weight casts are cached until the outermost guard of this thread exits.
 class autocast {
  public:

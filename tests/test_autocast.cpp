@@ -150,10 +150,15 @@ void check_golden(DType dtype) {
     const std::string op = c["op"];
     std::vector<DType> in;
     for (const auto& d : c["inputs"]) in.push_back(map(d.get<std::string>()));
-    const std::string want = c["out"];
+    std::string want = c["out"];
+    // Known difference: torch 1.13's CPU layer_norm rejects a bf16 input with f32 weights; minidl
+    // (like torch >= 2.0's mixed-type CPU layer_norm) normalises in f32 and returns the input
+    // dtype. Not an autocast difference (layer_norm has no CPU policy).
+    if (op == "layer_norm" && want == "error" && in.at(0) == dtype && in.at(1) == kFloat32)
+      want = "bfloat16";
     auto it = runners().find(op);
     REQUIRE_MESSAGE(it != runners().end(), "no runner for golden op ", op);
-    INFO("op ", op, " inputs ", c["inputs"].dump(), " autocast ", dtype);
+    INFO("op ", op, " inputs ", c["inputs"].dump(), " autocast ", dtype_name(dtype));
     amp::autocast guard(DeviceType::cpu, dtype);
     if (want == "error") {
       CHECK_THROWS_AS(it->second(in), Error);
@@ -229,6 +234,10 @@ TEST_SUITE("autocast") {
       {
         amp::autocast inner(DeviceType::cpu, kFloat16);
         CHECK(mm(a, b).dtype() == kFloat16);
+        {
+          amp::autocast no_dtype(DeviceType::cpu);  // inherits the enclosing fp16, like torch
+          CHECK(mm(a, b).dtype() == kFloat16);
+        }
         {
           amp::autocast off(DeviceType::cpu, std::nullopt, /*enabled=*/false);
           CHECK_FALSE(amp::is_autocast_enabled(DeviceType::cpu));

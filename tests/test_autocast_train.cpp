@@ -87,7 +87,7 @@ TEST_SUITE("autocast") {
     CHECK(amp::autocast_cache_stats().hits == 4 + 2 + 1);
   }
 
-  TEST_CASE("fp32 parameters get fp32 gradients close to the fp32 run, backward in region") {
+  TEST_CASE("fp32 parameters get fp32 gradients close to the fp32 run, backward in a region") {
     manual_seed(2);
     nn::Linear l1(8, 16), l2(16, 4);
     const Tensor x = rnd({5, 8}, 3), y = rnd({5, 4}, 4);
