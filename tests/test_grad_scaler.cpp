@@ -261,7 +261,7 @@ TEST_SUITE("grad_scaler") {
                                              std::string::npos));  // at most once per process
   }
 
-  TEST_CASE("consecutive skips warn once per streak; the scale below min_scale is an error") {
+  TEST_CASE("consecutive skips warn once per streak, the scale below min_scale is an error") {
     std::vector<Tensor> ps = {param({3}, 11)};
     optim::SGD opt(ps, 0.1);
     GradScaler s({.init_scale = 8.0, .min_scale = 0.2, .warn_consecutive_skips = 3, .rank = 2});
