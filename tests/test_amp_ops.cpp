@@ -59,6 +59,7 @@ void compare_fused(Make make, int steps, int skip_at) {
     auto sa = plain->state_dict(), sb = fused->state_dict();
     CHECK(sa.size() == sb.size());
     for (auto& [k, v] : sa) {
+      if (k.ends_with(".fused")) continue;  // set differently above
       CAPTURE(k);
       REQUIRE(sb.count(k));
       CHECK(same_bits(v, sb.at(k)));
@@ -80,11 +81,12 @@ TEST_SUITE("grad_scaler_ops") {
         Tensor z = zeros({0, 3}, dt);
         if (poison != 0) b.narrow(0, 1, 1).narrow(1, 2, 1).fill_(poison);
         const Tensor a0 = a.clone(), b0 = b.clone();
+        const DType op = dt == kFloat64 ? kFloat64 : kFloat32;  // opmath
         Tensor found = zeros({}, kFloat32);
         amp::non_finite_check_and_unscale_({a, b, z}, found, full({}, 0.25f, kFloat32));
         CHECK(f32(found) == (poison != 0 ? 1.0f : 0.0f));
-        CHECK(same_bits(a, mul(a0.to(kFloat32), 0.25).to(dt)));
-        if (poison == 0) CHECK(same_bits(b, mul(b0.to(kFloat32), 0.25).to(dt)));
+        CHECK(same_bits(a, mul(a0.to(op), 0.25).to(dt)));
+        if (poison == 0) CHECK(same_bits(b, mul(b0.to(op), 0.25).to(dt)));
         // inv_scale 1: check only, nothing changes; found_inf is never reset
         Tensor a1 = a.clone();
         amp::non_finite_check_and_unscale_({a}, found, ones({}, kFloat32));
