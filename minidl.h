@@ -14,6 +14,7 @@
 #include "tensor/random.h"
 #include "tensor/tensor.h"
 #include "optim/adam.h"
+#include "optim/amp.h"
 #include "optim/clip_grad.h"
 #include "optim/grad_scaler.h"
 #include "optim/lr_scheduler.h"

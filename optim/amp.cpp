@@ -92,7 +92,7 @@ Amp::Amp(nn::Module& model, optim::Optimizer& opt, AmpOptions options)
     for (size_t i = 0; i < before.size(); ++i) {
       if (norm[i] || !before[i].is_floating_point()) continue;
       Tensor m = before[i].detach().clone();
-      m.set_requires_grad(before[i].requires_grad());
+      m.requires_grad_(before[i].requires_grad());
       master_of[before[i].impl()] = m;
       model_params_.push_back(before[i]);
       master_.push_back(m);

@@ -110,8 +110,8 @@ TEST_CASE("amp_levels: O2 half model with fp32 norms and fp32 master weights") {
   auto a = amp::initialize(*model, opt, ao);
   CHECK(model->conv->weight.dtype() == kFloat16);
   CHECK(model->fc->weight.dtype() == kFloat16);
-  CHECK(model->bn->weight.dtype() == kFloat32);  // normalisation stays fp32
-  CHECK(model->bn->running_var().dtype() == kFloat32);
+  CHECK(model->bn->s_.weight.dtype() == kFloat32);  // normalisation stays fp32
+  CHECK(model->bn->s_.running_var.dtype() == kFloat32);
   const auto& masters = a->master_params();
   REQUIRE(masters.size() == 4);  // conv w/b, fc w/b
   for (const Tensor& m : masters) CHECK(m.dtype() == kFloat32);
@@ -175,7 +175,9 @@ TEST_CASE("amp_levels: state_dict restores masters and the scaler exactly") {
   };
   auto model = make(8);
   optim::SGD opt(model->parameters(), 0.05, 0.9);
-  amp::AmpOptions ao{.opt_level = amp::OptLevel::O2, .dtype = kFloat16};
+  amp::AmpOptions ao;
+  ao.opt_level = amp::OptLevel::O2;
+  ao.dtype = kFloat16;
   ao.scaler.growth_interval = 2;
   auto a = amp::initialize(*model, opt, ao);
   for (int s = 0; s < 5; ++s) amp_step(*a, *model, opt, s, s == 3);
