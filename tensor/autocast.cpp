@@ -5,6 +5,7 @@
 #include <memory>
 #include <unordered_map>
 
+#include "tensor/cuda.h"
 #include "tensor/ops.h"
 
 namespace minidl::amp {
@@ -60,6 +61,18 @@ void check_dtype(DType dt, DeviceType d) {
   MINIDL_CHECK(dt == kFloat16 || dt == kBFloat16, "autocast(",
                d == DeviceType::cuda ? "cuda" : "cpu", "): dtype must be float16 or bfloat16, got ",
                dt);
+}
+
+// bf16 on a GPU without bf16 tensor cores (compute capability < 8.0) is refused at the guard,
+// not run as a slow emulation. Nothing to check without a GPU (the guard is still usable for
+// CPU tensors and for tests of the policy).
+void check_cuda_bf16(DType dt, DeviceType d, bool enabled) {
+  if (d != DeviceType::cuda || dt != kBFloat16 || !enabled || cuda::device_count() == 0) return;
+  const int dev = cuda::current_device();
+  const cuda::DeviceProperties p = cuda::get_device_properties(dev);
+  MINIDL_CHECK(p.major >= 8, "autocast(cuda, bfloat16): cuda:", dev, " (", p.name,
+               ") has compute capability ", p.major, ".", p.minor,
+               "; bfloat16 needs 8.0 or newer (use float16 with a GradScaler)");
 }
 
 void enter_region() {
@@ -124,6 +137,7 @@ autocast::autocast(DeviceType device_type, std::optional<DType> dtype, bool enab
   // Like torch: no dtype means this thread's current one (bf16 / fp16 until changed).
   const DType dt = dtype.value_or(slot(t_state, device_type).dtype);
   check_dtype(dt, device_type);
+  check_cuda_bf16(dt, device_type, enabled);
   AutocastState s = t_state;
   slot(s, device_type) = {enabled, dt};
   s.cache_enabled = cache_enabled;
