@@ -22,12 +22,14 @@ cmake -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DMINIDL_CUDA=OFF \
   -DMINIDL_BUILD_BENCH=ON -DMINIDL_BUILD_TESTS=OFF -DMINIDL_BUILD_APPS=OFF > /dev/null
 cmake --build "$BUILD_DIR" -j"$JOBS" --target bench_amp > /dev/null
 FLAGS=(--threads "$THREADS" --rounds "$ROUNDS" --steps "$STEPS")
+LOAD_BEFORE="$(cut -d' ' -f1-3 /proc/loadavg)"
 MD=(); PT32=(); PT16=()
 for ((b = 0; b < BLOCKS; ++b)); do
   MD+=("$("$BUILD_DIR/bench/bench_amp" "${FLAGS[@]}" | tail -3)")
   PT32+=("$(OMP_WAIT_POLICY=PASSIVE OPENBLAS_NUM_THREADS=$THREADS /usr/bin/python3 "$ROOT/bench/bench_amp_torch.py" --dtype fp32 "${FLAGS[@]}" | tail -1)")
   PT16+=("$(/usr/bin/python3 "$ROOT/bench/bench_amp_torch.py" --dtype bf16 "${FLAGS[@]}" | tail -1)")
 done
+LOAD_AFTER="$(cut -d' ' -f1-3 /proc/loadavg)"
 ms() { awk -F'|' '{gsub(/ /, "", $5); print $5}'; }  # ms/step column of a row
 med() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 m32=$(printf '%s\n' "${MD[@]}" | grep '| fp32 |' | ms | med)
@@ -41,7 +43,7 @@ OUT="$ROOT/bench/results/cpu-amp-$(date +%Y-%m-%d).md"
 {
   echo "# MNIST-CNN training step with AMP, minidl vs PyTorch (CPU), $(date '+%Y-%m-%d %H:%M %Z')"
   echo
-  echo "- CPU: $(lscpu | sed -n 's/^Model name: *//p' | head -1), nproc $(nproc); load before/after in the rows' order of runs"
+  echo "- CPU: $(lscpu | sed -n 's/^Model name: *//p' | head -1), nproc $(nproc); load average before: $LOAD_BEFORE; after: $LOAD_AFTER"
   echo "- git: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo none)$(git -C "$ROOT" diff --quiet 2>/dev/null || echo ' (with uncommitted changes)'); torch $(/usr/bin/python3 -c 'import torch; print(torch.__version__)')"
   echo "- command: \`bench/amp_step.sh --threads $THREADS --blocks $BLOCKS --rounds $ROUNDS --steps $STEPS\`; batch 64, AdamW; medians over blocks"
   echo

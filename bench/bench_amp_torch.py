@@ -56,4 +56,4 @@ for _ in range(args.rounds):
         step()
         s.append(time.perf_counter() - t0)
     per_round.append(statistics.median(s) * 1e3)
-print(f"| PyTorch {torch.__version__} | {args.dtype} | {args.threads} | {statistics.median(per_round):.2f} |")
+print(f"| PyTorch {torch.__version__} | {args.dtype} | {args.threads} | {statistics.median(per_round):.2f} | — |")
