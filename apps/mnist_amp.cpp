@@ -58,8 +58,12 @@ Tensor AmpRun::eval_forward(nn::Module& model, const Tensor& x) const {
   return amp_->forward(model, x).to(kFloat32);
 }
 
+std::string AmpRun::name() const {
+  return "amp " + dtype_name_ + " " + std::string(amp::opt_level_name(amp_->opt_level()));
+}
+
 std::string AmpRun::describe() const {
-  std::string s = "amp " + dtype_name_ + " " + std::string(amp::opt_level_name(amp_->opt_level()));
+  std::string s = name();
   if (amp_->scaling()) {
     char buf[64];
     std::snprintf(buf, sizeof buf, " (loss scale %g)", scale());

@@ -33,7 +33,9 @@ class AmpRun {
   const amp::Amp& amp() const { return *amp_; }
   double scale() const { return amp_->scaler().get_scale(); }
   int64_t skipped_steps() const { return amp_->scaler().skipped_steps(); }
-  // "amp fp16 O1" for the start line; ", scale 32768, 2 skipped" for the epoch line.
+  // "amp fp16 O1"; describe() adds the loss scale for the start line ("amp fp16 O1 (loss scale
+  // 65536)"); epoch_suffix() is ", scale 32768, 2 skipped" for the epoch and summary lines.
+  std::string name() const;
   std::string describe() const;
   std::string epoch_suffix() const;
 

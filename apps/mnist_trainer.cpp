@@ -357,7 +357,7 @@ Result run_training(const Options& o) {
                      {"batch_size", std::to_string(o.batch_size)},
                      {"world_size", std::to_string(L.world_size)},
                      {"optimizer", o.optimizer},
-                     {"amp", amp ? amp->describe() : "off"}});
+                     {"amp", amp ? amp->name() : "off"}});
         std::map<std::string, Tensor> amp_state;
         if (amp) amp_state = amp->amp().state_dict();
         nn::save_checkpoint(checkpoint_path(o.checkpoint_dir, epoch), *model, optimizer.get(),
@@ -387,7 +387,7 @@ Result run_training(const Options& o) {
     result.graph_replays = graph_step->replays(), result.eager_steps = graph_step->eager_steps();
   }
   if (amp) {
-    result.amp = amp->describe() + amp->epoch_suffix();
+    result.amp = amp->name() + amp->epoch_suffix();
     result.skipped_steps = amp->skipped_steps();
   }
   result.seconds = seconds_since(t_start);
