@@ -34,9 +34,10 @@ std::unique_ptr<AmpRun> AmpRun::create(const Options& o, nn::Module& model, opti
   run->dtype_name_ = o.amp;
   run->amp_ = amp::initialize(model, opt, ao);
   if (verbose && ao.opt_level == amp::OptLevel::O3)
-    std::printf("amp: O3 runs everything in %s with loss scale 1: a speed baseline that may "
-                "diverge\n",
-                o.amp.c_str());
+    std::printf(
+        "amp: O3 runs everything in %s with loss scale 1: a speed baseline that may "
+        "diverge\n",
+        o.amp.c_str());
   return run;
 }
 

@@ -19,8 +19,8 @@ class AmpRun {
  public:
   // nullptr for --amp off. Call after the optimizer is built and before DDP/DataParallel wrap
   // the model and before a checkpoint is loaded (O2 re-points the optimizer at fp32 masters).
-  static std::unique_ptr<AmpRun> create(const Options& o, nn::Module& model,
-                                        optim::Optimizer& opt, int rank, bool verbose);
+  static std::unique_ptr<AmpRun> create(const Options& o, nn::Module& model, optim::Optimizer& opt,
+                                        int rank, bool verbose);
 
   // zero_grad, forward + NLL loss under the level's casting, scaled backward, and the step
   // (skipped on inf/NaN gradients). Returns the unscaled loss; `applied` says if it stepped.

@@ -4,6 +4,7 @@
 #include "apps/mnist_trainer.h"
 
 #include <atomic>
+#include <cmath>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -243,8 +244,7 @@ Result run_training(const Options& o) {
         "%lld global; %s lr %g; %d thread(s), %d loader worker(s) per process%s%s\n",
         (long long)train_set->size(), (long long)test_set->size(), o.data.c_str(),
         L.describe().c_str(), (long long)o.batch_size, (long long)global_batch, o.optimizer.c_str(),
-        o.lr, get_num_threads(), o.workers, amp ? "; " : "",
-        amp ? amp->describe().c_str() : "");
+        o.lr, get_num_threads(), o.workers, amp ? "; " : "", amp ? amp->describe().c_str() : "");
 
   Result result;
   result.main_rank = main_rank;
@@ -252,6 +252,7 @@ Result run_training(const Options& o) {
   double train_seconds = 0, loader_wait = 0;
   int64_t train_samples = 0;
   train_module->train();
+  bool nonfinite_reported = false;
   for (int64_t epoch = first_epoch; epoch <= o.epochs; ++epoch) {
     auto t_epoch = Clock::now();
     train_loader.start_epoch(epoch);  // sampler order = f(seed, epoch, rank)
@@ -295,6 +296,17 @@ Result run_training(const Options& o) {
       const bool log_step = step % o.log_interval == 0 || step == steps_per_epoch;
       if (graph_step && log_step) loss_sum = graph_step->loss_sum();
       if (device_loss_sum.defined() && log_step) loss_sum = device_loss_sum.item<double>();
+      // A diverged run says so once, with the step and rank (the sum is already on the host).
+      if (!nonfinite_reported && !std::isfinite(loss_sum) &&
+          (log_step || !device_loss_sum.defined())) {
+        nonfinite_reported = true;
+        std::fprintf(
+            stderr,
+            "mnist_ddp: warning: the training loss became inf/NaN by epoch %lld step %lld (rank "
+            "%d)%s\n",
+            (long long)epoch, (long long)step, L.rank,
+            amp && !amp->amp().scaling() ? "; this AMP level runs without loss scaling" : "");
+      }
       if (!(graph_step || device_loss_sum.defined()) || log_step)
         bar.update(step, loss_sum / double(step));
       if (log_step) {
@@ -324,8 +336,9 @@ Result run_training(const Options& o) {
     EvalResult ev = evaluate(*model, test_loader, L, test_set->size(), amp.get());
     double acc = ev.samples ? 100.0 * double(ev.correct) / double(ev.samples) : 0;
     char suffix[160];
-    std::snprintf(suffix, sizeof suffix, "train loss %.4f, test loss %.4f, acc %.2f%% (%lld/%lld)%s",
-                  train_loss, ev.loss, acc, (long long)ev.correct, (long long)ev.samples,
+    std::snprintf(suffix, sizeof suffix,
+                  "train loss %.4f, test loss %.4f, acc %.2f%% (%lld/%lld)%s", train_loss, ev.loss,
+                  acc, (long long)ev.correct, (long long)ev.samples,
                   amp ? amp->epoch_suffix().c_str() : "");
     bar.close(suffix);
     curves.epoch.push_back(double(epoch));

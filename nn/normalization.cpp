@@ -11,8 +11,7 @@ namespace {
 // A half input into a layer whose parameters are fp32 (AMP O2 keeps normalisation layers in
 // fp32, as Apex does): normalise in fp32 and return the input's dtype.
 bool half_into_fp32(const Tensor& x, const Tensor& w) {
-  return (x.dtype() == kFloat16 || x.dtype() == kBFloat16) && w.defined() &&
-         w.dtype() == kFloat32;
+  return (x.dtype() == kFloat16 || x.dtype() == kBFloat16) && w.defined() && w.dtype() == kFloat32;
 }
 
 std::string py_bool(bool b) {

@@ -53,11 +53,7 @@ bool is_norm_layer(const nn::Module& m) {
 }
 
 Amp::Amp(nn::Module& model, optim::Optimizer& opt, AmpOptions options)
-    : model_(model),
-      optimizer_(opt),
-      opt_(options),
-      device_(model_device(model)),
-      scaler_([&] {
+    : model_(model), optimizer_(opt), opt_(options), device_(model_device(model)), scaler_([&] {
         GradScalerOptions so = options.scaler;
         // Dynamic loss scaling only where fp16 gradients can underflow: O1/O2 with fp16.
         so.enabled = so.enabled && options.dtype == kFloat16 &&
@@ -74,8 +70,10 @@ Amp::Amp(nn::Module& model, optim::Optimizer& opt, AmpOptions options)
   }
   for (const auto& g : optimizer_.param_groups())
     for (const Tensor& p : g.params)
-      MINIDL_CHECK(p.dtype() == kFloat32, "amp.initialize: the model must be fp32 before "
-                   "initialize (a parameter has dtype ", dtype_name(p.dtype()), ")");
+      MINIDL_CHECK(p.dtype() == kFloat32,
+                   "amp.initialize: the model must be fp32 before "
+                   "initialize (a parameter has dtype ",
+                   dtype_name(p.dtype()), ")");
   if (opt_.opt_level == OptLevel::O2) {
     // fp32 masters from the exact fp32 weights, then the model goes half (norms stay fp32) and
     // the optimizer steps the masters instead of the model's parameters.
@@ -110,8 +108,7 @@ Amp::Amp(nn::Module& model, optim::Optimizer& opt, AmpOptions options)
 }
 
 DType Amp::model_dtype() const {
-  return (opt_.opt_level == OptLevel::O2 || opt_.opt_level == OptLevel::O3) ? opt_.dtype
-                                                                             : kFloat32;
+  return (opt_.opt_level == OptLevel::O2 || opt_.opt_level == OptLevel::O3) ? opt_.dtype : kFloat32;
 }
 
 autocast Amp::autocast_region() const {
@@ -175,7 +172,8 @@ std::map<std::string, Tensor> Amp::state_dict() const {
   sd["opt_level"] = scalar_tensor(int64_t(opt_.opt_level), kInt64);
   sd["dtype"] = scalar_tensor(int64_t(opt_.dtype), kInt64);
   for (const auto& [k, v] : scaler_.state_dict()) sd["scaler." + k] = v;
-  for (size_t i = 0; i < master_.size(); ++i) sd["master." + std::to_string(i)] = master_[i].detach();
+  for (size_t i = 0; i < master_.size(); ++i)
+    sd["master." + std::to_string(i)] = master_[i].detach();
   return sd;
 }
 
@@ -207,7 +205,8 @@ void Amp::load_state_dict(const std::map<std::string, Tensor>& sd) {
   }
   if (scaler_.is_enabled()) scaler_.load_state_dict(scaler_sd);
   NoGradGuard no_grad;
-  for (size_t i = 0; i < master_.size(); ++i) master_[i].copy_(sd.at("master." + std::to_string(i)));
+  for (size_t i = 0; i < master_.size(); ++i)
+    master_[i].copy_(sd.at("master." + std::to_string(i)));
 }
 
 std::unique_ptr<Amp> initialize(nn::Module& model, optim::Optimizer& opt, AmpOptions options) {

@@ -24,13 +24,14 @@ bool bitwise_equal(const Tensor& a, const Tensor& b) {
 }
 
 // One training step through Amp on the deterministic batch `s`; returns whether it applied.
-bool amp_step(amp::Amp& a, nn::Module& model, optim::Optimizer& opt, int s, bool inject_inf = false) {
+bool amp_step(amp::Amp& a, nn::Module& model, optim::Optimizer& opt, int s,
+              bool inject_inf = false) {
   opt.zero_grad();
   Tensor loss;
   {
     auto region = a.autocast_region();
-    loss = nn::functional::cross_entropy(a.forward(model, ptest::batch_x(s, 8)),
-                                         ptest::batch_y(s, 8));
+    loss =
+        nn::functional::cross_entropy(a.forward(model, ptest::batch_x(s, 8)), ptest::batch_y(s, 8));
   }
   a.backward(loss);
   if (inject_inf) {
@@ -151,7 +152,8 @@ TEST_CASE("amp_levels: an O2 overflow skips the step and changes nothing but the
   CHECK(a->scaler().skipped_steps() == 1);
   auto now = model->parameters();
   for (size_t i = 0; i < now.size(); ++i) CHECK(bitwise_equal(now[i], params[i]));
-  for (size_t i = 0; i < masters.size(); ++i) CHECK(bitwise_equal(a->master_params()[i], masters[i]));
+  for (size_t i = 0; i < masters.size(); ++i)
+    CHECK(bitwise_equal(a->master_params()[i], masters[i]));
   for (const auto& [k, v] : opt.state_dict()) CHECK_MESSAGE(bitwise_equal(v, state_copy.at(k)), k);
   CHECK(amp_step(*a, *model, opt, 2));
 }
