@@ -64,8 +64,8 @@ const ConvCase kConvCases[] = {
     {"depthwise", 2, 8, 10, 10, 8, 3, 1, 1, 1, 8},
     {"1x1 strided", 2, 4, 9, 9, 6, 1, 2, 0, 1, 1},
     {"zero batch", 0, 3, 5, 5, 4, 3, 1, 0, 1, 1},
-    // 4 MiB chunks of reordered images: 17 (f32) / 35 (bf16) images each, a short last one
-    {"chunked batch", 40, 32, 26, 26, 64, 3, 1, 0, 1, 1},
+    // 16 MiB chunks of reordered images: 71 (f32) / 143 (bf16) images each, a short last one
+    {"chunked batch", 150, 32, 26, 26, 64, 3, 1, 0, 1, 1},
 };
 
 }  // namespace

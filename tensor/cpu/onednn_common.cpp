@@ -72,24 +72,22 @@ int64_t onednn_executions() { return g_executions.load(std::memory_order_relaxed
 
 namespace cpu::onednn {
 
-// The `auto` table (README.md, CPU math; numbers in bench/results/cpu-onednn-*.md, 2 threads
-// on the 2-core AMD EPYC with avx512_bf16). bf16: oneDNN everywhere (native bf16 dot products
-// instead of Eigen's convert-to-f32 path). f32: conv through oneDNN except backward-weight of
-// single-input-channel layers, where minidl's im2col GEMM is faster; matmul stays on Eigen,
-// which matches oneDNN's sgemm at large sizes and beats its call overhead at small ones.
+// The `auto` table (README.md, CPU math; numbers in bench/results/cpu-onednn-2026-11-24.md,
+// 2 threads on the 2-core AMD EPYC with avx512_bf16; oneDNN's JIT kernels use AVX-512 where
+// minidl's Eigen is built for AVX2). Convolutions with >= 16 input channels per group (MNIST
+// conv2): oneDNN for all three ops, f32 1.4-2x and bf16 2.3-6.6x faster than Eigen. Fewer
+// channels (MNIST conv1, depthwise): Eigen, whose im2col GEMM wins backward-input 3-5x there
+// (oneDNN's f32 backward-weight of conv1 is 1.4-1.7x faster, but 0.1 ms, and its blocked sum
+// order misses the existing conv tests' 1e-5 per-element f32 tolerance on cancelled sums).
+// matmul: oneDNN from 64^3 multiply-adds (f32 2x Eigen from 64x128x800 up, even at 64^3) and
+// always for bf16 (its bf16 dot products against Eigen's convert-to-f32 path).
 bool auto_prefers_onednn(OpClass op, DType dtype, const int64_t* dims) {
-  if (dtype == kBFloat16) return true;
-  if (dtype != kFloat32) return false;
-  switch (op) {
-    case OpClass::conv_forward:
-    case OpClass::conv_backward_input:
-      return true;
-    case OpClass::conv_backward_weight:
-      return dims[1] > 1;  // C/groups
-    case OpClass::matmul:
-      return false;
-  }
-  return false;
+  if (dtype != kFloat32 && dtype != kBFloat16) return false;
+  if (op == OpClass::matmul)
+    return dtype == kBFloat16 || dims[0] * dims[1] * dims[2] * dims[3] >= (int64_t(1) << 18);
+  const int64_t cg = dims[1];
+  const bool depthwise = dims[4] != 0;
+  return cg >= 16 && !depthwise;
 }
 
 #ifndef MINIDL_WITH_ONEDNN

@@ -31,8 +31,8 @@ bool blocked_layouts() {
 }
 
 // Images per primitive call with blocked layouts: the reordered input and output of one chunk
-// take at most about this many bytes (the temporaries do not grow with the batch).
-constexpr int64_t kChunkBytes = int64_t(4) << 20;
+// take at most about this many bytes (one chunk for the MNIST batch of 64) (the temporaries do not grow with the batch).
+constexpr int64_t kChunkBytes = int64_t(16) << 20;
 
 // One convolution's descriptors in minidl's layouts (user) and the primitive's request (any or
 // user), with oneDNN's geometry parameters (dilation counted from 0).
