@@ -1,13 +1,17 @@
 // bench_conv: conv2d forward and backward (input, weight) through minidl's frontends on the
 // MNIST CNN shapes (batch 64, 3x3, stride 1, no padding), against an im2col + OpenBLAS sgemm
-// reference written here, in the same process. Usage: bench_conv [--threads 2] [--quick]
+// reference written here, in the same process; then the Eigen and oneDNN paths side by side in
+// f32 and bf16 with their peak temporaries. Usage: bench_conv [--threads 2] [--batch 64] [--quick]
 #include <cblas.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "bench_common.h"
 #include "minidl.h"
+#include "tensor/cpu/onednn.h"
 
 using namespace minidl;
 
@@ -155,19 +159,83 @@ std::vector<Result> run_layer(const ConvShape& s, int rounds, double target_s) {
   return out;
 }
 
+// One op on one backend and dtype: median seconds, and the peak bytes the op allocated beyond
+// its output (scratchpads, column buffers; minidl's allocator statistics).
+struct PathResult {
+  double s = 0;
+  double extra_mib = 0;
+};
+
+// The Eigen and oneDNN paths of the three ops in f32 and bf16 for one layer.
+void compare_paths(const ConvShape& s, int rounds, double target_s) {
+  const Conv2dParams p;
+  const char* ops[3] = {"forward", "backward input", "backward weight"};
+  const CpuBackend backends[2] = {CpuBackend::eigen, CpuBackend::onednn};
+  PathResult res[3][2][2];  // op, dtype (f32, bf16), backend
+  for (int di = 0; di < 2; ++di) {
+    const DType dt = di ? kBFloat16 : kFloat32;
+    Tensor x = from_blob(bench::random_floats(size_t(s.N * s.C * s.H * s.W), 1).data(),
+                         {s.N, s.C, s.H, s.W}, kFloat32)
+                   .to(dt);
+    Tensor w = from_blob(bench::random_floats(size_t(s.O * s.ckk()), 2).data(),
+                         {s.O, s.C, s.kh, s.kw}, kFloat32)
+                   .to(dt);
+    Tensor gy = from_blob(bench::random_floats(size_t(s.N * s.O * s.Ho() * s.Wo()), 3).data(),
+                          {s.N, s.O, s.Ho(), s.Wo()}, kFloat32)
+                    .to(dt);
+    for (int oi = 0; oi < 3; ++oi) {
+      auto op = [&]() -> Tensor {
+        if (oi == 0) return conv2d(x, w, {}, p);
+        if (oi == 1) return conv2d_backward_input(gy, w, x.shape(), p);
+        return conv2d_backward_weight(gy, x, w.shape(), p);
+      };
+      std::vector<std::function<void()>> fns;
+      for (CpuBackend be : backends)
+        fns.push_back([&op, be] {
+          set_cpu_backend(be);
+          Tensor r = op();
+        });
+      const int block = bench::block_size(fns[0], target_s, 2, 100);
+      std::vector<double> t = bench::time_alternating(fns, rounds, block);
+      for (int bi = 0; bi < 2; ++bi) {
+        set_cpu_backend(backends[bi]);
+        const int64_t base = memory_stats(kCPU).allocated;
+        reset_peak_memory_stats(kCPU);
+        Tensor r = op();
+        const int64_t extra = memory_stats(kCPU).peak - base - int64_t(r.nbytes());
+        res[oi][di][bi] = {t[size_t(bi)], double(extra) / (1 << 20)};
+      }
+    }
+  }
+  set_cpu_backend(CpuBackend::automatic);
+  for (int oi = 0; oi < 3; ++oi) {
+    std::printf("| %s | %s |", s.name, ops[oi]);
+    for (int di = 0; di < 2; ++di)
+      for (int bi = 0; bi < 2; ++bi)
+        std::printf(" %.3f (%.1f) |", res[oi][di][bi].s * 1e3, res[oi][di][bi].extra_mib);
+    std::printf(" %.2f | %.2f | %.2f |\n", res[oi][0][0].s / res[oi][0][1].s,
+                res[oi][1][0].s / res[oi][1][1].s, res[oi][0][0].s / res[oi][1][1].s);
+    std::fflush(stdout);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const int threads = bench::int_arg(argc, argv, "--threads", 2);
   const bool quick = bench::flag_arg(argc, argv, "--quick");
   const int rounds = bench::int_arg(argc, argv, "--rounds", quick ? 1 : 3);
+  const int64_t N = bench::int_arg(argc, argv, "--batch", 64);
   set_num_threads(threads);
   openblas_set_num_threads(threads);
 
-  const std::vector<ConvShape> layers = {
-      {"conv1 x[64,1,28,28] w[32,1,3,3]", 64, 1, 28, 28, 32, 3, 3},
-      {"conv2 x[64,32,26,26] w[64,32,3,3]", 64, 32, 26, 26, 64, 3, 3}};
-  std::printf("### conv2d f32, stride 1, no padding, batch 64, %d threads\n\n", threads);
+  const std::string n = std::to_string(N);
+  const std::string name1 = "conv1 x[" + n + ",1,28,28] w[32,1,3,3]";
+  const std::string name2 = "conv2 x[" + n + ",32,26,26] w[64,32,3,3]";
+  const std::vector<ConvShape> layers = {{name1.c_str(), N, 1, 28, 28, 32, 3, 3},
+                                         {name2.c_str(), N, 32, 26, 26, 64, 3, 3}};
+  std::printf("### conv2d f32, stride 1, no padding, batch %lld, %d threads, CPU backend %s\n\n",
+              (long long)N, threads, cpu_backend_name(cpu_backend()));
   std::printf(
       "| layer | op | minidl ms | minidl GFLOP/s | im2col+OpenBLAS ms | "
       "im2col+OpenBLAS GFLOP/s | ratio (ref time / minidl time) | max rel err |\n");
@@ -185,5 +253,15 @@ int main(int argc, char** argv) {
       "rounds of alternating blocks. minidl allocates its outputs; the reference writes "
       "into preallocated buffers.\n",
       rounds);
+  if (!onednn_available()) return 0;
+  std::printf(
+      "\n### conv2d: Eigen (im2col) vs oneDNN paths, batch %lld, %d threads, oneDNN layouts %s\n\n"
+      "ms per op (MiB allocated beyond the output)\n\n",
+      (long long)N, threads, std::getenv("MINIDL_ONEDNN_LAYOUT") ? "blocked" : "plain");
+  std::printf(
+      "| layer | op | Eigen f32 | oneDNN f32 | Eigen bf16 | oneDNN bf16 | f32 Eigen/oneDNN | "
+      "bf16 Eigen/oneDNN | Eigen f32 / oneDNN bf16 |\n");
+  std::printf("|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
+  for (const ConvShape& s : layers) compare_paths(s, rounds, quick ? 0.1 : 0.3);
   return 0;
 }

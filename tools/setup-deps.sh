@@ -3,7 +3,7 @@
 # Usage: tools/setup-deps.sh [extra-package ...]   (needs root or sudo for apt-get)
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libeigen3-dev doctest-dev nlohmann-json3-dev
-      libopenblas-dev libgloo-dev libcli11-dev zlib1g-dev openmpi-bin python3 "$@")
+      libopenblas-dev libdnnl-dev libgloo-dev libcli11-dev zlib1g-dev openmpi-bin python3 "$@")
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

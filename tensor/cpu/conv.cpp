@@ -9,6 +9,7 @@
 
 #include "tensor/cpu/kernels.h"
 #include "tensor/cpu/loops.h"
+#include "tensor/cpu/onednn.h"
 #include "tensor/dispatch.h"
 #include "tensor/ops.h"
 
@@ -299,17 +300,20 @@ void conv2d_backward_weight_impl(const Tensor& grad_out, const Tensor& x, Tensor
 
 void conv2d_kernel(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out,
                    const Conv2dParams& p) {
+  if (onednn::conv2d(x, w, bias, out, p)) return;  // oneDNN when the backend choice says so
   dispatch_floating(x.dtype(), "conv2d", [&]<typename T>() { conv2d_impl<T>(x, w, bias, out, p); });
 }
 
 void conv2d_backward_input_kernel(const Tensor& grad_out, const Tensor& w, Tensor& grad_x,
                                   const Conv2dParams& p) {
+  if (onednn::conv2d_backward_input(grad_out, w, grad_x, p)) return;
   dispatch_floating(grad_out.dtype(), "conv2d_backward_input",
                     [&]<typename T>() { conv2d_backward_input_impl<T>(grad_out, w, grad_x, p); });
 }
 
 void conv2d_backward_weight_kernel(const Tensor& grad_out, const Tensor& x, Tensor& grad_w,
                                    const Conv2dParams& p) {
+  if (onednn::conv2d_backward_weight(grad_out, x, grad_w, p)) return;
   dispatch_floating(grad_out.dtype(), "conv2d_backward_weight",
                     [&]<typename T>() { conv2d_backward_weight_impl<T>(grad_out, x, grad_w, p); });
 }

@@ -8,6 +8,7 @@
 #include "tensor/cpu/gemm.h"
 #include "tensor/cpu/kernels.h"
 #include "tensor/cpu/loops.h"
+#include "tensor/cpu/onednn.h"
 #include "tensor/dispatch.h"
 #include "tensor/ops.h"
 
@@ -228,6 +229,7 @@ void bmm_integer(const Tensor& a, const Tensor& b, Tensor& out) {
 
 void bmm_kernel(const Tensor& a, const Tensor& b, Tensor& out) {
   if (out.numel() == 0) return;
+  if (onednn::bmm(a, b, out)) return;  // oneDNN when the backend choice says so
   // Compute into a contiguous result (out itself when possible).
   Tensor res = out.is_contiguous() ? out : empty(out.shape(), out.dtype(), out.device());
   dispatch_numeric(out.dtype(), "bmm", [&]<typename T>() {

@@ -1,0 +1,48 @@
+// The CPU math backend switch (Eigen or oneDNN; MINIDL_CPU_BACKEND=eigen|onednn|auto) and the
+// oneDNN entry points that the conv2d and bmm CPU kernels try first. Without oneDNN at configure
+// time (MINIDL_ONEDNN=OFF or no libdnnl-dev) every entry point declines and Eigen runs.
+#pragma once
+#include <cstdint>
+
+#include "tensor/dispatch.h"
+
+namespace minidl {
+
+// eigen: always the Eigen kernels. onednn: oneDNN for every call it supports (f32 and bf16;
+// f64, f16 and integers always stay on Eigen). automatic: per op, shape class and dtype, the
+// faster of the two on the CPU this was measured on (the decision table in README.md).
+enum class CpuBackend : uint8_t { eigen, onednn, automatic };
+
+// The backend in force: set_cpu_backend's value, else MINIDL_CPU_BACKEND (read once; unset
+// means automatic). Throws when `onednn` is asked for in a build without oneDNN.
+CpuBackend cpu_backend();
+void set_cpu_backend(CpuBackend backend);
+const char* cpu_backend_name(CpuBackend backend);
+// Whether this build has oneDNN.
+bool onednn_available();
+// oneDNN primitives executed so far (convolutions and matmuls, not reorders): lets tests
+// check which path ran.
+int64_t onednn_executions();
+
+namespace cpu::onednn {
+
+// Each returns true when oneDNN computed the result (the backend choice says so and oneDNN
+// implements the case), false when the caller's Eigen path must run. Same contracts as the
+// Conv2dKernel / Conv2dBackwardKernel / bmm kernels in tensor/dispatch.h.
+bool conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out,
+            const Conv2dParams& p);
+bool conv2d_backward_input(const Tensor& grad_out, const Tensor& w, Tensor& grad_x,
+                           const Conv2dParams& p);
+bool conv2d_backward_weight(const Tensor& grad_out, const Tensor& x, Tensor& grad_w,
+                            const Conv2dParams& p);
+bool bmm(const Tensor& a, const Tensor& b, Tensor& out);
+
+// The ops the backend choice distinguishes.
+enum class OpClass : uint8_t { conv_forward, conv_backward_input, conv_backward_weight, matmul };
+
+// Whether `automatic` picks oneDNN for this op, dtype and problem: conv uses (N, C/groups,
+// O/groups, kernel area, groups == channels), matmul uses (B, M, N, K).
+bool auto_prefers_onednn(OpClass op, DType dtype, const int64_t* dims);
+
+}  // namespace cpu::onednn
+}  // namespace minidl
