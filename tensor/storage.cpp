@@ -20,9 +20,9 @@ namespace {
 // after free: a training loop frees and re-allocates the same activation sizes every step, and
 // fresh pages from the OS page-fault on first touch (glibc mmaps and unmaps every block above
 // its threshold; that cost ~15% of a 4096x4096x512 matmul here). The cache is bounded by
-// cap_ (see set_cpu_cache_cap), and a miss first returns cached blocks worth the new block to
-// the system (least recently freed first): sizes that stop recurring (the evaluation batch
-// after training) do not pin memory, and live + cached bytes grow only with live bytes.
+// cap_ (see set_cpu_cache_cap), and a miss of >= 32 MiB first returns cached blocks worth the
+// new block to the system (least recently freed first): the training step's blocks do not
+// stay pinned beside a large evaluation batch.
 class CpuAllocator final : public Allocator {
  public:
   CpuAllocator() : cap_(default_cap()) {}
@@ -42,7 +42,7 @@ class CpuAllocator final : public Allocator {
         return p;
       }
     }
-    if (size >= kCacheMin) release_for(size);
+    if (size >= kReleaseOnMissMin) release_for(size);
     void* p = std::aligned_alloc(64, size);
     if (!p) {  // memory pressure: give the cache back and retry once
       empty_cache();
@@ -93,6 +93,11 @@ class CpuAllocator final : public Allocator {
   };
   using BlockIt = std::list<Block>::iterator;
   static constexpr size_t kCacheMin = size_t(1) << 20;
+  // Misses at least this large release cached blocks first. They are rare (an evaluation
+  // batch, a long sequence) and fresh memory of this size page-faults anyway (glibc mmaps it);
+  // smaller misses happen every step while the previous step's outputs are still alive, and
+  // releasing there made every step re-fault its activations (2.5x the minor faults).
+  static constexpr size_t kReleaseOnMissMin = size_t(32) << 20;
   static size_t rounded(size_t n) {
     return n >= kCacheMin ? (n + 4095) / 4096 * 4096 : (n + 63) / 64 * 64;
   }
@@ -114,8 +119,8 @@ class CpuAllocator final : public Allocator {
       evicted.push_back(b.ptr);
     }
   }
-  // A miss: gives back least recently freed blocks worth `size` bytes first, so that live +
-  // cached memory does not grow while the cache holds blocks of sizes no longer asked for.
+  // A large miss: gives back least recently freed blocks worth `size` bytes first, so that
+  // live + cached memory does not grow by it while the cache holds blocks of other sizes.
   void release_for(size_t size) {
     std::vector<void*> evicted;
     {

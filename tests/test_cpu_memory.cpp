@@ -133,19 +133,29 @@ TEST_CASE("CPU allocator: the cache of freed blocks is capped, LRU, and reported
   {
     Tensor tb = empty({b}, kUInt8);  // b is reused from the cache
     CHECK(memory_stats(kCPU).cached == c);
-    // a was evicted: a miss first gives back cached blocks worth a (here c) to the system
-    Tensor ta = empty({a}, kUInt8);
-    CHECK(memory_stats(kCPU).cached == 0);
-  }
+    Tensor ta = empty({a}, kUInt8);  // a was evicted: a fresh block, the cache keeps c
+    CHECK(memory_stats(kCPU).cached == c);
+  }  // ta, then tb freed: c + a + b is over the cap, c (least recently freed) goes back
   CHECK(memory_stats(kCPU).cached == a + b);
-  CHECK(memory_stats(kCPU).cached <= cpu_cache_cap());
   // small blocks are never cached; a block larger than the cap is not either
   { Tensor small = empty({kMiB / 2}, kUInt8); }
-  { Tensor huge = empty({2 * cpu_cache_cap()}, kUInt8); }
-  CHECK(memory_stats(kCPU).cached <= cpu_cache_cap());
-  // lowering the cap trims at once; empty_cache releases everything
+  CHECK(memory_stats(kCPU).cached == a + b);
+  set_cpu_cache_cap(64 * kMiB);
+  {
+    // a miss of >= 32 MiB first gives back cached blocks worth its size (here all of them)
+    Tensor big = empty({33 * kMiB}, kUInt8);
+    CHECK(memory_stats(kCPU).cached == 0);
+  }
+  CHECK(memory_stats(kCPU).cached == 33 * kMiB);
+  { Tensor huge = empty({65 * kMiB}, kUInt8); }  // above the cap: straight back
+  CHECK(memory_stats(kCPU).cached == 0);  // (its miss released the 33 MiB block)
+  // lowering the cap trims at once (least recently freed first); empty_cache releases all
+  {
+    Tensor t1 = empty({b}, kUInt8), t2 = empty({c}, kUInt8);
+  }  // t2 freed first
+  CHECK(memory_stats(kCPU).cached == b + c);
   set_cpu_cache_cap(c);
-  CHECK(memory_stats(kCPU).cached <= c);
+  CHECK(memory_stats(kCPU).cached == b);
   empty_cache();
   CHECK(memory_stats(kCPU).cached == 0);
   set_cpu_cache_cap(0);  // caching off
