@@ -20,9 +20,9 @@ namespace {
 // after free: a training loop frees and re-allocates the same activation sizes every step, and
 // fresh pages from the OS page-fault on first touch (glibc mmaps and unmaps every block above
 // its threshold; that cost ~15% of a 4096x4096x512 matmul here). The cache is bounded by
-// cap_ (see set_cpu_cache_cap), and a miss of >= 32 MiB first returns cached blocks worth the
-// new block to the system (least recently freed first): the training step's blocks do not
-// stay pinned beside a large evaluation batch.
+// cap_ (see set_cpu_cache_cap), and a miss of >= 32 MiB first returns cached blocks below
+// 32 MiB worth the new block to the system (least recently freed first): the training step's
+// blocks do not stay pinned beside a large evaluation batch.
 class CpuAllocator final : public Allocator {
  public:
   CpuAllocator() : cap_(default_cap()) {}
@@ -93,10 +93,10 @@ class CpuAllocator final : public Allocator {
   };
   using BlockIt = std::list<Block>::iterator;
   static constexpr size_t kCacheMin = size_t(1) << 20;
-  // Misses at least this large release cached blocks first. They are rare (an evaluation
-  // batch, a long sequence) and fresh memory of this size page-faults anyway (glibc mmaps it);
-  // smaller misses happen every step while the previous step's outputs are still alive, and
-  // releasing there made every step re-fault its activations (2.5x the minor faults).
+  // Misses at least this large release cached small blocks first. They are rare (an
+  // evaluation batch, a long sequence) and fresh memory of this size page-faults anyway (glibc
+  // mmaps it); smaller misses happen every step while the previous step's outputs are still
+  // alive, and releasing there made every step re-fault its activations (2.5x the faults).
   static constexpr size_t kReleaseOnMissMin = size_t(32) << 20;
   static size_t rounded(size_t n) {
     return n >= kCacheMin ? (n + 4095) / 4096 * 4096 : (n + 63) / 64 * 64;
@@ -119,13 +119,28 @@ class CpuAllocator final : public Allocator {
       evicted.push_back(b.ptr);
     }
   }
-  // A large miss: gives back least recently freed blocks worth `size` bytes first, so that
-  // live + cached memory does not grow by it while the cache holds blocks of other sizes.
+  // A large miss: gives back least recently freed blocks *smaller than kReleaseOnMissMin*
+  // worth `size` bytes first, so that live + cached memory does not grow by it while the cache
+  // holds the blocks of a smaller workload (a training step before an evaluation batch). Large
+  // blocks are left to the cap: releasing them here evicted the blocks the next evaluation
+  // batch reuses (alternating sizes missed every time).
   void release_for(size_t size) {
     std::vector<void*> evicted;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      trim_locked(cached_ > size ? cached_ - size : 0, evicted);
+      size_t freed = 0;
+      for (auto it = lru_.begin(); it != lru_.end() && freed < size;) {
+        if (it->size >= kReleaseOnMissMin) {
+          ++it;
+          continue;
+        }
+        auto& same = free_[it->size];
+        same.erase(std::find(same.begin(), same.end(), it));
+        freed += it->size;
+        cached_ -= it->size;
+        evicted.push_back(it->ptr);
+        it = lru_.erase(it);
+      }
     }
     for (void* p : evicted) std::free(p);
   }

@@ -30,10 +30,11 @@ inline void empty_cache(DeviceType type = DeviceType::cpu) {
 }
 
 // The CPU allocator caches freed blocks of >= 1 MiB for reuse, least recently freed evicted
-// first once the cache would exceed this cap (default: 256 MiB, or 1/16 of physical memory
-// if that is less); an allocation that fails empties the cache and retries. Setting the cap
-// trims the cache to it at once; 0 disables caching.
-inline constexpr int64_t kDefaultCpuCacheCap = int64_t(256) << 20;
+// first once the cache would exceed this cap (default: 512 MiB, or 1/16 of physical memory
+// if that is less); a miss of >= 32 MiB first releases cached blocks below 32 MiB worth it,
+// and an allocation that fails empties the cache and retries. Setting the cap trims the
+// cache to it at once; 0 disables caching.
+inline constexpr int64_t kDefaultCpuCacheCap = int64_t(512) << 20;
 void set_cpu_cache_cap(int64_t bytes);
 int64_t cpu_cache_cap();
 
