@@ -78,6 +78,9 @@ Tensor cos(const Tensor& x);
 Tensor tanh(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
 Tensor relu(const Tensor& x);
+// A temporary argument (relu(conv2d(...)) under NoGradGuard) is reused as the output when
+// nothing else shares it: one activation-sized allocation less at inference.
+Tensor relu(Tensor&& x);
 Tensor gelu(const Tensor& x, std::string_view approximate = "none");  // "none" | "tanh"
 Tensor silu(const Tensor& x);
 Tensor erf(const Tensor& x);

@@ -8,6 +8,7 @@
 
 #include "autograd/function.h"
 #include "tensor/autocast.h"
+#include "tensor/cpu/kernels.h"
 #include "tensor/ops.h"
 
 namespace minidl {
@@ -169,8 +170,15 @@ Tensor add_scaled(const Tensor& a, const Tensor& b, Scalar alpha) {
                "tensors, argument alpha must not be a floating point number (got ", alpha, ")");
   MINIDL_CHECK(!(alpha.is_bool() && dt != kBool), "op `add`: boolean alpha only supported for ",
                "boolean results");
-  // a + alpha*b, with f16/bf16 computed in f32 and rounded once.
+  // a + alpha*b, with f16/bf16 computed in f32 and rounded once: on CPU per element, without
+  // f32 copies of the operands.
   const DType ct = (dt == kFloat16 || dt == kBFloat16) ? kFloat32 : dt;
+  if (ct != dt && a.device().type == DeviceType::cpu) {
+    Operands o = prepare(a, b, dt, "add");
+    Tensor out = empty(o.shape, dt, a.device());
+    if (out.numel() > 0) cpu::add_scaled_reduced(o.a, o.b, float(alpha.to_double()), out);
+    return out;
+  }
   Tensor scaled = mul(b.to(ct), wrap_scalar(alpha, ct, b.device()));
   return arith<Op::add>(a.to(ct), scaled, "add").to(dt);
 }

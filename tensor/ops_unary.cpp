@@ -76,6 +76,19 @@ Tensor relu(const Tensor& x) {
                    [](const Tensor& g, const Saved& s) { return where(gt(s[0], 0), g, 0); });
 }
 
+// relu(conv(x)) at inference: a CPU temporary that nothing else can see (its handle and storage
+// unshared, no graph to record) is overwritten in place instead of allocating a second tensor
+// of the same size; anything else takes the copying path above.
+Tensor relu(Tensor&& x) {
+  const bool donate = x.defined() && x.is_cpu() && x.dtype() != kBool &&
+                      !(GradMode::is_enabled() && x.requires_grad()) &&
+                      x.impl_ptr().use_count() == 1 && x.storage().use_count() == 1;
+  if (!donate) return relu(static_cast<const Tensor&>(x));
+  if (x.numel() > 0) kernel<Op::relu>(x.device())(x, x);
+  x.storage()->bump_version();
+  return std::move(x);
+}
+
 Tensor sign(const Tensor& x) {
   check_defined(x, "sign");
   Tensor y = run_unary<Op::sign>(x, x.dtype());

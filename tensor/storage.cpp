@@ -1,8 +1,12 @@
-// Storage and the per-device-type allocator registry (CPU: aligned heap memory with a cache
-// of large blocks).
+// Storage and the per-device-type allocator registry (CPU: aligned heap memory with a bounded
+// LRU cache of large blocks), and the per-device allocation counters behind memory_stats.
 #include "tensor/storage.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstdlib>
+#include <list>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -13,11 +17,16 @@ namespace minidl {
 namespace {
 
 // 64-byte aligned heap memory. Blocks of 1 MiB and more are cached by (page-rounded) size
-// after free, up to 1 GiB in all: a training loop frees and re-allocates the same activation
-// sizes every step, and fresh pages from the OS page-fault on first touch (glibc mmaps and
-// unmaps every block above its threshold; that cost ~15% of a 4096x4096x512 matmul here).
+// after free: a training loop frees and re-allocates the same activation sizes every step, and
+// fresh pages from the OS page-fault on first touch (glibc mmaps and unmaps every block above
+// its threshold; that cost ~15% of a 4096x4096x512 matmul here). The cache is bounded by
+// cap_ (see set_cpu_cache_cap), and a miss of >= 32 MiB first returns cached blocks below
+// 32 MiB worth the new block to the system (least recently freed first): the training step's
+// blocks do not stay pinned beside a large evaluation batch.
 class CpuAllocator final : public Allocator {
  public:
+  CpuAllocator() : cap_(default_cap()) {}
+
   void* allocate(size_t nbytes, Device) override {
     if (nbytes == 0) return nullptr;
     const size_t size = rounded(nbytes);
@@ -25,14 +34,17 @@ class CpuAllocator final : public Allocator {
       std::lock_guard<std::mutex> lock(mutex_);
       auto it = free_.find(size);
       if (it != free_.end() && !it->second.empty()) {
-        void* p = it->second.back();
+        auto blk = it->second.back();
         it->second.pop_back();
+        void* p = blk->ptr;
+        lru_.erase(blk);
         cached_ -= size;
         return p;
       }
     }
+    if (size >= kReleaseOnMissMin) release_for(size);
     void* p = std::aligned_alloc(64, size);
-    if (!p) {
+    if (!p) {  // memory pressure: give the cache back and retry once
       empty_cache();
       p = std::aligned_alloc(64, size);
     }
@@ -42,32 +54,110 @@ class CpuAllocator final : public Allocator {
   void deallocate(void* p, size_t nbytes, Device) override {
     const size_t size = rounded(nbytes);
     if (size >= kCacheMin) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (cached_ + size <= kCacheCap) {
-        free_[size].push_back(p);
-        cached_ += size;
-        return;
+      std::vector<void*> evicted;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (size <= cap_) {
+          lru_.push_back({p, size});
+          free_[size].push_back(std::prev(lru_.end()));
+          cached_ += size;
+          trim_locked(cap_, evicted);
+          p = nullptr;
+        }
       }
+      for (void* q : evicted) std::free(q);
     }
     std::free(p);
   }
-  void empty_cache() override {
+  void empty_cache() override { trim(0); }
+  int64_t cached_bytes() const override {
     std::lock_guard<std::mutex> lock(mutex_);
-    for (auto& [size, blocks] : free_)
-      for (void* p : blocks) std::free(p);
-    free_.clear();
-    cached_ = 0;
+    return int64_t(cached_);
+  }
+  void set_cap(size_t cap) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      cap_ = cap;
+    }
+    trim(cap);
+  }
+  size_t cap() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return cap_;
   }
 
  private:
+  struct Block {
+    void* ptr;
+    size_t size;
+  };
+  using BlockIt = std::list<Block>::iterator;
   static constexpr size_t kCacheMin = size_t(1) << 20;
-  static constexpr size_t kCacheCap = size_t(1) << 30;
+  // Misses at least this large release cached small blocks first. They are rare (an
+  // evaluation batch, a long sequence) and fresh memory of this size page-faults anyway (glibc
+  // mmaps it); smaller misses happen every step while the previous step's outputs are still
+  // alive, and releasing there made every step re-fault its activations (2.5x the faults).
+  static constexpr size_t kReleaseOnMissMin = size_t(32) << 20;
   static size_t rounded(size_t n) {
     return n >= kCacheMin ? (n + 4095) / 4096 * 4096 : (n + 63) / 64 * 64;
   }
-  std::mutex mutex_;
-  std::unordered_map<size_t, std::vector<void*>> free_;
+  // min(kDefaultCpuCacheCap, physical memory / 16)
+  static size_t default_cap() {
+    size_t cap = size_t(kDefaultCpuCacheCap);
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && page > 0) cap = std::min(cap, size_t(pages) * size_t(page) / 16);
+    return cap;
+  }
+  // Unlinks the least recently freed blocks until at most `limit` bytes stay cached.
+  void trim_locked(size_t limit, std::vector<void*>& evicted) {
+    while (cached_ > limit && !lru_.empty()) {
+      const Block b = lru_.front();
+      auto& same = free_[b.size];
+      same.erase(std::find(same.begin(), same.end(), lru_.begin()));  // oldest: near the front
+      lru_.pop_front();
+      cached_ -= b.size;
+      evicted.push_back(b.ptr);
+    }
+  }
+  // A large miss: gives back least recently freed blocks *smaller than kReleaseOnMissMin*
+  // worth `size` bytes first, so that live + cached memory does not grow by it while the cache
+  // holds the blocks of a smaller workload (a training step before an evaluation batch). Large
+  // blocks are left to the cap: releasing them here evicted the blocks the next evaluation
+  // batch reuses (alternating sizes missed every time).
+  void release_for(size_t size) {
+    std::vector<void*> evicted;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      size_t freed = 0;
+      for (auto it = lru_.begin(); it != lru_.end() && freed < size;) {
+        if (it->size >= kReleaseOnMissMin) {
+          ++it;
+          continue;
+        }
+        auto& same = free_[it->size];
+        same.erase(std::find(same.begin(), same.end(), it));
+        freed += it->size;
+        cached_ -= it->size;
+        evicted.push_back(it->ptr);
+        it = lru_.erase(it);
+      }
+    }
+    for (void* p : evicted) std::free(p);
+  }
+  void trim(size_t limit) {
+    std::vector<void*> evicted;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      trim_locked(limit, evicted);
+    }
+    for (void* p : evicted) std::free(p);
+  }
+
+  mutable std::mutex mutex_;
+  std::list<Block> lru_;                                      // front: least recently freed
+  std::unordered_map<size_t, std::vector<BlockIt>> free_;  // by size, most recent at back
   size_t cached_ = 0;
+  size_t cap_;
 };
 
 // Never destroyed: tensors held in other static objects may be freed after main returns.
@@ -89,6 +179,15 @@ Allocator& get_allocator(DeviceType type) {
 
 void set_allocator(DeviceType type, Allocator* allocator) {
   g_allocators[int(type)] = allocator;
+}
+
+void set_cpu_cache_cap(int64_t bytes) {
+  MINIDL_CHECK(bytes >= 0, "set_cpu_cache_cap: expected a non-negative byte count, got ", bytes);
+  cpu_allocator().set_cap(size_t(bytes));
+}
+
+int64_t cpu_cache_cap() {
+  return int64_t(cpu_allocator().cap());
 }
 
 namespace {
@@ -117,7 +216,12 @@ void count_allocation(Device d, int64_t delta) {
 MemoryStats memory_stats(Device device) {
   const DeviceCounters* c = counters_of(device);
   if (!c) return {};
-  return {c->allocated.load(std::memory_order_relaxed), c->peak.load(std::memory_order_relaxed)};
+  MemoryStats s{c->allocated.load(std::memory_order_relaxed),
+                c->peak.load(std::memory_order_relaxed), 0};
+  if (Allocator* a = device.type == DeviceType::cpu && !g_allocators[0] ? &cpu_allocator()
+                                                                         : g_allocators[int(device.type)])
+    s.cached = a->cached_bytes();
+  return s;
 }
 
 void reset_peak_memory_stats(Device device) {

@@ -16,6 +16,8 @@ struct Allocator {
   virtual void deallocate(void* ptr, size_t nbytes, Device device) = 0;
   // Returns cached free blocks to the system (torch.cuda.empty_cache()).
   virtual void empty_cache() {}
+  // Bytes of freed blocks the allocator holds for reuse (0 for one without a cache).
+  virtual int64_t cached_bytes() const { return 0; }
 };
 
 // The allocator used for new storages on a device type. CPU has a 64-byte aligned one by
@@ -27,11 +29,23 @@ inline void empty_cache(DeviceType type = DeviceType::cpu) {
   get_allocator(type).empty_cache();
 }
 
+// The CPU allocator caches freed blocks of >= 1 MiB for reuse, least recently freed evicted
+// first once the cache would exceed this cap (default: 512 MiB, or 1/16 of physical memory
+// if that is less); a miss of >= 32 MiB first releases cached blocks below 32 MiB worth it,
+// and an allocation that fails empties the cache and retries. Setting the cap trims the
+// cache to it at once; 0 disables caching.
+inline constexpr int64_t kDefaultCpuCacheCap = int64_t(512) << 20;
+void set_cpu_cache_cap(int64_t bytes);
+int64_t cpu_cache_cap();
+
 // Bytes held by tensor storages allocated on a device (torch.cuda.memory_allocated /
-// max_memory_allocated, for every device type): current and peak since the last reset.
+// max_memory_allocated, for every device type): current and peak since the last reset;
+// `cached`: free bytes the device type's allocator keeps for reuse (torch.cuda.memory_reserved
+// minus memory_allocated), shared by all devices of the type.
 struct MemoryStats {
   int64_t allocated = 0;
   int64_t peak = 0;
+  int64_t cached = 0;
 };
 MemoryStats memory_stats(Device device);
 void reset_peak_memory_stats(Device device);

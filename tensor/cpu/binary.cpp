@@ -228,6 +228,19 @@ void where_kernel(const Tensor& cond, const Tensor& a, const Tensor& b, Tensor& 
 
 }  // namespace
 
+void add_scaled_reduced(const Tensor& a, const Tensor& b, float alpha, Tensor& out) {
+  dispatch_floating(out.dtype(), "add", [&]<typename T>() {
+    if constexpr (is_reduced_float_v<T>) {
+      binary_loop<T, T, T>(a, b, out, [alpha](T x, T y) {
+        const float scaled = float(y) * alpha;  // rounded to f32 first, as mul() did
+        return T(float(x) + scaled);
+      });
+    } else {
+      MINIDL_FAIL("internal: add_scaled_reduced on dtype ", out.dtype());
+    }
+  });
+}
+
 void register_binary_kernels() {
   register_kernel<Op::add>(DeviceType::cpu, add_kernel);
   register_kernel<Op::sub>(DeviceType::cpu, sub_kernel);

@@ -1,10 +1,10 @@
 // CPU kernels: conv2d forward and both backward passes by im2col + GEMM (Eigen row-major maps),
-// parallel over the images of the batch (each thread with its own column buffer). f16/bf16
-// compute in float. The frontend passes contiguous x:[N,C,H,W], w:[O,C/g,kh,kw], bias:[O].
+// one image per GEMM, parallel over images under a fixed workspace budget (kConvWorkspaceBudget).
+// f16/bf16 compute in float. The frontend passes contiguous x:[N,C,H,W], w:[O,C/g,kh,kw], bias:[O].
 #include <Eigen/Core>
 #include <algorithm>
+#include <atomic>
 #include <cstring>
-#include <mutex>
 #include <vector>
 
 #include "tensor/cpu/kernels.h"
@@ -159,13 +159,46 @@ class ComputeArray {
   const A* data_ = nullptr;
 };
 
-// Runs fn(begin, end) over the images: split across threads when there are enough images,
-// otherwise serially so that Eigen's GEMM can use the threads itself.
-void for_images(int64_t N, const std::function<void(int64_t, int64_t)>& fn) {
-  if (N >= 2 && N >= get_num_threads())
-    parallel_for(N, 1, fn);
-  else if (N > 0)
-    fn(0, N);
+// ---- workspace budget: each worker converts one image at a time through its own buffers
+// (a column matrix [K, L] and, for f16/bf16, an f32 image), so no buffer grows with the batch.
+// The number of concurrent workers is capped so that their buffers fit the budget (at least one
+// worker, which then processes image after image).
+std::atomic<int64_t> g_workspace_budget{kConvWorkspaceBudget};
+
+// An uninitialised buffer of n values of A, allocated as tensor storage so that memory_stats
+// counts it.
+template <typename A>
+class Workspace {
+ public:
+  explicit Workspace(int64_t n) : t_(empty({n}, dtype_of<A>())) {}
+  A* data() { return static_cast<A*>(t_.data_ptr()); }
+
+ private:
+  Tensor t_;
+};
+
+// Splits the N images into `workers` contiguous ranges (worker w: [w*chunk, (w+1)*chunk)) and
+// runs fn(w, begin, end) for each, in parallel when there are several.
+void for_worker_ranges(int64_t N, int64_t workers,
+                       const std::function<void(int64_t, int64_t, int64_t)>& fn) {
+  if (N <= 0) return;
+  const int64_t chunk = (N + workers - 1) / workers;
+  parallel_for(workers, 1, [&](int64_t wb, int64_t we) {
+    for (int64_t w = wb; w < we; ++w) {
+      const int64_t b = w * chunk, e = std::min(N, b + chunk);
+      if (b < e) fn(w, b, e);
+    }
+  });
+}
+
+// Workers for N images whose per-worker buffers take `per_worker` bytes: one per thread when
+// there are enough images (otherwise one, so that Eigen's GEMM can use the threads itself),
+// and no more than the budget holds.
+int64_t num_workers(int64_t N, int64_t per_worker) {
+  const int64_t threads = get_num_threads();
+  if (N < 2 || N < threads) return 1;
+  const int64_t fit = per_worker > 0 ? g_workspace_budget / per_worker : threads;
+  return std::clamp<int64_t>(fit, 1, threads);
 }
 
 template <typename T>
@@ -179,10 +212,11 @@ void conv2d_impl(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& o
   const ComputeArray<T> w_compute(w), bias_compute(bias);
   const A* wa = w_compute.data();
   const A* ba = bias_compute.data();  // nullptr without bias
-  for_images(g.N, [&](int64_t begin, int64_t end) {
-    const bool direct = same && g.identity_cols();
-    std::vector<A> col(direct ? 0 : size_t(g.K * g.L));
-    std::vector<A> obuf(same ? 0 : size_t(g.O * g.L));
+  const bool direct = same && g.identity_cols();
+  const int64_t col_n = direct ? 0 : g.K * g.L, obuf_n = same ? 0 : g.O * g.L;
+  const int64_t workers = num_workers(g.N, (col_n + obuf_n) * int64_t(sizeof(A)));
+  for_worker_ranges(g.N, workers, [&](int64_t, int64_t begin, int64_t end) {
+    Workspace<A> col(col_n), obuf(obuf_n);
     for (int64_t n = begin; n < end; ++n) {
       const T* xn = xp + n * g.C * g.HW;
       A* on = same ? reinterpret_cast<A*>(op + n * g.O * g.L) : obuf.data();
@@ -220,11 +254,12 @@ void conv2d_backward_input_impl(const Tensor& grad_out, const Tensor& w, Tensor&
   T* dxp = grad_x.data_ptr<T>();
   const ComputeArray<T> w_compute(w);
   const A* wa = w_compute.data();
-  for_images(g.N, [&](int64_t begin, int64_t end) {
-    const bool direct = g.identity_cols();
-    std::vector<A> col(direct ? 0 : size_t(g.K * g.L));
-    std::vector<A> gbuf(same ? 0 : size_t(g.O * g.L));
-    std::vector<A> dxbuf(same ? 0 : size_t(g.C * g.HW));
+  const bool direct = g.identity_cols();
+  const int64_t col_n = direct ? 0 : g.K * g.L;
+  const int64_t gbuf_n = same ? 0 : g.O * g.L, dxbuf_n = same ? 0 : g.C * g.HW;
+  const int64_t workers = num_workers(g.N, (col_n + gbuf_n + dxbuf_n) * int64_t(sizeof(A)));
+  for_worker_ranges(g.N, workers, [&](int64_t, int64_t begin, int64_t end) {
+    Workspace<A> col(col_n), gbuf(gbuf_n), dxbuf(dxbuf_n);
     for (int64_t n = begin; n < end; ++n) {
       const A* gn;
       A* dxn;
@@ -253,7 +288,9 @@ void conv2d_backward_input_impl(const Tensor& grad_out, const Tensor& w, Tensor&
   });
 }
 
-// grad_w[g] = sum_n grad_out[n][g] col[n][g]^T; per-thread partial sums, added under a lock.
+// grad_w[g] = sum_n grad_out[n][g] col[n][g]^T. Each worker sums its contiguous range of images
+// into its own partial; the partials are then added in worker order, so the result depends only
+// on the number of workers (the thread count and the budget), never on thread timing.
 template <typename T>
 void conv2d_backward_weight_impl(const Tensor& grad_out, const Tensor& x, Tensor& grad_w,
                                  const Conv2dParams& p) {
@@ -263,13 +300,13 @@ void conv2d_backward_weight_impl(const Tensor& grad_out, const Tensor& x, Tensor
   const T* gp = grad_out.data_ptr<T>();
   const T* xp = x.data_ptr<T>();
   const int64_t wn = g.O * g.K;
-  std::vector<A> total(size_t(wn), A(0));
-  std::mutex mu;
-  for_images(g.N, [&](int64_t begin, int64_t end) {
-    const bool direct = same && g.identity_cols();
-    std::vector<A> col(direct ? 0 : size_t(g.K * g.L));
-    std::vector<A> gbuf(same ? 0 : size_t(g.O * g.L));
-    std::vector<A> part(size_t(wn), A(0));
+  const bool direct = same && g.identity_cols();
+  const int64_t col_n = direct ? 0 : g.K * g.L, gbuf_n = same ? 0 : g.O * g.L;
+  const int64_t workers = num_workers(g.N, (col_n + gbuf_n + wn) * int64_t(sizeof(A)));
+  std::vector<A> parts(size_t(workers * wn), A(0));
+  for_worker_ranges(g.N, workers, [&](int64_t wi, int64_t begin, int64_t end) {
+    Workspace<A> col(col_n), gbuf(gbuf_n);
+    A* part = parts.data() + wi * wn;
     for (int64_t n = begin; n < end; ++n) {
       const T* xn = xp + n * g.C * g.HW;
       const A* gn;
@@ -287,14 +324,15 @@ void conv2d_backward_weight_impl(const Tensor& grad_out, const Tensor& x, Tensor
           im2col<T, A>(xn + gi * g.Cg * g.HW, col.data(), g);
           cp = col.data();
         }
-        MMap<A> pm(part.data() + gi * g.Og * g.K, g.Og, g.K);
+        MMap<A> pm(part + gi * g.Og * g.K, g.Og, g.K);
         pm.noalias() +=
             CMap<A>(gn + gi * g.Og * g.L, g.Og, g.L) * CMap<A>(cp, g.K, g.L).transpose();
       }
     }
-    std::lock_guard<std::mutex> lock(mu);
-    for (int64_t i = 0; i < wn; ++i) total[size_t(i)] += part[size_t(i)];
   });
+  std::vector<A> total(size_t(wn), A(0));
+  for (int64_t wi = 0; wi < workers; ++wi)
+    for (int64_t i = 0; i < wn; ++i) total[size_t(i)] += parts[size_t(wi * wn + i)];
   from_compute<T, A>(total.data(), grad_w.data_ptr<T>(), wn);
 }
 
@@ -319,6 +357,15 @@ void conv2d_backward_weight_kernel(const Tensor& grad_out, const Tensor& x, Tens
 }
 
 }  // namespace
+
+void set_conv_workspace_budget(int64_t bytes) {
+  MINIDL_CHECK(bytes >= 0, "set_conv_workspace_budget: expected a non-negative byte count, got ",
+               bytes);
+  g_workspace_budget = bytes;
+}
+int64_t conv_workspace_budget() {
+  return g_workspace_budget;
+}
 
 void register_conv_kernels() {
   register_kernel<Op::conv2d>(DeviceType::cpu, conv2d_kernel);

@@ -1,6 +1,10 @@
 // Registration entry points of the CPU kernel families (one per tensor/cpu/*.cpp file).
 #pragma once
+#include <cstdint>
 
+namespace minidl {
+class Tensor;
+}
 namespace minidl::cpu {
 void register_copy_kernels();     // copy, fill, arange            (copy.cpp)
 void register_unary_kernels();    // unary math, clamp             (unary.cpp)
@@ -16,4 +20,15 @@ void register_index_kernels();    // embedding, gather, scatter... (index.cpp)
 void register_random_kernels();   // uniform, normal, ...          (random.cpp)
 void register_amp_kernels();      // non_finite_check_and_unscale, amp_update_scale (amp.cpp)
 void register_optim_kernels();    // fused_sgd, fused_adam       (optim.cpp)
+
+// out = a + alpha*b for f16/bf16 a, b, out of one shape (any strides): f32 per element, one
+// rounding at the store, no f32 copy of the operands (the CPU path of add/add_ with alpha).
+void add_scaled_reduced(const Tensor& a, const Tensor& b, float alpha, Tensor& out);
+
+// Bytes of conv2d im2col / conversion buffers all CPU workers together may hold (a worker
+// needs at least one image's worth, so a single worker may exceed a tiny budget). Tests shrink
+// it to check that the result does not depend on it.
+inline constexpr int64_t kConvWorkspaceBudget = int64_t(32) << 20;
+void set_conv_workspace_budget(int64_t bytes);
+int64_t conv_workspace_budget();
 }  // namespace minidl::cpu

@@ -37,14 +37,14 @@ void max_pool2d_impl(const Tensor& x, Tensor& out, Tensor& indices, const Pool2d
   const PoolGeom g = pool_geom(x.shape(), out.shape());
   const T* xp = x.data_ptr<T>();
   T* op = out.data_ptr<T>();
-  int64_t* ip = indices.data_ptr<int64_t>();
+  int64_t* ip = indices.defined() ? indices.data_ptr<int64_t>() : nullptr;  // none: inference
   const int64_t kh = p.kernel[0], kw = p.kernel[1], sh = p.stride[0], sw = p.stride[1];
   const int64_t ph = p.padding[0], pw = p.padding[1], dh = p.dilation[0], dw = p.dilation[1];
   for_planes(g.planes, g.Ho * g.Wo * kh * kw, [&](int64_t begin, int64_t end) {
     for (int64_t pl = begin; pl < end; ++pl) {
       const T* src = xp + pl * g.H * g.W;
       T* dst = op + pl * g.Ho * g.Wo;
-      int64_t* idst = ip + pl * g.Ho * g.Wo;
+      int64_t* idst = ip ? ip + pl * g.Ho * g.Wo : nullptr;
       for (int64_t oh = 0; oh < g.Ho; ++oh) {
         int64_t ih0 = oh * sh - ph;
         const int64_t ih1 = std::min(ih0 + (kh - 1) * dh + 1, g.H);
@@ -65,7 +65,7 @@ void max_pool2d_impl(const Tensor& x, Tensor& out, Tensor& indices, const Pool2d
             }
           }
           dst[oh * g.Wo + ow] = T(best);
-          idst[oh * g.Wo + ow] = best_i;
+          if (idst) idst[oh * g.Wo + ow] = best_i;
         }
       }
     }

@@ -1,7 +1,8 @@
 // CPU kernels: reductions (sum, mean, amax, amin, logsumexp, var) and max/min along a dim.
 // Reduced dims are brought last (permute; a copy only when the view is not contiguous) and each
 // row of length K is reduced; long rows are split in fixed chunks reduced in parallel and merged
-// in order, so results do not depend on the thread count. f16/bf16 are widened to f32 first.
+// in order, so results do not depend on the thread count. f16/bf16 are read in place and widened
+// to f32 one chunk (<= kChunk elements, a per-task buffer) or one element at a time.
 #include <Eigen/Core>
 #include <cmath>
 #include <limits>
@@ -21,10 +22,9 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 template <typename T>
 using ArrayMap = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
 
-// f16/bf16 -> f32 so the typed code below sees only float, double, integers and bool.
-bool is_reduced(DType t) {
-  return t == kFloat16 || t == kBFloat16;
-}
+// The type the reducers compute on for storage type S: f32 for f16/bf16, else S itself.
+template <typename S>
+using compute_t = std::conditional_t<is_reduced_float_v<S>, float, S>;
 
 // x viewed as rows: element (o, k) at data[o*K + k]; o runs over the kept dims in order.
 struct Rows {
@@ -43,7 +43,6 @@ Rows make_rows(const Tensor& in, const DimList& dims) {
   for (int64_t d = 0; d < nd; ++d)
     if (red[size_t(d)]) perm.push_back(d), r.K *= in.size(d);
   Tensor p = nd == 0 ? in : in.permute(perm);
-  if (is_reduced(p.dtype())) p = p.to(kFloat32);  // a contiguous copy in permuted order
   r.t = p.is_contiguous() ? p : p.contiguous();
   return r;
 }
@@ -189,24 +188,41 @@ struct VarR {
   }
 };
 
-// Reduces each row of x:[outer, K] into out[o].
-template <typename T, typename R>
-void reduce_rows(const T* x, int64_t outer, int64_t K, const R& r, typename R::Out* out) {
+// partial() of chunk [beg, beg+n) of a row stored as S: on the data itself when S is the compute
+// type, else on a copy widened into buf (n <= kChunk floats), with the same arithmetic.
+template <typename S, typename R, typename U>
+typename R::State partial_of(const R& r, const S* p, int64_t n, int64_t beg, std::vector<U>& buf) {
+  if constexpr (std::is_same_v<S, U>) {
+    return r.partial(p, n, beg);
+  } else {
+    buf.resize(size_t(n));
+    for (int64_t i = 0; i < n; ++i) buf[size_t(i)] = U(p[i]);
+    return r.partial(buf.data(), n, beg);
+  }
+}
+
+// Reduces each row of x:[outer, K] (stored as S) into out[o].
+template <typename S, typename R>
+void reduce_rows(const S* x, int64_t outer, int64_t K, const R& r, typename R::Out* out) {
   using State = typename R::State;
+  using U = compute_t<S>;
   if (outer == 0) return;
   const int64_t nchunks = K <= kChunk ? 1 : (K + kChunk - 1) / kChunk;
   if (nchunks == 1) {
     parallel_for(outer, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(K, 1)),
                  [&](int64_t b, int64_t e) {
-                   for (int64_t o = b; o < e; ++o) out[o] = r.finish(r.partial(x + o * K, K, 0), K);
+                   std::vector<U> buf;
+                   for (int64_t o = b; o < e; ++o)
+                     out[o] = r.finish(partial_of(r, x + o * K, K, 0, buf), K);
                  });
     return;
   }
   std::vector<State> part(size_t(outer * nchunks));
   parallel_for(outer * nchunks, 1, [&](int64_t b, int64_t e) {
+    std::vector<U> buf;
     for (int64_t i = b; i < e; ++i) {
       const int64_t o = i / nchunks, beg = (i % nchunks) * kChunk;
-      part[size_t(i)] = r.partial(x + o * K + beg, std::min(kChunk, K - beg), beg);
+      part[size_t(i)] = partial_of(r, x + o * K + beg, std::min(kChunk, K - beg), beg, buf);
     }
   });
   for (int64_t o = 0; o < outer; ++o) {
@@ -217,9 +233,9 @@ void reduce_rows(const T* x, int64_t outer, int64_t K, const R& r, typename R::O
 }
 
 // Column path: x:[O, K, M] contiguous reduced over its middle dim with init()/step(), tiles of
-// kTile adjacent columns vectorised across M.
-template <typename T, typename R>
-void reduce_cols(const T* x, int64_t O, int64_t K, int64_t M, const R& r, typename R::Out* out) {
+// kTile adjacent columns vectorised across M; elements stored as S are widened one at a time.
+template <typename S, typename R>
+void reduce_cols(const S* x, int64_t O, int64_t K, int64_t M, const R& r, typename R::Out* out) {
   using State = typename R::State;
   constexpr int64_t kTile = 256;
   const int64_t tiles = (M + kTile - 1) / kTile;
@@ -231,8 +247,9 @@ void reduce_cols(const T* x, int64_t O, int64_t K, int64_t M, const R& r, typena
                    const int64_t len = std::min(kTile, M - j0);
                    for (int64_t j = 0; j < len; ++j) acc[j] = r.init();
                    for (int64_t k = 0; k < K; ++k) {
-                     const T* row = x + (o * K + k) * M + j0;
-                     for (int64_t j = 0; j < len; ++j) acc[j] = r.step(acc[j], row[j]);
+                     const S* row = x + (o * K + k) * M + j0;
+                     for (int64_t j = 0; j < len; ++j)
+                       acc[j] = r.step(acc[j], compute_t<S>(row[j]));
                    }
                    for (int64_t j = 0; j < len; ++j) out[o * M + j0 + j] = r.finish(acc[j], K);
                  }
@@ -269,19 +286,20 @@ bool middle_run(const Tensor& x, const DimList& dims, int64_t& O, int64_t& K, in
   return M >= 16;
 }
 
-template <typename T, typename R>
+// x stored as S, reduced by r (which computes on compute_t<S>).
+template <typename S, typename R>
 void reduce_typed(const Tensor& x, Tensor& out, const DimList& dims, const R& r) {
   using Out = typename R::Out;
   with_out_buffer<Out>(out, [&](Out* o) {
-    if constexpr (requires { r.step(r.init(), T()); }) {
+    if constexpr (requires { r.step(r.init(), compute_t<S>()); }) {
       int64_t O = 0, K = 0, M = 0;
       if (middle_run(x, dims, O, K, M)) {
-        reduce_cols(static_cast<const T*>(x.data_ptr()), O, K, M, r, o);
+        reduce_cols(static_cast<const S*>(x.data_ptr()), O, K, M, r, o);
         return;
       }
     }
     Rows rows = make_rows(x, dims);
-    reduce_rows(static_cast<const T*>(rows.t.data_ptr()), rows.outer, rows.K, r, o);
+    reduce_rows(static_cast<const S*>(rows.t.data_ptr()), rows.outer, rows.K, r, o);
   });
 }
 
@@ -289,16 +307,11 @@ void reduce_typed(const Tensor& x, Tensor& out, const DimList& dims, const R& r)
 template <bool FloatingOnly, template <typename> class Make, typename... Args>
 void reduce_kernel(const Tensor& in, Tensor& out, const DimList& dims, std::string_view op,
                    Args... args) {
-  // the column path reads in's data directly, so widen reduced floats up front there
-  const Tensor x = (is_reduced(in.dtype()) && in.is_contiguous()) ? in.to(kFloat32) : in;
-  auto body = [&]<typename T>() {
-    using U = std::conditional_t<is_reduced_float_v<T>, float, T>;
-    reduce_typed<U>(x, out, dims, Make<U>{args...});
-  };
+  auto body = [&]<typename T>() { reduce_typed<T>(in, out, dims, Make<compute_t<T>>{args...}); };
   if constexpr (FloatingOnly)
-    dispatch_floating(x.dtype(), op, body);
+    dispatch_floating(in.dtype(), op, body);
   else
-    dispatch_all(x.dtype(), op, body);
+    dispatch_all(in.dtype(), op, body);
 }
 
 template <typename T>
@@ -349,12 +362,12 @@ template <bool IsMax>
 void arg_kernel(const Tensor& in, Tensor& values, Tensor& indices, int64_t dim) {
   Rows rows = make_rows(in, in.dim() == 0 ? DimList{} : DimList{dim});
   dispatch_all(rows.t.dtype(), IsMax ? "max" : "min", [&]<typename T>() {
-    if constexpr (!is_reduced_float_v<T>) {
-      using R = ArgR<T, IsMax>;
+    {
+      using R = ArgR<compute_t<T>, IsMax>;
       std::vector<typename R::Out> res(size_t(rows.outer));
       reduce_rows(static_cast<const T*>(rows.t.data_ptr()), rows.outer, rows.K, R{}, res.data());
-      with_out_buffer<T>(values, [&](T* v) {
-        for (size_t o = 0; o < res.size(); ++o) v[o] = res[o].v;
+      with_out_buffer<T>(values, [&](T* v) {  // exact: each value came from a T
+        for (size_t o = 0; o < res.size(); ++o) v[o] = T(res[o].v);
       });
       with_out_buffer<int64_t>(indices, [&](int64_t* ix) {
         for (size_t o = 0; o < res.size(); ++o) ix[o] = res[o].i;

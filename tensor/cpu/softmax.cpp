@@ -1,9 +1,11 @@
 // CPU kernels: softmax, log_softmax and their backward passes along one dim, on contiguous
-// buffers (f16/bf16 widened to f32): rows when the dim is innermost, else tiles of adjacent
+// buffers (f16/bf16 widened to f32 a row or a tile at a time): rows when the dim is innermost, else tiles of adjacent
 // lines vectorised across the inner dim (no transposes). Eigen arrays for exp; parallel.
 #include <Eigen/Core>
 #include <cmath>
+#include <algorithm>
 #include <limits>
+#include <vector>
 
 #include "tensor/cpu/kernels.h"
 #include "tensor/cpu/loops.h"
@@ -45,11 +47,64 @@ double dot_double(const S* a, const S* b, int64_t n) {
 // `b` may be undefined (then its pointers are nullptr).
 constexpr int64_t kTile = 128;
 
+// f16/bf16 lines: widened into per-task f32 buffers one row, or one tile of at most
+// kHalfTileElems elements, at a time (the same row/col functions on the same float values as
+// for an f32 copy of the whole tensor, without that copy), narrowed once on the store.
+constexpr int64_t kHalfTileElems = 65536;
+
+template <typename T, typename RowFn, typename ColFn>
+void half_line_op(const Tensor& a, const Tensor& b, Tensor& out, int64_t dim, RowFn row,
+                  ColFn col) {
+  const Tensor ca = a.contiguous(), cb = b.defined() ? b.contiguous() : Tensor();
+  const bool direct = out.is_contiguous();
+  Tensor ro = direct ? out : empty(out.shape(), out.dtype());
+  const int64_t K = out.size(dim);
+  int64_t inner = 1;
+  for (int64_t d = dim + 1; d < out.dim(); ++d) inner *= out.size(d);
+  const int64_t outer = out.numel() / (K * inner);
+  const T* pa = ca.data_ptr<T>();
+  const T* pb = cb.defined() ? cb.data_ptr<T>() : nullptr;
+  T* po = ro.data_ptr<T>();
+  // lines [j0, j0+len) of block o: element (k, j) at src[k*inner + j] <-> buf[k*len + j]
+  auto widen = [&](const T* src, float* buf, int64_t len) {
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t j = 0; j < len; ++j) buf[k * len + j] = float(src[k * inner + j]);
+  };
+  const int64_t tile = inner == 1 ? 1 : std::clamp<int64_t>(kHalfTileElems / K, 1, kTile);
+  const int64_t tiles = (inner + tile - 1) / tile;
+  parallel_for(outer * tiles, std::max<int64_t>(1, kParallelGrain / (K * tile)),
+               [&](int64_t lo, int64_t hi) {
+                 const size_t n = size_t(K * tile);
+                 std::vector<float> xa(n), xb(pb ? n : 0), xo(n);
+                 for (int64_t i = lo; i < hi; ++i) {
+                   const int64_t o = i / tiles, j0 = (i % tiles) * tile;
+                   const int64_t off = o * K * inner + j0, len = std::min(tile, inner - j0);
+                   widen(pa + off, xa.data(), len);
+                   if (pb) widen(pb + off, xb.data(), len);
+                   const float* bp = pb ? xb.data() : nullptr;
+                   if (inner == 1)
+                     row(xo.data(), xa.data(), bp, K);
+                   else
+                     col(xo.data(), xa.data(), bp, K, len, len);
+                   for (int64_t k = 0; k < K; ++k)
+                     for (int64_t j = 0; j < len; ++j)
+                       po[off + k * inner + j] = T(xo[size_t(k * len + j)]);
+                 }
+               });
+  if (!direct) out.copy_(ro);
+}
+
 template <typename RowFn, typename ColFn>
 void line_op(const Tensor& a, const Tensor& b, Tensor& out, int64_t dim, std::string_view op,
              RowFn row, ColFn col) {
   if (out.numel() == 0) return;
   dispatch_floating(out.dtype(), op, [&]<typename T>() {
+    if constexpr (is_reduced_float_v<T>) {
+      if (a.dtype() == out.dtype() && (!b.defined() || b.dtype() == out.dtype())) {
+        half_line_op<T>(a, b, out, dim, row, col);
+        return;
+      }
+    }
     using S = std::conditional_t<std::is_same_v<T, double>, double, float>;
     const DType sdt = dtype_of<S>();
     auto prep = [&](const Tensor& t) { return t.dtype() != sdt ? t.to(sdt) : t.contiguous(); };
