@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "optim/sgd.h"
 #include "test_util.h"
 
 using namespace minidl;
@@ -159,5 +160,29 @@ TEST_CASE("half softmax, log_softmax, layer_norm and cross_entropy match f64") {
     double mean_ce = 0;
     for (double c : ce) mean_ce += c / double(R);
     check_half(cross_entropy(x, target), {mean_ce}, 1e-4);
+  }
+}
+
+TEST_CASE("SGD on bf16/f16 parameters: p + (-lr)*g in f32, one rounding, no f32 copies") {
+  for (DType dt : kHalfTypes) {
+    INFO("dtype ", dtype_name(dt));
+    Tensor p = random_tensor({256, 1024}, dt, 21);
+    Tensor g = random_tensor({256, 1024}, dt, 22);
+    const std::vector<double> pv = to_f64(p), gv = to_f64(g);
+    p.requires_grad_();
+    p.mutable_grad() = g;
+    optim::SGD opt({p}, 0.1);
+    reset_peak_memory_stats(kCPU);
+    const int64_t base = memory_stats(kCPU).allocated;
+    opt.step();
+    // the update's one half-precision temporary (add_ writes a + alpha*b, then copies it in)
+    CHECK(memory_stats(kCPU).peak - base <= p.numel() * 2);
+    const std::vector<double> nv = to_f64(p.detach());
+    int bad = 0;
+    for (size_t i = 0; i < pv.size(); ++i) {
+      const float want = float(pv[i]) + float(gv[i]) * -0.1f;
+      bad += nv[i] != (dt == kBFloat16 ? double(float(BFloat16(want))) : double(float(Half(want))));
+    }
+    CHECK(bad == 0);
   }
 }
