@@ -34,6 +34,8 @@ inline std::shared_ptr<Store>& rank_store() {
   return store;
 }
 
+// Forked children of a process whose OpenMP pool already ran can hang in libgomp: ctest runs
+// each case in its own process, where this is the first parallel work.
 // Runs fn on `world` forked ranks joined by a gloo group (store hosted by the test process);
 // every rank must return true. A rank's error is printed with its rank.
 inline void run_ranks(int world, const RankFn& fn, std::chrono::milliseconds pg_timeout = 10s) {

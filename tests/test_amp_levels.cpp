@@ -9,6 +9,7 @@
 
 #include "ddp_test_util.h"
 #include "minidl.h"
+#include "test_util.h"
 #include "optim/amp.h"
 #include "parallel_test_models.h"
 
@@ -16,12 +17,6 @@ using namespace minidl;
 using ptest::SmallNet;
 
 namespace {
-
-bool bitwise_equal(const Tensor& a, const Tensor& b) {
-  if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
-  Tensor x = a.contiguous(), y = b.contiguous();
-  return std::memcmp(x.data_ptr(), y.data_ptr(), size_t(x.numel()) * x.element_size()) == 0;
-}
 
 // One training step through Amp on the deterministic batch `s`; returns whether it applied.
 bool amp_step(amp::Amp& a, nn::Module& model, optim::Optimizer& opt, int s,
@@ -77,7 +72,7 @@ TEST_CASE("amp_levels: O0 equals the fp32 run bitwise") {
     CHECK(amp_step(*a, *model, opt, s));
   }
   auto p = model->parameters(), q = ref->parameters();
-  for (size_t i = 0; i < p.size(); ++i) CHECK(bitwise_equal(p[i], q[i]));
+  for (size_t i = 0; i < p.size(); ++i) CHECK(testutil::bitwise_equal(p[i], q[i]));
 }
 
 TEST_CASE("amp_levels: O1 keeps fp32 weights and gradients, autocasts the forward") {
@@ -116,7 +111,8 @@ TEST_CASE("amp_levels: O2 half model with fp32 norms and fp32 master weights") {
   const auto& masters = a->master_params();
   REQUIRE(masters.size() == 4);  // conv w/b, fc w/b
   for (const Tensor& m : masters) CHECK(m.dtype() == kFloat32);
-  CHECK(bitwise_equal(masters[0], initial[0]));  // exact fp32 values, not rounded via half
+  CHECK(
+      testutil::bitwise_equal(masters[0], initial[0]));  // exact fp32 values, not rounded via half
   // The optimizer steps the masters (and the fp32 norm parameters), not the half tensors.
   for (const Tensor& p : opt.param_groups()[0].params) CHECK(p.dtype() == kFloat32);
   double first = 0, last = 0;
@@ -130,7 +126,7 @@ TEST_CASE("amp_levels: O2 half model with fp32 norms and fp32 master weights") {
     a->backward(loss);
     CHECK(a->step());
     CHECK_FALSE(model->conv->weight.grad().defined());  // consumed into the masters
-    CHECK(bitwise_equal(model->conv->weight, masters[0].to(kFloat16)));
+    CHECK(testutil::bitwise_equal(model->conv->weight, masters[0].to(kFloat16)));
   }
   CHECK(last < 0.5 * first);
 }
@@ -151,10 +147,11 @@ TEST_CASE("amp_levels: an O2 overflow skips the step and changes nothing but the
   CHECK(a->scaler().get_scale() == scale * 0.5);
   CHECK(a->scaler().skipped_steps() == 1);
   auto now = model->parameters();
-  for (size_t i = 0; i < now.size(); ++i) CHECK(bitwise_equal(now[i], params[i]));
+  for (size_t i = 0; i < now.size(); ++i) CHECK(testutil::bitwise_equal(now[i], params[i]));
   for (size_t i = 0; i < masters.size(); ++i)
-    CHECK(bitwise_equal(a->master_params()[i], masters[i]));
-  for (const auto& [k, v] : opt.state_dict()) CHECK_MESSAGE(bitwise_equal(v, state_copy.at(k)), k);
+    CHECK(testutil::bitwise_equal(a->master_params()[i], masters[i]));
+  for (const auto& [k, v] : opt.state_dict())
+    CHECK_MESSAGE(testutil::bitwise_equal(v, state_copy.at(k)), k);
   CHECK(amp_step(*a, *model, opt, 2));
 }
 
@@ -194,7 +191,7 @@ TEST_CASE("amp_levels: state_dict restores masters and the scaler exactly") {
   CHECK(b->scaler().get_scale() == a->scaler().get_scale());
   CHECK(b->scaler().growth_tracker() == a->scaler().growth_tracker());
   for (size_t i = 0; i < a->master_params().size(); ++i)
-    CHECK(bitwise_equal(a->master_params()[i], b->master_params()[i]));
+    CHECK(testutil::bitwise_equal(a->master_params()[i], b->master_params()[i]));
   auto o1 = make(10);
   optim::SGD opt3(o1->parameters(), 0.05);
   auto c = amp::initialize(*o1, opt3, "O1", kFloat16);

@@ -17,12 +17,6 @@ using namespace minidl;
 
 namespace {
 
-bool same_bits(const Tensor& a, const Tensor& b) {
-  if (a.shape() != b.shape() || a.dtype() != b.dtype()) return false;
-  Tensor x = a.cpu().contiguous(), y = b.cpu().contiguous();
-  return std::memcmp(x.data_ptr(), y.data_ptr(), x.numel() * x.element_size()) == 0;
-}
-
 float f32(const Tensor& t) {
   return t.item<float>();
 }
@@ -55,14 +49,15 @@ void compare_fused(Make make, int steps, int skip_at) {
     const Tensor found = full({}, t == skip_at ? 1.0f : 0.0f, kFloat32);
     if (t != skip_at) plain->step();
     fused->step_with_scaling(scale, found);
-    for (size_t i = 0; i < a.size(); ++i) CHECK(same_bits(a[i].detach(), b[i].detach()));
+    for (size_t i = 0; i < a.size(); ++i)
+      CHECK(testutil::bitwise_equal(a[i].detach(), b[i].detach()));
     auto sa = plain->state_dict(), sb = fused->state_dict();
     CHECK(sa.size() == sb.size());
     for (auto& [k, v] : sa) {
       if (k.ends_with(".fused")) continue;  // set differently above
       CAPTURE(k);
       REQUIRE(sb.count(k));
-      CHECK(same_bits(v, sb.at(k)));
+      CHECK(testutil::bitwise_equal(v, sb.at(k)));
     }
   }
 }
@@ -85,12 +80,12 @@ TEST_SUITE("grad_scaler_ops") {
         Tensor found = zeros({}, kFloat32);
         amp::non_finite_check_and_unscale_({a, b, z}, found, full({}, 0.25f, kFloat32));
         CHECK(f32(found) == (poison != 0 ? 1.0f : 0.0f));
-        CHECK(same_bits(a, mul(a0.to(op), 0.25).to(dt)));
-        if (poison == 0) CHECK(same_bits(b, mul(b0.to(op), 0.25).to(dt)));
+        CHECK(testutil::bitwise_equal(a, mul(a0.to(op), 0.25).to(dt)));
+        if (poison == 0) CHECK(testutil::bitwise_equal(b, mul(b0.to(op), 0.25).to(dt)));
         // inv_scale 1: check only, nothing changes; found_inf is never reset
         Tensor a1 = a.clone();
         amp::non_finite_check_and_unscale_({a}, found, ones({}, kFloat32));
-        CHECK(same_bits(a, a1));
+        CHECK(testutil::bitwise_equal(a, a1));
         CHECK(f32(found) == (poison != 0 ? 1.0f : 0.0f));
       }
     }

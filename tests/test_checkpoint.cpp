@@ -75,18 +75,12 @@ struct Trainer {
   }
 };
 
-bool bitwise_equal(const Tensor& a, const Tensor& b) {
-  if (a.shape() != b.shape() || a.dtype() != b.dtype()) return false;
-  Tensor ca = a.contiguous(), cb = b.contiguous();
-  return std::memcmp(ca.data_ptr(), cb.data_ptr(), size_t(a.numel()) * a.element_size()) == 0;
-}
-
 void check_same_state(const std::map<std::string, Tensor>& a,
                       const std::map<std::string, Tensor>& b) {
   REQUIRE(a.size() == b.size());
   for (const auto& [k, v] : a) {
     REQUIRE_MESSAGE(b.count(k), k);
-    CHECK_MESSAGE(bitwise_equal(v, b.at(k)), k);
+    CHECK_MESSAGE(testutil::bitwise_equal(v, b.at(k)), k);
   }
 }
 
@@ -158,7 +152,7 @@ TEST_CASE("checkpoint: file layout, RNG state and u64 seeds") {
   Trainer u(2);
   nn::load_checkpoint(path, *u.model, u.opt.get(), u.sched.get());
   CHECK(default_generator().seed() == 0xFEDCBA9876543210ull);
-  CHECK(bitwise_equal(rand({6}), after_save));
+  CHECK(testutil::bitwise_equal(rand({6}), after_save));
   CHECK_THROWS_WITH_AS(nn::save_checkpoint(path, *t.model, nullptr, nullptr, {{"format", "x"}}),
                        doctest::Contains("reserved key \"format\""), Error);
 }
@@ -203,7 +197,8 @@ TEST_CASE("checkpoint: strict key errors and shape mismatch") {
   check_same_state(other->state_dict(), before);
   // strict=false loads the matching keys.
   nn::load_checkpoint(path, *other, nullptr, nullptr, /*strict=*/false);
-  CHECK(bitwise_equal(other->state_dict().at("0.weight"), m->state_dict().at("0.weight")));
+  CHECK(
+      testutil::bitwise_equal(other->state_dict().at("0.weight"), m->state_dict().at("0.weight")));
 
   // Shape mismatch names the key and both shapes.
   auto wide = make_model(9, /*hidden=*/6);

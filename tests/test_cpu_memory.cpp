@@ -58,21 +58,17 @@ ConvResults run_conv(const Tensor& x, const Tensor& w, const Tensor& b, const Te
           conv2d_backward_weight(g, x, w.shape(), p)};
 }
 
-bool bitwise_equal(const Tensor& a, const Tensor& b) {
-  return a.shape() == b.shape() && to_f64(a) == to_f64(b);
-}
-
 }  // namespace
 
 TEST_CASE("conv2d: a one-image workspace budget gives the default budget's results") {
   // {N, C, H, W, O, k, stride, pad, dilation, groups}
   const std::vector<std::array<int64_t, 10>> cfgs = {
-      {5, 3, 9, 9, 4, 3, 2, 0, 1, 1},   // strided
-      {6, 4, 7, 8, 6, 3, 1, 2, 1, 1},   // padded
+      {5, 3, 9, 9, 4, 3, 2, 0, 1, 1},    // strided
+      {6, 4, 7, 8, 6, 3, 1, 2, 1, 1},    // padded
       {5, 2, 11, 10, 3, 3, 1, 1, 2, 1},  // dilated
-      {4, 6, 8, 8, 9, 3, 1, 1, 1, 3},   // grouped
-      {7, 8, 6, 6, 5, 1, 1, 0, 1, 1},   // 1x1: the column matrix is the input itself
-      {0, 3, 5, 5, 4, 3, 1, 0, 1, 1},   // zero-size batch
+      {4, 6, 8, 8, 9, 3, 1, 1, 1, 3},    // grouped
+      {7, 8, 6, 6, 5, 1, 1, 0, 1, 1},    // 1x1: the column matrix is the input itself
+      {0, 3, 5, 5, 4, 3, 1, 0, 1, 1},    // zero-size batch
   };
   uint64_t seed = 100;
   for (const auto& c : cfgs) {
@@ -152,9 +148,7 @@ TEST_CASE("CPU allocator: the cache of freed blocks is capped, LRU, and reported
   CHECK(memory_stats(kCPU).cached == 33 * kMiB);
   empty_cache();
   // lowering the cap trims at once (least recently freed first); empty_cache releases all
-  {
-    Tensor t1 = empty({b}, kUInt8), t2 = empty({c}, kUInt8);
-  }  // t2 freed first
+  { Tensor t1 = empty({b}, kUInt8), t2 = empty({c}, kUInt8); }  // t2 freed first
   CHECK(memory_stats(kCPU).cached == b + c);
   set_cpu_cache_cap(c);
   CHECK(memory_stats(kCPU).cached == b);

@@ -16,18 +16,13 @@
 #include "optim/lr_scheduler.h"
 #include "optim/sgd.h"
 #include "tensor/ops.h"
+#include "test_util.h"
 
 using namespace minidl;
 using amp::GradScaler;
 using amp::GradScalerOptions;
 
 namespace {
-
-bool bitwise_equal(const Tensor& a, const Tensor& b) {
-  if (a.shape() != b.shape() || a.dtype() != b.dtype()) return false;
-  Tensor x = a.cpu().contiguous(), y = b.cpu().contiguous();
-  return std::memcmp(x.data_ptr(), y.data_ptr(), x.numel() * x.element_size()) == 0;
-}
 
 // Captures std::cerr for its lifetime.
 struct CerrCapture {
@@ -60,7 +55,7 @@ std::map<std::string, Tensor> clone_state(const optim::Optimizer& o) {
 bool same_state(const std::map<std::string, Tensor>& a, const std::map<std::string, Tensor>& b) {
   if (a.size() != b.size()) return false;
   for (auto& [k, v] : a)
-    if (!b.count(k) || !bitwise_equal(v, b.at(k))) return false;
+    if (!b.count(k) || !testutil::bitwise_equal(v, b.at(k))) return false;
   return true;
 }
 
@@ -141,8 +136,8 @@ TEST_SUITE("grad_scaler") {
       if (applied) sched.step();
       scaler.update();
       CHECK_FALSE(applied);
-      CHECK(bitwise_equal(ps[0].detach(), p0));
-      CHECK(bitwise_equal(ps[1].detach(), p1));
+      CHECK(testutil::bitwise_equal(ps[0].detach(), p0));
+      CHECK(testutil::bitwise_equal(ps[1].detach(), p1));
       CHECK(same_state(state, clone_state(*opt)));
       CHECK(opt->param_groups()[0].lr() == lr);
       CHECK(scaler.skipped_steps() == 1);
@@ -247,7 +242,7 @@ TEST_SUITE("grad_scaler") {
       const Tensor before = ps[0].detach().clone();
       CHECK(s.step(opt));  // steps even with inf: nothing is checked
       s.update();
-      CHECK_FALSE(bitwise_equal(ps[0].detach(), before));
+      CHECK_FALSE(testutil::bitwise_equal(ps[0].detach(), before));
     }
     CHECK(GradScaler::for_dtype(kFloat16).is_enabled());
     CHECK(GradScaler::needs_scaler(kFloat16));

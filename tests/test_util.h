@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <sstream>
 #include <vector>
@@ -119,6 +120,14 @@ inline void check_close(const Tensor& actual, const Tensor& expected, double rto
                         double atol = -1) {
   REQUIRE(actual.shape() == expected.shape());
   check_close(actual, to_f64(expected), rtol, atol);
+}
+
+// Same shape, dtype and bytes (CPU copies of device tensors; empty tensors are equal).
+inline bool bitwise_equal(const minidl::Tensor& a, const minidl::Tensor& b) {
+  if (a.shape() != b.shape() || a.dtype() != b.dtype()) return false;
+  if (a.numel() == 0) return true;  // memcmp may not be given an empty tensor's null data
+  minidl::Tensor x = a.cpu().contiguous(), y = b.cpu().contiguous();
+  return std::memcmp(x.data_ptr(), y.data_ptr(), size_t(x.numel()) * x.element_size()) == 0;
 }
 
 }  // namespace testutil
