@@ -61,7 +61,7 @@ struct Result {
   std::string peak_memory;  // tensor memory peak per device of this process: "cpu 61.2 MiB"
   bool cuda_graph = false;  // --cuda-graph: steps replayed from the graph / run eagerly
   int64_t graph_replays = 0, eager_steps = 0;
-  std::string amp;               // "" or "amp fp16 O1, scale 32768, 3 skipped"
+  std::string amp;  // "" or "amp fp16 O1, scale 32768, 3 skipped"
   int64_t skipped_steps = 0;
 };
 

@@ -115,16 +115,12 @@ bool Adam::supports_amp_scaling() const {
 }
 
 void Adam::step_with_scaling(const Tensor& grad_scale, const Tensor& found_inf) {
-  NoGradGuard guard;
-  const FusedAmpArgs amp{grad_scale, found_inf};
-  int skip = -1;
-  size_t idx = 0;
-  for (size_t gi = 0; gi < groups_.size(); ++gi) {
-    const size_t idx0 = idx;
-    idx += groups_[gi].params.size();
-    if (groups_[gi].get("fused") != 0 && fused_step(gi, idx0, &amp, true)) continue;
-    if (unscale_group_for_step(gi, grad_scale, found_inf, skip)) plain_step(gi, idx0);
-  }
+  step_groups_with_scaling(
+      grad_scale, found_inf,
+      [this](size_t g, size_t idx0, const FusedAmpArgs* amp) {
+        return fused_step(g, idx0, amp, true);
+      },
+      [this](size_t g, size_t idx0) { plain_step(g, idx0); });
 }
 
 void Adam::plain_step(size_t gi, size_t idx0) {

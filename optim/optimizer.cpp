@@ -92,6 +92,22 @@ void Optimizer::step_with_scaling(const Tensor& grad_scale, const Tensor& found_
   if (go) step();
 }
 
+void Optimizer::step_groups_with_scaling(
+    const Tensor& grad_scale, const Tensor& found_inf,
+    const std::function<bool(size_t, size_t, const FusedAmpArgs*)>& fused,
+    const std::function<void(size_t, size_t)>& plain) {
+  NoGradGuard guard;
+  const FusedAmpArgs amp{grad_scale, found_inf};
+  int skip = -1;
+  size_t idx = 0;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    const size_t idx0 = idx;
+    idx += groups_[g].params.size();
+    if (groups_[g].get("fused") != 0 && fused(g, idx0, &amp)) continue;
+    if (unscale_group_for_step(g, grad_scale, found_inf, skip)) plain(g, idx0);
+  }
+}
+
 double increment_step(std::map<std::string, Tensor>& st) {
   auto it = st.find("step");
   if (it == st.end()) it = st.emplace("step", scalar_tensor(0.0, kFloat64)).first;

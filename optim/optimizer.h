@@ -11,8 +11,9 @@
 #include "tensor/tensor.h"
 
 namespace minidl {
-struct FusedHyper;  // tensor/dispatch.h
-}
+struct FusedHyper;    // tensor/dispatch.h
+struct FusedAmpArgs;  // tensor/dispatch.h
+}  // namespace minidl
 
 namespace minidl::optim {
 
@@ -88,6 +89,13 @@ class Optimizer {
   // their grads by grad_scale (when defined) and returns true: the caller then steps the group.
   bool unscale_group_for_step(size_t g, const Tensor& grad_scale, const Tensor& found_inf,
                               int& skip);
+  // step_with_scaling of an optimizer with a fused path (SGD, Adam): a group whose "fused"
+  // option is on goes to `fused(g, idx0, amp)` (true when the fused ops took it, skipping on the
+  // device); any other group takes the host fallback above, then `plain(g, idx0)`.
+  void step_groups_with_scaling(
+      const Tensor& grad_scale, const Tensor& found_inf,
+      const std::function<bool(size_t, size_t, const FusedAmpArgs*)>& fused,
+      const std::function<void(size_t, size_t)>& plain);
   Options defaults_;
   std::vector<ParamGroup> groups_;
   std::vector<std::map<std::string, Tensor>> state_;  // by global parameter index

@@ -239,8 +239,8 @@ std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, const Pool2dP
 // Inference on CPU (no graph to record) skips the int64 indices: at an MNIST evaluation batch
 // of 1000 they are 74 MB, twice the pooled values.
 Tensor max_pool2d(const Tensor& x, const Pool2dParams& p) {
-  const bool need_indices = !x.defined() || !x.is_cpu() ||
-                            (GradMode::is_enabled() && x.requires_grad());
+  const bool need_indices =
+      !x.defined() || !x.is_cpu() || (GradMode::is_enabled() && x.requires_grad());
   return max_pool2d_run(x, p, need_indices).first;
 }
 

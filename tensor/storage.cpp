@@ -154,7 +154,7 @@ class CpuAllocator final : public Allocator {
   }
 
   mutable std::mutex mutex_;
-  std::list<Block> lru_;                                      // front: least recently freed
+  std::list<Block> lru_;                                   // front: least recently freed
   std::unordered_map<size_t, std::vector<BlockIt>> free_;  // by size, most recent at back
   size_t cached_ = 0;
   size_t cap_;
@@ -218,8 +218,9 @@ MemoryStats memory_stats(Device device) {
   if (!c) return {};
   MemoryStats s{c->allocated.load(std::memory_order_relaxed),
                 c->peak.load(std::memory_order_relaxed), 0};
-  if (Allocator* a = device.type == DeviceType::cpu && !g_allocators[0] ? &cpu_allocator()
-                                                                         : g_allocators[int(device.type)])
+  if (Allocator* a = device.type == DeviceType::cpu && !g_allocators[0]
+                         ? &cpu_allocator()
+                         : g_allocators[int(device.type)])
     s.cached = a->cached_bytes();
   return s;
 }

@@ -54,7 +54,8 @@ double ref_lse(const std::vector<double>& v) {
 void check_reductions_last_dim(const Tensor& x, int64_t R, int64_t K, int64_t dim) {
   const std::vector<double> v = to_f64(x.dim() == 2 && dim == 0 ? x.t().contiguous() : x);
   check_half(sum(x, {dim}), rows_ref(v, R, K, ref_sum));
-  check_half(mean(x, {dim}), rows_ref(v, R, K, [](auto r) { return ref_sum(r) / double(r.size()); }));
+  check_half(mean(x, {dim}),
+             rows_ref(v, R, K, [](auto r) { return ref_sum(r) / double(r.size()); }));
   check_half(var(x, {dim}), rows_ref(v, R, K, ref_var));
   check_half(logsumexp(x, {dim}), rows_ref(v, R, K, ref_lse));
   const auto mx = rows_ref(v, R, K, [](auto r) { return *std::max_element(r.begin(), r.end()); });
@@ -108,7 +109,8 @@ TEST_CASE("half reductions and add with alpha allocate only their outputs") {
     for (size_t i = 0; i < a.size(); ++i) {
       const float want = float(a[i]) + float(b[i]) * 0.375f;
       const double got = zv[i];
-      const double expect = dt == kBFloat16 ? double(float(BFloat16(want))) : double(float(Half(want)));
+      const double expect =
+          dt == kBFloat16 ? double(float(BFloat16(want))) : double(float(Half(want)));
       bad += got != expect;
     }
     CHECK(bad == 0);

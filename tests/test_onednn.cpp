@@ -121,8 +121,8 @@ TEST_CASE("conv2d: oneDNN, Eigen and f64 agree on every shape class (f32, bf16)"
                                      conv2d_backward_input(noncontiguous(gg), ww, xs, p),
                                      conv2d_backward_weight(gg, noncontiguous(xx), ws, p)};
       };
-      auto ref = run(CpuBackend::eigen, x.to(kFloat64), w.to(kFloat64), b.to(kFloat64),
-                     g.to(kFloat64));
+      auto ref =
+          run(CpuBackend::eigen, x.to(kFloat64), w.to(kFloat64), b.to(kFloat64), g.to(kFloat64));
       auto eig = run(CpuBackend::eigen, x, w, b, g);
       for (int i = 0; i < 3; ++i) close_to(eig[size_t(i)], ref[size_t(i)]);
       if (!onednn_available()) continue;
@@ -141,7 +141,8 @@ TEST_CASE("conv2d: oneDNN, Eigen and f64 agree on every shape class (f32, bf16)"
 
 TEST_CASE("conv2d: the oneDNN path trains like Eigen (autograd through conv2d, f32)") {
   if (!onednn_available()) return;
-  Tensor x = random_tensor({3, 2, 8, 8}, kFloat32, 7), w0 = random_tensor({4, 2, 3, 3}, kFloat32, 8);
+  Tensor x = random_tensor({3, 2, 8, 8}, kFloat32, 7),
+         w0 = random_tensor({4, 2, 3, 3}, kFloat32, 8);
   auto grads = [&](CpuBackend be) {
     BackendScope scope(be);
     Tensor w = w0.clone();

@@ -68,7 +68,9 @@ const char* cpu_backend_name(CpuBackend backend) {
   return "?";
 }
 
-int64_t onednn_executions() { return g_executions.load(std::memory_order_relaxed); }
+int64_t onednn_executions() {
+  return g_executions.load(std::memory_order_relaxed);
+}
 
 namespace cpu::onednn {
 
@@ -100,7 +102,9 @@ bool conv2d_backward_input(const Tensor&, const Tensor&, Tensor&, const Conv2dPa
 bool conv2d_backward_weight(const Tensor&, const Tensor&, Tensor&, const Conv2dParams&) {
   return false;
 }
-bool bmm(const Tensor&, const Tensor&, Tensor&) { return false; }
+bool bmm(const Tensor&, const Tensor&, Tensor&) {
+  return false;
+}
 #else
 
 dnnl::engine& engine() {
@@ -150,7 +154,8 @@ dnnl::primitive_attr default_attr() {
 
 dnnl::memory::desc plain(const std::vector<int64_t>& dims, dnnl::memory::data_type dt) {
   std::vector<int64_t> strides(dims.size(), 1);
-  for (size_t i = dims.size(); i-- > 1;) strides[i - 1] = strides[i] * std::max<int64_t>(dims[i], 1);
+  for (size_t i = dims.size(); i-- > 1;)
+    strides[i - 1] = strides[i] * std::max<int64_t>(dims[i], 1);
   return dnnl::memory::desc(dims, dt, strides);
 }
 
@@ -162,7 +167,9 @@ dnnl::memory::desc strided(const std::vector<int64_t>& dims, dnnl::memory::data_
 namespace {
 // Bytes from minidl's CPU allocator (its large-block cache makes per-call scratchpads and
 // reorder buffers cheap), kept alive by the returned tensor.
-Tensor bytes(size_t n) { return empty({int64_t(n)}, kUInt8, kCPU); }
+Tensor bytes(size_t n) {
+  return empty({int64_t(n)}, kUInt8, kCPU);
+}
 }  // namespace
 
 void execute(const Prim& p, const std::vector<Arg>& args) {

@@ -31,7 +31,8 @@ bool blocked_layouts() {
 }
 
 // Images per primitive call with blocked layouts: the reordered input and output of one chunk
-// take at most about this many bytes (one chunk for the MNIST batch of 64) (the temporaries do not grow with the batch).
+// take at most about this many bytes (one chunk for the MNIST batch of 64) (the temporaries do not
+// grow with the batch).
 constexpr int64_t kChunkBytes = int64_t(16) << 20;
 
 // One convolution's descriptors in minidl's layouts (user) and the primitive's request (any or
@@ -56,9 +57,7 @@ struct Geo {
     return g;
   }
   md user_dw() const { return plain(w, wdt); }
-  md want_dw() const {
-    return blocked ? md(w, wdt, dnnl::memory::format_tag::any) : plain(w, wdt);
-  }
+  md want_dw() const { return blocked ? md(w, wdt, dnnl::memory::format_tag::any) : plain(w, wdt); }
 
   md user_x() const { return plain(x, dt); }
   md user_w() const { return plain(w, dt); }
@@ -171,17 +170,16 @@ bool conv2d_backward_input(const Tensor& grad_out, const Tensor& w, Tensor& grad
     auto prim = cache.get(gc.key(1, false), [&] {
       using cbd = dnnl::convolution_backward_data;
       auto hint = forward_pd(gc, false);
-      cbd::primitive_desc pd(cbd::desc(algorithm::convolution_direct, gc.want(gc.x),
-                                        gc.want(gc.w), gc.want(gc.out), gc.strides, gc.dil, gc.pl,
-                                        gc.pr),
+      cbd::primitive_desc pd(cbd::desc(algorithm::convolution_direct, gc.want(gc.x), gc.want(gc.w),
+                                       gc.want(gc.out), gc.strides, gc.dil, gc.pl, gc.pr),
                              default_attr(), engine(), hint);
       return std::make_shared<const Prim>(Prim{cbd(pd), pd});
     });
     if (!prim) return false;
-    execute(*prim, {{DNNL_ARG_DIFF_DST, gc.user_out(), offset(grad_out, n0 * g.out_image() * esize)},
-                    {DNNL_ARG_WEIGHTS, gc.user_w(), w.data_ptr()},
-                    {DNNL_ARG_DIFF_SRC, gc.user_x(), offset(grad_x, n0 * g.x_image() * esize),
-                     true}});
+    execute(*prim,
+            {{DNNL_ARG_DIFF_DST, gc.user_out(), offset(grad_out, n0 * g.out_image() * esize)},
+             {DNNL_ARG_WEIGHTS, gc.user_w(), w.data_ptr()},
+             {DNNL_ARG_DIFF_SRC, gc.user_x(), offset(grad_x, n0 * g.x_image() * esize), true}});
   }
   return true;
 }
@@ -208,15 +206,16 @@ bool conv2d_backward_weight(const Tensor& grad_out, const Tensor& x, Tensor& gra
       using cbw = dnnl::convolution_backward_weights;
       auto hint = forward_pd(gc, false);
       cbw::primitive_desc pd(cbw::desc(algorithm::convolution_direct, gc.want(gc.x), gc.want_dw(),
-                                        gc.want(gc.out), gc.strides, gc.dil, gc.pl, gc.pr),
+                                       gc.want(gc.out), gc.strides, gc.dil, gc.pl, gc.pr),
                              default_attr(), engine(), hint);
       return std::make_shared<const Prim>(Prim{cbw(pd), pd});
     });
     if (!prim) return false;
     Tensor& dst = !chunked ? grad_w : n0 == 0 ? total : part;
-    execute(*prim, {{DNNL_ARG_SRC, gc.user_x(), offset(x, n0 * g.x_image() * esize)},
-                    {DNNL_ARG_DIFF_DST, gc.user_out(), offset(grad_out, n0 * g.out_image() * esize)},
-                    {DNNL_ARG_DIFF_WEIGHTS, gc.user_dw(), dst.data_ptr(), true}});
+    execute(*prim,
+            {{DNNL_ARG_SRC, gc.user_x(), offset(x, n0 * g.x_image() * esize)},
+             {DNNL_ARG_DIFF_DST, gc.user_out(), offset(grad_out, n0 * g.out_image() * esize)},
+             {DNNL_ARG_DIFF_WEIGHTS, gc.user_dw(), dst.data_ptr(), true}});
     if (chunked && n0 > 0) {
       float* t = total.data_ptr<float>();
       const float* q = part.data_ptr<float>();

@@ -66,8 +66,7 @@ bool bmm(const Tensor& a, const Tensor& b, Tensor& out) {
 
   static PrimCache cache;
   Key key;
-  key.add({int64_t(ddt), B, M, N, K}).add(oa->dims).add(oa->strides).add(ob->dims).add(
-      ob->strides);
+  key.add({int64_t(ddt), B, M, N, K}).add(oa->dims).add(oa->strides).add(ob->dims).add(ob->strides);
   auto prim = cache.get(key, [&] {
     dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(ma, mb, mc), default_attr(), engine());
     return std::make_shared<const Prim>(Prim{dnnl::matmul(pd), pd});

@@ -1,6 +1,7 @@
 // CPU kernels: softmax, log_softmax and their backward passes along one dim, on contiguous
-// buffers (f16/bf16 widened to f32 a row or a tile at a time): rows when the dim is innermost, else tiles of adjacent
-// lines vectorised across the inner dim (no transposes). Eigen arrays for exp; parallel.
+// buffers (f16/bf16 widened to f32 a row or a tile at a time): rows when the dim is innermost, else
+// tiles of adjacent lines vectorised across the inner dim (no transposes). Eigen arrays for exp;
+// parallel.
 #include <Eigen/Core>
 #include <cmath>
 #include <algorithm>
