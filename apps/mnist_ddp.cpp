@@ -5,10 +5,9 @@
 #include <cstdio>
 #include <exception>
 
-#include "apps/mnist_amp.h"
+#include "apps/common/checkpoints.h"
 #include "apps/mnist_graph.h"
 #include "apps/mnist_trainer.h"
-#include "parallel/launcher.h"
 
 int main(int argc, char** argv) {
   mnist::Options o;
@@ -37,62 +36,16 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::IsMember({"none", "step", "cosine", "onecycle"}));
   app.add_option("--gamma", o.gamma, "StepLR decay per epoch")->capture_default_str();
-  app.add_option("--seed", o.seed, "seed for initialisation, shuffling and dropout")
-      ->capture_default_str();
-  app.add_option("--device", o.device, "cpu | cuda | cuda:N")->capture_default_str();
-  app.add_option("--threads", o.threads,
-                 "intra-op threads (0: all cores, shared among the DDP ranks of a machine)")
-      ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+  minidl::apps::add_run_flags(app, o);
   app.add_option("--workers", o.workers, "data loader worker threads (0: load inline)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--checkpoint-dir", o.checkpoint_dir,
-                 "write checkpoint-epoch-N.safetensors here after every epoch (atomic)");
-  app.add_option("--resume", o.resume, "continue from a checkpoint file, or a directory's latest");
-  app.add_option("--log-json", o.log_json,
-                 "write per-epoch metrics as JSON lines to FILE (appended on --resume)");
-  app.add_option("--plot", o.plot, "training-curve plot: FILE.png (gnuplot) or FILE.svg");
-  app.add_option("--log-interval", o.log_interval, "steps between progress lines")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
   app.add_option("--max-steps", o.max_steps, "stop each epoch after N steps (0: full epoch)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  app.add_flag("--quiet", o.quiet, "print only the final summary line");
-  app.add_option("--mode", o.mode,
-                 "single | dp (DataParallel in one process) | ddp (one process per rank) | auto "
-                 "(ddp under minidl-run/torchrun/mpirun/srun, else single)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"auto", "single", "dp", "ddp"}));
-  app.add_option("-n,--nproc", o.nproc, "launch N DDP ranks of this program (via minidl-run)")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  app.add_option("--backend", o.backend, "ddp backend: gloo | nccl | auto (nccl for cuda)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"auto", "gloo", "nccl"}));
-  app.add_option("--init-method", o.init_method, "env:// | tcp://host:port | file:///path")
-      ->capture_default_str();
-  app.add_option("--dp-devices", o.dp_devices, "dp replicas (0: every GPU, or 2 on cpu)")
-      ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--dist-timeout", o.dist_timeout_s, "rendezvous/collective timeout in seconds")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
   app.add_flag("--cuda-graph", o.cuda_graph,
                "capture the training step once in a CUDA graph and replay it (one process on "
                "--device cuda; the last partial batch runs eagerly)");
-  app.add_option("--amp", o.amp,
-                 "mixed precision: off | bf16 | fp16 (fp16 uses dynamic loss scaling)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"off", "bf16", "fp16"}));
-  app.add_option("--opt-level", o.opt_level,
-                 "Apex opt level with --amp: O0 (fp32) | O1 (autocast, default) | O2 (half model, "
-                 "fp32 master weights) | O3 (all half, no scaling)")
-      ->check(CLI::IsMember({"O0", "O1", "O2", "O3"}));
-  app.add_option("--init-scale", o.init_scale, "initial loss scale for --amp fp16 (O1/O2)")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
 
   try {
     app.parse(argc, argv);
@@ -103,8 +56,14 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  if (std::string why = mnist::amp_flags_error(o); !why.empty()) {
+  if (std::string why = minidl::apps::amp_flags_error(o); !why.empty()) {
     std::fprintf(stderr, "mnist_ddp: error: %s\n", why.c_str());
+    return 2;
+  }
+  if (o.cuda_graph && o.amp != "off") {
+    std::fprintf(stderr,
+                 "mnist_ddp: error: --cuda-graph does not support --amp yet (run the AMP step "
+                 "eagerly)\n");
     return 2;
   }
   if (o.cuda_graph) {
@@ -116,25 +75,9 @@ int main(int argc, char** argv) {
     }
   }
   // -n N: run N ranks of this very command under the launcher (each rank sees RANK etc.).
-  if (o.nproc > 1 && !minidl::dist::launched_by_launcher()) {
-    if (o.mode == "single" || o.mode == "dp") {
-      std::fprintf(stderr, "mnist_ddp: error: -n %d needs --mode ddp or auto (see --help)\n",
-                   o.nproc);
-      return 2;
-    }
-    minidl::dist::LaunchOptions launch;
-    // With nccl the launcher refuses more ranks than GPUs before starting any.
-    const bool cuda = o.device.rfind("cuda", 0) == 0;
-    launch.backend = o.backend == "auto" ? (cuda ? "nccl" : "gloo") : o.backend;
-    try {
-      return minidl::dist::self_launch(o.nproc, argc, argv, {"-n", "--nproc"}, launch);
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "mnist_ddp: error: %s\n", e.what());
-      return 2;
-    }
-  }
+  if (int rc = 0; minidl::apps::self_launch_if_requested(o, "mnist_ddp", argc, argv, rc)) return rc;
   try {
-    mnist::install_stop_handlers();
+    minidl::apps::install_stop_handlers();
     mnist::Result r = mnist::run_training(o);
     if (!r.main_rank) return r.interrupted ? 130 : 0;
     if (r.interrupted) {

@@ -3,20 +3,17 @@
 // from them bit-exactly (model, optimizer, scheduler and RNG state, sampler order by epoch).
 #include "apps/mnist_trainer.h"
 
-#include <atomic>
 #include <cmath>
 #include <chrono>
-#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
-#include <regex>
-#include <thread>
 
+#include "apps/common/amp_run.h"
+#include "apps/common/checkpoints.h"
+#include "apps/common/layout.h"
 #include "apps/common/metrics.h"
 #include "apps/common/progress.h"
-#include "apps/mnist_amp.h"
-#include "apps/mnist_dist.h"
 #include "apps/mnist_graph.h"
 #include "apps/mnist_model.h"
 #include "data/dataloader.h"
@@ -28,53 +25,15 @@
 
 namespace mnist {
 namespace fs = std::filesystem;
+using apps::AmpRun;
+using apps::Layout;
 using minidl::Error;
 
 namespace {
 
-std::atomic<int> g_stop_requested{0};
-
-extern "C" void on_stop_signal(int) {
-  g_stop_requested.store(1);
-}
-
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-std::string checkpoint_path(const std::string& dir, int64_t epoch) {
-  return (fs::path(dir) / ("checkpoint-epoch-" + std::to_string(epoch) + ".safetensors")).string();
-}
-
-// The completed epoch a checkpoint file name stands for, or -1.
-int64_t checkpoint_epoch(const fs::path& p) {
-  static const std::regex re(R"(checkpoint-epoch-(\d+)\.safetensors)");
-  std::smatch m;
-  std::string name = p.filename().string();
-  return std::regex_match(name, m, re) ? std::stoll(m[1]) : -1;
-}
-
-// --resume FILE, or --resume DIR: that directory's newest complete checkpoint.
-std::string resolve_resume(const std::string& arg) {
-  MINIDL_CHECK(fs::exists(arg), "--resume: '", arg, "' does not exist");
-  if (!fs::is_directory(arg)) return arg;
-  std::string best;
-  int64_t best_epoch = -1;
-  for (const auto& entry : fs::directory_iterator(arg)) {
-    int64_t e = checkpoint_epoch(entry.path());
-    if (e > best_epoch) best_epoch = e, best = entry.path().string();
-  }
-  MINIDL_CHECK(best_epoch >= 0, "--resume: no checkpoint-epoch-N.safetensors in '", arg, "'");
-  return best;
-}
-
-// Keeps only the newest checkpoint: older ones are removed after the new one is complete.
-void remove_older_checkpoints(const std::string& dir, int64_t keep_epoch) {
-  for (const auto& entry : fs::directory_iterator(dir)) {
-    int64_t e = checkpoint_epoch(entry.path());
-    if (e >= 0 && e < keep_epoch) fs::remove(entry.path());
-  }
 }
 
 std::unique_ptr<optim::Optimizer> make_optimizer(const Options& o, nn::Module& model) {
@@ -121,7 +80,7 @@ EvalResult evaluate(nn::Module& model, data::DataLoader& loader, const Layout& l
   }
   model.train();
   Tensor mine = rows.empty() ? zeros({0, 2}, kFloat64) : cat(rows, 0);
-  auto [loss_sum, correct] = reduce_eval_rows(layout, mine, dataset_size);
+  auto [loss_sum, correct] = apps::reduce_eval_rows(layout, mine, dataset_size);
   EvalResult r{loss_sum, correct, dataset_size};
   if (r.samples > 0) r.loss /= double(r.samples);
   return r;
@@ -129,30 +88,16 @@ EvalResult evaluate(nn::Module& model, data::DataLoader& loader, const Layout& l
 
 }  // namespace
 
-void install_stop_handlers() {
-  struct sigaction sa {};
-  sa.sa_handler = on_stop_signal;
-  sa.sa_flags = SA_RESETHAND;  // a second Ctrl-C terminates at once
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
-}
-
 Result run_training(const Options& o) {
   auto t_start = Clock::now();
   MINIDL_CHECK(o.epochs >= 1, "--epochs must be >= 1, got ", o.epochs);
   MINIDL_CHECK(o.batch_size >= 1, "--batch-size must be >= 1, got ", o.batch_size);
   MINIDL_CHECK(o.lr > 0, "--lr must be > 0, got ", o.lr);
   MINIDL_CHECK(o.workers >= 0, "--workers must be >= 0, got ", o.workers);
-  LayoutGuard layout_guard(o);
+  apps::LayoutGuard layout_guard(o);
   const Layout& L = layout_guard.layout();
   const bool main_rank = L.rank == 0, verbose = main_rank && !o.quiet;
-  // Ranks on one machine share its cores unless --threads says otherwise.
-  const char* omp_env = std::getenv("OMP_NUM_THREADS");
-  if (o.threads > 0)
-    set_num_threads(o.threads);
-  else if (L.distributed() && !omp_env)
-    set_num_threads(std::max(1, int(std::thread::hardware_concurrency()) /
-                                    std::max(1, dist::rendezvous_info().local_world_size)));
+  apps::set_intra_op_threads(o, L);
 
   // Data: MNIST normalised with the usual mean/std (0.1307, 0.3081); each rank reads its
   // DistributedSampler share (seed + epoch shuffle; the test set unshuffled).
@@ -194,14 +139,14 @@ Result run_training(const Options& o) {
 
   int64_t first_epoch = 1;
   if (!o.resume.empty()) {
-    std::string path = resolve_resume(o.resume);
+    std::string path = apps::resolve_resume(o.resume, "epoch");
     std::map<std::string, Tensor> amp_state;
     auto meta = nn::load_checkpoint(path, *model, optimizer.get(), scheduler.get(), true,
                                     amp ? &amp_state : nullptr);
     if (amp) amp->restore(amp_state, path, main_rank);
     MINIDL_CHECK(meta.count("epoch"), "checkpoint '", path, "' has no epoch");
     first_epoch = std::stoll(meta["epoch"]) + 1;
-    restore_rank_rng(L, meta);
+    apps::restore_rank_rng(L, meta);
     const std::map<std::string, std::string> now = {{"seed", std::to_string(o.seed)},
                                                     {"batch_size", std::to_string(o.batch_size)},
                                                     {"world_size", std::to_string(L.world_size)}};
@@ -273,7 +218,9 @@ Result run_training(const Options& o) {
         graph_step->step(batch.data, batch.target);
       } else if (amp) {
         Tensor x = batch.data.to(L.device), y = batch.target.to(L.device);
-        Tensor loss = amp->train_step(*train_module, *optimizer, x, y, applied);
+        Tensor loss = amp->train_step(
+            *optimizer, [&] { return nn::functional::nll_loss(amp->forward(*train_module, x), y); },
+            applied);
         if (device_loss_sum.defined())
           device_loss_sum += loss.detach().to(kFloat64);
         else
@@ -315,11 +262,11 @@ Result run_training(const Options& o) {
         logged_loss_sum = loss_sum, logged_step = step;
       }
       // Ranks stop without further collectives; peers blocked in one fail when it exits.
-      if (g_stop_requested.load()) break;
+      if (apps::stop_requested()) break;
     }
     if (graph_step) loss_sum = graph_step->loss_sum();
     if (device_loss_sum.defined()) loss_sum = device_loss_sum.item<double>();
-    if (g_stop_requested.load()) {
+    if (apps::stop_requested()) {
       bar.close("(interrupted)");
       result.interrupted = true;
       break;
@@ -362,7 +309,7 @@ Result run_training(const Options& o) {
                {"loss_scale", amp ? amp->scale() : 1.0},
                {"skipped_steps", amp ? amp->skipped_steps() : int64_t(0)}});
     if (!o.checkpoint_dir.empty()) {
-      auto meta = gather_rng_states(L);  // collective
+      auto meta = apps::gather_rng_states(L);  // collective
       // Rank 0 writes; every rank waits for the complete file and fails if the write failed.
       dist::save_on_main([&] {
         meta.insert({{"epoch", std::to_string(epoch)},
@@ -373,9 +320,9 @@ Result run_training(const Options& o) {
                      {"amp", amp ? amp->name() : "off"}});
         std::map<std::string, Tensor> amp_state;
         if (amp) amp_state = amp->amp().state_dict();
-        nn::save_checkpoint(checkpoint_path(o.checkpoint_dir, epoch), *model, optimizer.get(),
-                            scheduler.get(), meta, amp ? &amp_state : nullptr);
-        remove_older_checkpoints(o.checkpoint_dir, epoch);
+        nn::save_checkpoint(apps::checkpoint_path(o.checkpoint_dir, "epoch", epoch), *model,
+                            optimizer.get(), scheduler.get(), meta, amp ? &amp_state : nullptr);
+        apps::remove_older_checkpoints(o.checkpoint_dir, "epoch", epoch);
       });
     }
     if (!o.plot.empty() && main_rank) apps::write_training_plot(o.plot, curves, "mnist_ddp");

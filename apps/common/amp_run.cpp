@@ -1,27 +1,13 @@
-// mnist_ddp's AMP glue (see mnist_amp.h): flag checks, amp::initialize from the options, the
-// mixed-precision step and the scale/skip report.
-#include "apps/mnist_amp.h"
+// The apps' AMP glue (see amp_run.h): amp::initialize from the options, the mixed-precision
+// step and the scale/skip report.
+#include "apps/common/amp_run.h"
 
 #include <cstdio>
 
-namespace mnist {
+namespace minidl::apps {
 
-std::string amp_flags_error(const Options& o) {
-  if (o.amp != "off" && o.amp != "bf16" && o.amp != "fp16")
-    return "--amp must be off, bf16 or fp16, got '" + o.amp + "'";
-  if (o.amp == "off" && !o.opt_level.empty())
-    return "--opt-level " + o.opt_level + " needs --amp bf16 or --amp fp16";
-  if (!o.opt_level.empty() && o.opt_level != "O0" && o.opt_level != "O1" && o.opt_level != "O2" &&
-      o.opt_level != "O3")
-    return "--opt-level must be O0, O1, O2 or O3, got '" + o.opt_level + "'";
-  if (!(o.init_scale > 0)) return "--init-scale must be > 0";
-  if (o.amp != "off" && o.cuda_graph)
-    return "--cuda-graph does not support --amp yet (run the AMP step eagerly)";
-  return "";
-}
-
-std::unique_ptr<AmpRun> AmpRun::create(const Options& o, nn::Module& model, optim::Optimizer& opt,
-                                       int rank, bool verbose) {
+std::unique_ptr<AmpRun> AmpRun::create(const RunOptions& o, nn::Module& model,
+                                       optim::Optimizer& opt, int rank, bool verbose) {
   std::string why = amp_flags_error(o);
   MINIDL_CHECK(why.empty(), why);
   if (o.amp == "off") return nullptr;
@@ -41,15 +27,19 @@ std::unique_ptr<AmpRun> AmpRun::create(const Options& o, nn::Module& model, opti
   return run;
 }
 
-Tensor AmpRun::train_step(nn::Module& train_module, optim::Optimizer& opt, const Tensor& x,
-                          const Tensor& y, bool& applied) {
+Tensor AmpRun::train_step(optim::Optimizer& opt, const std::function<Tensor()>& loss_fn,
+                          bool& applied, double clip_norm, double* grad_norm) {
   opt.zero_grad();
   Tensor loss;
   {
     auto region = amp_->autocast_region();
-    loss = nn::functional::nll_loss(amp_->forward(train_module, x), y);
+    loss = loss_fn();
   }
   amp_->backward(loss);
+  if (clip_norm > 0) {
+    double norm = amp_->clip_grad_norm_(clip_norm);
+    if (grad_norm) *grad_norm = norm;
+  }
   applied = amp_->step();
   return loss;
 }
@@ -93,4 +83,4 @@ void AmpRun::restore(const std::map<std::string, Tensor>& amp_state, const std::
   amp_->load_state_dict(amp_state);
 }
 
-}  // namespace mnist
+}  // namespace minidl::apps

@@ -1,18 +1,18 @@
-// mnist_ddp's parallel layout: mode resolution, process-group setup, per-rank RNG state in
+// A training app's parallel layout: mode resolution, process-group setup, per-rank RNG state in
 // checkpoints, and evaluation reduced over ranks so each test sample counts exactly once.
-#include "apps/mnist_dist.h"
+#include "apps/common/layout.h"
 
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include "parallel/distributed.h"
 #include "parallel/launcher.h"
 #include "tensor/cuda.h"
 
-namespace mnist {
-using namespace minidl;
+namespace minidl::apps {
 
 namespace {
 
@@ -21,7 +21,7 @@ bool under_launcher() {
   return std::getenv("RANK") || std::getenv("OMPI_COMM_WORLD_RANK") || std::getenv("SLURM_PROCID");
 }
 
-std::vector<Device> dp_device_list(const Options& o, Device base) {
+std::vector<Device> dp_device_list(const RunOptions& o, Device base) {
   int n = o.dp_devices;
   if (base.is_cuda()) {
     int gpus = device_count(DeviceType::cuda);
@@ -46,7 +46,7 @@ std::string Layout::describe() const {
   return "1 process, " + device.str();
 }
 
-LayoutGuard::LayoutGuard(const Options& o) {
+LayoutGuard::LayoutGuard(const RunOptions& o) {
   Layout& l = layout_;
   l.mode = o.mode;
   if (l.mode == "auto") l.mode = under_launcher() ? "ddp" : "single";
@@ -79,6 +79,14 @@ LayoutGuard::LayoutGuard(const Options& o) {
 
 LayoutGuard::~LayoutGuard() {
   if (layout_.distributed() && dist::is_initialized()) dist::destroy_process_group();
+}
+
+void set_intra_op_threads(const RunOptions& o, const Layout& l) {
+  if (o.threads > 0)
+    set_num_threads(o.threads);
+  else if (l.distributed() && !std::getenv("OMP_NUM_THREADS"))
+    set_num_threads(std::max(1, int(std::thread::hardware_concurrency()) /
+                                    std::max(1, dist::rendezvous_info().local_world_size)));
 }
 
 std::map<std::string, std::string> gather_rng_states(const Layout& l) {
@@ -126,4 +134,4 @@ std::pair<double, int64_t> reduce_eval_rows(const Layout& l, const Tensor& rows,
   return {t[0], int64_t(std::llround(t[1]))};
 }
 
-}  // namespace mnist
+}  // namespace minidl::apps

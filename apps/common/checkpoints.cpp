@@ -1,0 +1,69 @@
+// Checkpoint file naming, --resume resolution, pruning, and the stop request (see checkpoints.h).
+#include "apps/common/checkpoints.h"
+
+#include <atomic>
+#include <csignal>
+#include <filesystem>
+#include <regex>
+
+#include "tensor/error.h"
+
+namespace minidl::apps {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::atomic<int> g_stop_requested{0};
+
+extern "C" void on_stop_signal(int) {
+  g_stop_requested.store(1);
+}
+
+// The number a checkpoint file name of `unit` stands for, or -1.
+int64_t checkpoint_number(const fs::path& p, const std::string& unit) {
+  const std::regex re("checkpoint-" + unit + R"(-(\d+)\.safetensors)");
+  std::smatch m;
+  std::string name = p.filename().string();
+  return std::regex_match(name, m, re) ? std::stoll(m[1]) : -1;
+}
+
+}  // namespace
+
+std::string checkpoint_path(const std::string& dir, const std::string& unit, int64_t n) {
+  return (fs::path(dir) / ("checkpoint-" + unit + "-" + std::to_string(n) + ".safetensors"))
+      .string();
+}
+
+std::string resolve_resume(const std::string& arg, const std::string& unit) {
+  MINIDL_CHECK(fs::exists(arg), "--resume: '", arg, "' does not exist");
+  if (!fs::is_directory(arg)) return arg;
+  std::string best;
+  int64_t best_n = -1;
+  for (const auto& entry : fs::directory_iterator(arg)) {
+    int64_t n = checkpoint_number(entry.path(), unit);
+    if (n > best_n) best_n = n, best = entry.path().string();
+  }
+  MINIDL_CHECK(best_n >= 0, "--resume: no checkpoint-", unit, "-N.safetensors in '", arg, "'");
+  return best;
+}
+
+void remove_older_checkpoints(const std::string& dir, const std::string& unit, int64_t keep) {
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    int64_t n = checkpoint_number(entry.path(), unit);
+    if (n >= 0 && n < keep) fs::remove(entry.path());
+  }
+}
+
+void install_stop_handlers() {
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sa.sa_flags = SA_RESETHAND;  // a second Ctrl-C terminates at once
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
+bool stop_requested() {
+  return g_stop_requested.load() != 0;
+}
+
+}  // namespace minidl::apps
