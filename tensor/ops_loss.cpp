@@ -22,7 +22,8 @@ CeLayout ce_layout(std::string_view op, const Tensor& logits, const Tensor& targ
                logits.dtype());
   MINIDL_CHECK(target.dtype() == kInt64, "op `", op,
                "`: expected target of dtype int64 (class indices), got ", target.dtype(),
-               " (floating class-probability targets go through cross_entropy)");
+               " (a floating target holds class probabilities only with the logits' shape ",
+               logits.shape_str(), ")");
   MINIDL_CHECK(logits.dim() >= 1, "op `", op, "`: expected logits of shape [C], [N, C] or ",
                "[N, C, d1, ...], got ", logits.shape_str());
   MINIDL_CHECK(target.device() == logits.device(), "op `", op, "`: target is on ", target.device(),
@@ -129,7 +130,9 @@ CrossEntropyResult cross_entropy_forward(const Tensor& logits, const Tensor& tar
                                          double label_smoothing) {
   if (auto ac = amp::autocast_inputs<amp::AutocastOp::cross_entropy>(logits, target))
     return cross_entropy_forward(ac[0], ac[1], reduction, ignore_index, label_smoothing);
-  if (target.defined() && target.is_floating_point())
+  // torch's rule: a target of the logits' shape holds class probabilities
+  if (target.defined() && logits.defined() && target.is_floating_point() &&
+      target.shape() == logits.shape())
     return {cross_entropy_prob_target(logits, target, reduction, ignore_index, label_smoothing),
             Tensor()};
   const CeLayout l = ce_layout("cross_entropy", logits, target, label_smoothing);

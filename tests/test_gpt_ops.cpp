@@ -103,7 +103,7 @@ TEST_CASE("masked_fill matches torch: broadcast mask, scalar and 0-d tensor valu
   CHECK_THROWS_WITH_AS(masked_fill(zeros({4}), ones({4}), 1.0),
                        doctest::Contains("only supports boolean masks"), Error);
   CHECK_THROWS_WITH_AS(masked_fill(zeros({2, 4}), ones({3, 4}, kBool), 1.0),
-                       doctest::Contains("mask of shape [3, 4]"), Error);
+                       doctest::Contains("not broadcastable"), Error);
   CHECK_THROWS_WITH_AS(masked_fill(zeros({4}), ones({2, 4}, kBool), 1.0),
                        doctest::Contains("does not broadcast"), Error);
   CHECK_THROWS_WITH_AS(masked_fill(zeros({4}), m, ones({1})),
@@ -211,7 +211,9 @@ TEST_CASE("cross_entropy with class-probability targets matches torch, gradients
   Tensor idx = tensor(std::vector<int64_t>{0, 4, 2, 1});
   CHECK(cross_entropy(lo, one_hot(idx, 5).to(kFloat32)).item<double>() ==
         doctest::Approx(cross_entropy(lo, idx).item<double>()).epsilon(1e-6));
-  CHECK_THROWS_WITH_AS(cross_entropy(lo, zeros({4, 6})), doctest::Contains("must equal"), Error);
+  CHECK_THROWS_WITH_AS(cross_entropy(lo, zeros({4, 6})),
+                       doctest::Contains("class probabilities only with the logits' shape [4, 5]"),
+                       Error);
   CHECK_THROWS_WITH_AS(cross_entropy(lo, t, Reduction::mean, 0),
                        doctest::Contains("ignore_index is not supported"), Error);
 }
