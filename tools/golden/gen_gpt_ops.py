@@ -94,7 +94,8 @@ for mode in ("trunc", "floor"):
     dv["int_scalar_" + mode] = t(torch.div(ai, -3, rounding_mode=mode))
     dv["float_scalar_" + mode] = t(torch.div(a, 0.7, rounding_mode=mode))
 dv["floor_divide"] = t(torch.floor_divide(a, b))
-ga, gb = grad_of(lambda p, q: torch.div(p, q, rounding_mode="floor"), [a, b], torch.ones(12, dtype=F64))[1]
+ga, gb = grad_of(lambda p, q: torch.div(p, q, rounding_mode="floor"), [a, b],
+                 torch.ones(12, dtype=F64))[1]
 dv["grad_a_floor"], dv["grad_b_floor"] = t(ga), t(gb)
 cases["div"] = dv
 
