@@ -13,7 +13,8 @@ Reduction parse_reduction(std::string_view s);
 
 namespace functional {
 
-// logits:[N,C] / [N,C,d1..] / [C], target int64 class indices.
+// logits:[N,C] / [N,C,d1..] / [C], target int64 class indices, or floating class
+// probabilities of the logits' shape (torch's soft targets).
 Tensor cross_entropy(const Tensor& logits, const Tensor& target,
                      Reduction reduction = Reduction::mean, int64_t ignore_index = -100,
                      double label_smoothing = 0.0);

@@ -103,6 +103,15 @@ using TopkKernel = void (*)(const Tensor& in, int64_t k, int64_t dim, bool large
                             Tensor& values, Tensor& indices);
 // Fills a contiguous `out` from the generator's Philox stream (see tensor/random.h).
 using RandomKernel = void (*)(Tensor& out, double a, double b, Generator& gen);
+// ---- GPT ops (tensor/ops_gpt.cpp).
+// tril/triu: in any strides, out contiguous of in's shape and dtype (rank >= 2).
+using TriKernel = void (*)(const Tensor& in, Tensor& out, int64_t diagonal);
+// cumsum along dim: in any strides, out contiguous, one dtype (f16/bf16 accumulate in float,
+// integers in int64 wrapping). reverse: out[i] = sum over j >= i (the backward).
+using CumsumKernel = void (*)(const Tensor& in, Tensor& out, int64_t dim, bool reverse);
+// multinomial: w:[B,C] f64 contiguous scratch copy of the weights (validated by the frontend;
+// the kernel overwrites it) -> out:[B,S] int64 contiguous. Mapping in tensor/random.h.
+using MultinomialKernel = void (*)(Tensor& w, Tensor& out, bool replacement, Generator& gen);
 
 // ---- AMP and fused optimizer steps (frontends with validation: optim/fused.h).
 // grads (any floating dtypes, one device, updated in place): g *= inv_scale (skipped when

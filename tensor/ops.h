@@ -214,7 +214,8 @@ struct CrossEntropyResult {
   Tensor loss;  // reduced per `reduction`
   Tensor lse;   // [N] saved for backward
 };
-// logits:[N,C] or [N,C,d1..]; target int64 [N] or [N,d1..]
+// logits:[N,C] or [N,C,d1..]; target int64 [N] or [N,d1..], or floating class probabilities
+// of the logits' shape (composite, gradients to logits and target; lse left undefined)
 CrossEntropyResult cross_entropy_forward(const Tensor& logits, const Tensor& target,
                                          Reduction reduction = Reduction::mean,
                                          int64_t ignore_index = -100, double label_smoothing = 0.0);
@@ -242,6 +243,30 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
 std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0);
 std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim = 0);
 std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);
+
+// ---- GPT ops (tensor/ops_gpt.cpp); torch names and semantics
+// x:[..., R, C]: keeps elements with j - i <= diagonal (tril) / >= diagonal (triu), zeros the
+// rest; batched over the leading dims. The gradient is masked the same way.
+Tensor tril(const Tensor& x, int64_t diagonal = 0);
+Tensor triu(const Tensor& x, int64_t diagonal = 0);
+// x where !mask, value where mask (mask bool, broadcast to x's shape; result in x's dtype).
+// value may be a 0-d tensor (it then gets the summed gradient of the filled positions).
+Tensor masked_fill(const Tensor& x, const Tensor& mask, Scalar value);
+Tensor masked_fill(const Tensor& x, const Tensor& mask, const Tensor& value);
+Tensor& masked_fill_(Tensor& self, const Tensor& mask, Scalar value);
+// Running sum along dim; bool/integer inputs give int64 unless dtype is given.
+Tensor cumsum(const Tensor& x, int64_t dim, std::optional<DType> dtype = std::nullopt);
+// Indices drawn from rows of non-negative weights (need not sum to 1): probs [C] -> [S] or
+// [B,C] -> [B,S], int64. Same draws on CPU and CUDA for one generator state (tensor/random.h).
+Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement = false,
+                   Generator* gen = nullptr);
+// rounding_mode: nullopt (true division), "trunc" or "floor". Rounded modes keep integer
+// dtypes (integer division by zero throws ZeroDivisionError, as torch on the CPU) and have a
+// zero gradient.
+Tensor div(const Tensor& a, const Tensor& b, std::optional<std::string_view> rounding_mode);
+Tensor div(const Tensor& a, Scalar b, std::optional<std::string_view> rounding_mode);
+Tensor floor_divide(const Tensor& a, const Tensor& b);  // div(a, b, "floor")
+Tensor floor_divide(const Tensor& a, Scalar b);
 
 // ---- operators
 inline Tensor operator+(const Tensor& a, const Tensor& b) {

@@ -112,6 +112,60 @@ struct PhiloxStream {
   }
 };
 
+// multinomial(w:[B,C], S, replacement) (CPU and CUDA run this same function per row, one
+// thread per row on CUDA): the draw reserves blocks64(B*S) counters; sample k of row r uses
+// u = uniform_double(r*S + k) (64-bit draw, 53 bits). All arithmetic is IEEE double adds,
+// multiplies and compares in a fixed order (no FMA can form), so both backends agree exactly.
+//  * with replacement: w is turned in place into its running sum cdf (left to right); the
+//    sample is the first j with u*cdf[C-1] < cdf[j] (binary search; a zero weight never wins),
+//    or, when rounding leaves none, the first j with cdf[j] == cdf[C-1].
+//  * without replacement: sequentially for k = 0..S-1: total = sum of w (left to right),
+//    t = u*total, the sample is the first j with w[j] > 0 and t < running sum through j
+//    (else the last j with w[j] > 0); then w[j] = 0 (the chosen entry leaves the row).
+// w holds non-negative finite weights with a positive sum (and, without replacement, at least
+// S positive entries): the frontend checks before the kernel runs.
+MINIDL_HD inline void multinomial_row(double* w, int64_t C, int64_t S, bool replacement,
+                                      const PhiloxStream& s, uint64_t first, int64_t* out) {
+  if (replacement) {
+    double acc = 0;
+    for (int64_t j = 0; j < C; ++j) w[j] = acc = acc + w[j];
+    const double total = w[C - 1];
+    for (int64_t k = 0; k < S; ++k) {
+      const double t = s.uniform_double(first + uint64_t(k)) * total;
+      const bool hit = t < total;  // false only when u*total rounded up to total
+      int64_t lo = 0, hi = C - 1;  // first j with t < w[j] (hit) or w[j] >= total
+      while (lo < hi) {
+        const int64_t mid = lo + (hi - lo) / 2;
+        if (hit ? t < w[mid] : w[mid] >= total)
+          hi = mid;
+        else
+          lo = mid + 1;
+      }
+      out[k] = lo;
+    }
+    return;
+  }
+  for (int64_t k = 0; k < S; ++k) {
+    double total = 0;
+    for (int64_t j = 0; j < C; ++j) total = total + w[j];
+    const double t = s.uniform_double(first + uint64_t(k)) * total;
+    double acc = 0;
+    int64_t pick = -1, last = 0;
+    for (int64_t j = 0; j < C; ++j) {
+      if (!(w[j] > 0)) continue;
+      acc = acc + w[j];
+      last = j;
+      if (t < acc) {
+        pick = j;
+        break;
+      }
+    }
+    if (pick < 0) pick = last;
+    out[k] = pick;
+    w[pick] = 0;
+  }
+}
+
 // A seeded generator: (seed, offset). Thread-safe reservation of counter ranges; the offset
 // counts Philox blocks (each draw advances it by the counters it reserves, see above).
 class Generator {

@@ -169,5 +169,6 @@ std::vector<Case> cases_reduce_linalg();
 std::vector<Case> cases_nn();
 std::vector<Case> cases_index_random();
 std::vector<Case> cases_amp();  // test_cuda_amp_scaler.cpp: AMP and fused-optimizer ops
+std::vector<Case> cases_gpt();  // test_cuda_gpt_ops.cpp: tril/triu, cumsum, multinomial, ...
 
 }  // namespace parity

@@ -309,7 +309,7 @@ TEST_CASE("cuda parity table covers every op in ops.def") {
   std::set<std::string> covered, known;
   for (int i = 0; i < kNumOps; ++i) known.insert(std::string(op_name(Op(i))));
   for (auto* part : {&parity::cases_elementwise, &parity::cases_reduce_linalg, &parity::cases_nn,
-                     &parity::cases_index_random, &parity::cases_amp})
+                     &parity::cases_index_random, &parity::cases_amp, &parity::cases_gpt})
     for (const Case& c : (*part)())
       for (const std::string& op : c.ops) {
         CAPTURE(c.name);
@@ -331,4 +331,5 @@ TEST_CASE("cuda parity tables run CPU against CPU") {
   parity::run_all(parity::cases_nn(), kCPU);
   parity::run_all(parity::cases_index_random(), kCPU);
   parity::run_all(parity::cases_amp(), kCPU);
+  parity::run_all(parity::cases_gpt(), kCPU);
 }

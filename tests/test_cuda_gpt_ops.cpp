@@ -1,0 +1,139 @@
+// CPU-vs-CUDA parity of the GPT ops (cases_gpt: tril/triu, masked_fill, cumsum and its reverse
+// in the backward, div rounding modes, multinomial draws, class-probability cross_entropy),
+// run on the GPU by the cuda_gpt_ops suite and CPU-against-CPU by test_cuda_ops.cpp.
+#include "cuda_parity.h"
+
+using namespace minidl;
+using namespace parity;
+
+namespace {
+using V = std::vector<Tensor>;
+
+// The gradient of sum(out * w) w.r.t. x for a fixed pseudo-random w (exercises the backward).
+Tensor grad_through(const Tensor& x, const std::function<Tensor(const Tensor&)>& f) {
+  Tensor xl = x.detach().clone().requires_grad_();
+  Tensor out = f(xl);
+  Tensor w = rnd(out.shape(), out.dtype(), 99, kCPU).to(out.device());
+  sum(mul(out, w)).backward();
+  return xl.grad();
+}
+}  // namespace
+
+namespace parity {
+
+std::vector<Case> cases_gpt() {
+  std::vector<Case> cs;
+  const std::vector<std::vector<Shape>> mats = {{{5, 7}}, {{2, 3, 4, 6}}, {{1, 33, 33}}, {{0, 4}}};
+  Case tri{"tril, triu", {"tril", "triu"}, mats, kAll, [](const V& in, Device, int v) {
+             const int64_t diag = v - 1;  // -1, 0, 1, 4
+             return V{tril(in[0], diag == 2 ? 4 : diag), triu(in[0], diag == 2 ? 4 : diag)};
+           }};
+  tri.variants = 4;
+  tri.exact = true;
+  cs.push_back(tri);
+
+  Case mf{
+      "masked_fill", {"where"}, {{{4, 6}}, {{2, 3, 8}}}, kAll, [](const V& in, Device dev, int v) {
+        const Tensor& x = in[0];
+        Tensor m = rnd(Shape(x.shape().end() - 2, x.shape().end()), kBool, 5, kCPU).to(dev);
+        if (v == 0) return V{masked_fill(x, m, 1)};
+        if (v == 1) return V{masked_fill(x, m, scalar_tensor(0.5, kFloat64, dev))};
+        Tensor y = x.clone();
+        masked_fill_(y, m, 0);
+        return V{y};
+      }};
+  mf.variants = 3;
+  mf.exact = true;
+  cs.push_back(mf);
+
+  Case cum{
+      "cumsum",
+      {"cumsum"},
+      {{{7}}, {{5, 9}}, {{3, 4, 130}}, {{0, 3}}, {{}}},
+      kAll,
+      [](const V& in, Device, int v) {
+        const Tensor& x = in[0];
+        const int64_t dim = x.dim() == 0 ? 0 : (v % 2 ? -1 : 0);
+        V out{cumsum(x, dim)};
+        if (v >= 2 && is_floating(x.dtype()) && x.dtype() != kFloat16 && x.dtype() != kBFloat16)
+          out.push_back(grad_through(x, [dim](const Tensor& t) { return cumsum(t, dim); }));
+        return out;
+      }};
+  cum.variants = 4;
+  cum.exact = true;  // one sequential scan per line on both devices
+  cs.push_back(cum);
+
+  Case dv{"div rounding modes",
+          {"div_trunc", "div_floor"},
+          {{{6, 7}, {6, 7}}, {{4, 1}, {1, 9}}, {{130}, {}}},
+          {kFloat32, kFloat64, kFloat16, kBFloat16, kInt32, kInt64},
+          [](const V& in, Device, int v) {
+            // nonzero integer divisors: shift the zeros away
+            Tensor b = is_floating(in[1].dtype()) ? in[1]
+                                                  : where(ne(in[1], 0), in[1], 3).to(in[1].dtype());
+            if (v == 0) return V{div(in[0], b, "trunc")};
+            if (v == 1) return V{div(in[0], b, "floor")};
+            return V{floor_divide(in[0], -3)};
+          }};
+  dv.variants = 3;
+  dv.lo = -9;
+  dv.hi = 9;
+  cs.push_back(dv);
+
+  Case mn{"multinomial",
+          {"multinomial"},
+          {{{7}}, {{5, 12}}, {{3, 1000}}},
+          {kFloat32, kFloat64},
+          [](const V& in, Device, int v) {
+            Generator g(11 + uint64_t(v));
+            Tensor w = abs(in[0]);
+            const int64_t C = w.size(-1);
+            Tensor s = v == 0 ? multinomial(w, 9, true, &g)
+                              : multinomial(w, std::min<int64_t>(C, 5), false, &g);
+            return V{s, scalar_tensor(int64_t(g.offset()), kInt64, s.device())};
+          }};
+  mn.variants = 2;
+  mn.exact = true;
+  cs.push_back(mn);
+
+  Case ce{
+      "cross_entropy with class-probability targets",
+      {"log_softmax"},
+      {{{6, 5}, {6, 5}}, {{2, 4, 3, 3}, {2, 4, 3, 3}}},
+      {kFloat32, kFloat64},
+      [](const V& in, Device, int v) {
+        Tensor t = softmax(in[1], 1);
+        const Reduction r = v == 0 ? Reduction::mean : v == 1 ? Reduction::sum : Reduction::none;
+        Tensor loss = cross_entropy(in[0], t, r, -100, v == 0 ? 0.1 : 0.0);
+        return V{loss, grad_through(in[0], [&](const Tensor& x) {
+                   return cross_entropy(x, t, r, -100, v == 0 ? 0.1 : 0.0);
+                 })};
+      }};
+  ce.variants = 3;
+  ce.layouts = false;
+  cs.push_back(ce);
+  return cs;
+}
+
+}  // namespace parity
+
+TEST_SUITE("cuda_gpt_ops") {
+  TEST_CASE("cuda parity: tril/triu, masked_fill, cumsum, rounded div, multinomial, soft CE") {
+    parity::run_all(parity::cases_gpt());
+  }
+  TEST_CASE("cuda multinomial: same draws as the CPU for the same seed, large rows") {
+    Tensor w = rnd({4, 50000}, kFloat32, 3, kCPU, 0, 1);
+    Generator gc(5), gg(5);
+    Tensor a = multinomial(w, 16, true, &gc), b = multinomial(w.cuda(), 16, true, &gg);
+    CHECK(equal(a, b.cpu()));
+    Tensor c = multinomial(w, 8, false, &gc), d = multinomial(w.cuda(), 8, false, &gg);
+    CHECK(equal(c, d.cpu()));
+    CHECK(gc.offset() == gg.offset());
+    CHECK_THROWS_WITH_AS(multinomial(zeros({2, 3}, kFloat32, kCUDA), 1),
+                         doctest::Contains("sum of probabilities"), Error);
+  }
+  TEST_CASE("cuda div with rounding_mode: integer division by zero throws") {
+    Tensor a = arange(6).cuda(), z = zeros({6}, kInt64, kCUDA);
+    CHECK_THROWS_WITH_AS(div(a, z, "trunc"), doctest::Contains("ZeroDivisionError"), Error);
+  }
+}
