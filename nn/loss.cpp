@@ -1,9 +1,11 @@
 // Loss functions: functional forms composed of differentiable ops (autograd comes from the
-// ops they use) and the loss Module wrappers.
+// ops they use; binary_cross_entropy_with_logits records its own node, PyTorch's gradients) and
+// the loss Module wrappers.
 #include "nn/loss.h"
 
 #include <limits>
 
+#include "autograd/function.h"
 #include "tensor/autocast.h"
 
 namespace minidl::nn {
@@ -118,17 +120,49 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& targe
                target.dtype());
   MINIDL_CHECK(input.shape() == target.shape(), "op `", op, "`: target shape ", target.shape_str(),
                " must be the same as input shape ", input.shape_str());
-  // log(1 + exp(-|x|)) + max(-x, 0) = -log(sigmoid(x)), computed stably.
-  Tensor log_sig_neg = log1p(exp(neg(abs(input)))) + relu(neg(input));
+  for (const Tensor* t : {&weight, &pos_weight})
+    MINIDL_CHECK(!(t->defined() && t->requires_grad() && GradMode::is_enabled()), "op `", op,
+                 "`: not differentiable with respect to argument '",
+                 t == &weight ? "weight" : "pos_weight",
+                 "'. This input cannot have requires_grad True.");
+  if (pos_weight.defined()) broadcast_shapes(pos_weight.shape(), input.shape(), op);
+  // PyTorch's formula: sp = m + log(exp(-m) + exp(-x - m)) = -log(sigmoid(x)), m = max(-x, 0);
+  // loss = (1 - y) x + (1 + (pos_weight - 1) y) sp.
   Tensor loss;
-  if (pos_weight.defined()) {
-    broadcast_shapes(pos_weight.shape(), input.shape(), op);
-    Tensor log_weight = (pos_weight - 1.0) * target + 1.0;
-    loss = (1.0 - target) * input + log_weight * log_sig_neg;
-  } else {
-    loss = (1.0 - target) * input + log_sig_neg;  // = max(x,0) - x*y + log1p(exp(-|x|))
+  {
+    NoGradGuard no_grad;
+    Tensor m = relu(neg(input));
+    Tensor sp = log(exp(neg(m)) + exp(neg(input) - m)) + m;
+    loss = (1.0 - target) * input +
+           (pos_weight.defined() ? ((pos_weight - 1.0) * target + 1.0) * sp : sp);
+    if (weight.defined()) loss = loss * weight;
   }
-  if (weight.defined()) loss = loss * weight;
+  // One node with PyTorch's analytic gradients (also exact at x = 0: sigmoid(0) - y):
+  //   dx = w ((1 + (pw - 1) y) sigmoid(x) - pw y),  dy = w (-x + (pw - 1) sp)   (pw = 1 if unset)
+  autograd::record("BinaryCrossEntropyWithLogitsBackward", {input, target}, {&loss},
+                   {input, target, weight, pos_weight},
+                   [nx = input.requires_grad(), ny = target.requires_grad()](
+                       const std::vector<Tensor>& g, const std::vector<Tensor>& s) {
+                     const Tensor &x = s[0], &y = s[1], &w = s[2], &pw = s[3];
+                     Tensor gw = w.defined() ? g[0] * w : g[0];
+                     Tensor gx, gy;
+                     if (nx) {
+                       Tensor sig = sigmoid(x);
+                       gx = pw.defined() ? ((pw - 1.0) * y + 1.0) * sig - pw * y : sig - y;
+                       gx = (gx * gw).to(x.dtype());
+                     }
+                     if (ny) {
+                       if (pw.defined()) {
+                         Tensor m = relu(neg(x));
+                         Tensor sp = log(exp(neg(m)) + exp(neg(x) - m)) + m;
+                         gy = (neg(x) + (pw - 1.0) * sp) * gw;
+                       } else {
+                         gy = neg(x) * gw;
+                       }
+                       gy = gy.to(y.dtype());
+                     }
+                     return std::vector<Tensor>{gx, gy};
+                   });
   return reduce(loss, reduction);
 }
 

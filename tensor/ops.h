@@ -85,7 +85,7 @@ Tensor gelu(const Tensor& x, std::string_view approximate = "none");  // "none" 
 Tensor silu(const Tensor& x);
 Tensor erf(const Tensor& x);
 Tensor logical_not(const Tensor& x);
-Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max);
+Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max);
 Tensor square(const Tensor& x);             // x * x
 Tensor cast(const Tensor& x, DType dtype);  // always a new tensor
 
@@ -128,7 +128,7 @@ Tensor& mul_(Tensor& self, const Tensor& b);
 Tensor& div_(Tensor& self, const Tensor& b);
 Tensor& add_(Tensor& self, Scalar b);
 Tensor& mul_(Tensor& self, Scalar b);
-Tensor& clamp_(Tensor& self, std::optional<double> min, std::optional<double> max);
+Tensor& clamp_(Tensor& self, std::optional<Scalar> min, std::optional<Scalar> max);
 // Exact comparisons for tests
 bool equal(const Tensor& a, const Tensor& b);  // same shape and values
 bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8);

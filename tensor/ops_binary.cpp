@@ -275,12 +275,14 @@ Tensor pow(const Tensor& a, Scalar exponent) {
 }
 
 namespace {
-// The gradient goes to the selected input; ties split it half/half (PyTorch).
-GradPair select_grads(const Tensor& g, const Tensor& a_wins, const Tensor& tie, bool na, bool nb) {
-  Tensor half = mul(g, 0.5);
+// PyTorch 1.13's rule: a gets g where(a == b, g / 2, g) masked to 0 where a loses, b likewise;
+// a NaN operand compares false both ways, so both operands get the whole g.
+GradPair select_grads(const Tensor& g, const Tensor& a_loses, const Tensor& b_loses,
+                      const Tensor& tie, bool na, bool nb) {
+  Tensor shared = where(tie, mul(g, 0.5), g);
   Tensor ga, gb;
-  if (na) ga = where(a_wins, g, where(tie, half, 0));
-  if (nb) gb = where(logical_or(a_wins, tie), where(tie, half, 0), g);
+  if (na) ga = where(logical_not(a_loses), shared, 0);
+  if (nb) gb = where(logical_not(b_loses), shared, 0);
   return {ga, gb};
 }
 }  // namespace
@@ -288,13 +290,15 @@ GradPair select_grads(const Tensor& g, const Tensor& a_wins, const Tensor& tie, 
 Tensor maximum(const Tensor& a, const Tensor& b) {
   return with_grad2(arith<Op::maximum>(a, b, "maximum"), "MaximumBackward", a, b, {a, b},
                     [](const Tensor& g, const Saved& s, bool na, bool nb) {
-                      return select_grads(g, gt(s[0], s[1]), eq(s[0], s[1]), na, nb);
+                      return select_grads(g, lt(s[0], s[1]), gt(s[0], s[1]), eq(s[0], s[1]), na,
+                                          nb);
                     });
 }
 Tensor minimum(const Tensor& a, const Tensor& b) {
   return with_grad2(arith<Op::minimum>(a, b, "minimum"), "MinimumBackward", a, b, {a, b},
                     [](const Tensor& g, const Saved& s, bool na, bool nb) {
-                      return select_grads(g, lt(s[0], s[1]), eq(s[0], s[1]), na, nb);
+                      return select_grads(g, gt(s[0], s[1]), lt(s[0], s[1]), eq(s[0], s[1]), na,
+                                          nb);
                     });
 }
 Tensor eq(const Tensor& a, const Tensor& b) {

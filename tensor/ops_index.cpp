@@ -1,7 +1,7 @@
 // Indexing frontends: embedding (+ backward), index_select, gather, scatter_add(_), one_hot,
 // topk. Shape/dtype/device checks and output allocation; index range checks are done by the
-// kernels before they write. Device agnostic. embedding, index_select and gather record their
-// backward (scatter-adds into zeros); integer outputs never get history.
+// kernels before they write. Device agnostic. embedding, index_select, gather and topk record
+// their backward (scatter-adds into zeros); integer outputs never get history.
 #include "autograd/function.h"
 #include "tensor/autocast.h"
 #include "tensor/ops.h"
@@ -274,6 +274,13 @@ std::pair<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim, bool lar
   }
   Tensor v = as_1d(values), i = as_1d(indices);
   kernel<Op::topk>(x.device())(as_1d(x), k, d, largest, sorted, v, i);
+  if (is_floating(x.dtype()))  // dx: zeros of x's shape with the values' grad at the indices
+    autograd::record("TopkBackward", {x}, {&values}, {indices},
+                     [shape = x.shape(), d](const auto& g, const auto& s) {
+                       if (shape.empty()) return std::vector<Tensor>{g[0].reshape({})};
+                       Tensor z = zeros(shape, g[0].dtype(), g[0].device());
+                       return std::vector<Tensor>{scatter_add(z, d, s[0], g[0])};
+                     });
   return {values, indices};
 }
 

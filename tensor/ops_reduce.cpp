@@ -121,12 +121,18 @@ int64_t reduced_count(const Shape& s, const DimList& dims) {
 }
 
 // amax/amin/max/min: the gradient is split evenly among the elements equal to the result.
-void record_extreme(const char* name, const Tensor& x, Tensor& out, const DimList& d,
-                    bool keepdim) {
+// `nan_ties` (the full max()/min(), PyTorch's evenly_distribute_backward): a NaN result is
+// shared by the NaN elements. amax/amin (PyTorch's scale_grad_by_count) leave a NaN result with
+// no equal element, so its gradient is 0/0 = NaN, as in PyTorch 1.13.
+void record_extreme(const char* name, const Tensor& x, Tensor& out, const DimList& d, bool keepdim,
+                    bool nan_ties) {
   if (!is_floating(out.dtype())) return;
-  record(name, {x}, {&out}, {x, out}, [d, keepdim](const Grads& g, const Grads& s) {
+  record(name, {x}, {&out}, {x, out}, [d, keepdim, nan_ties](const Grads& g, const Grads& s) {
     const Tensor& x = s[0];
-    Tensor mask = eq(x, unreduce(s[1], x.shape(), d, keepdim)).to(g[0].dtype());
+    const Tensor r = unreduce(s[1], x.shape(), d, keepdim);
+    Tensor tie = eq(x, r);
+    if (nan_ties) tie = logical_or(tie, logical_and(ne(x, x), ne(r, r)));
+    Tensor mask = tie.to(g[0].dtype());
     Tensor count = sum(mask, d, true);
     return Grads{div(mul(unreduce(g[0], x.shape(), d, keepdim), mask), count)};
   });
@@ -238,14 +244,14 @@ namespace {
 // tied elements.
 template <Op op>
 Tensor extreme(const Tensor& x, const DimList& dims, bool keepdim, const char* name,
-               const char* node) {
+               const char* node, bool nan_ties = false) {
   const DimList d = reduce_dims(x, dims, name);
   check_nonempty(x, d, dims.empty(), name);
   Tensor out = [&] {
     NoGradGuard no_grad;
     return simple_reduce<op>(x, d, keepdim, x.dtype());
   }();
-  record_extreme(node, x, out, d, keepdim);
+  record_extreme(node, x, out, d, keepdim, nan_ties);
   return out;
 }
 }  // namespace
@@ -257,10 +263,10 @@ Tensor amin(const Tensor& x, const DimList& dims, bool keepdim) {
   return extreme<Op::amin>(x, dims, keepdim, "amin", "AminBackward");
 }
 Tensor max(const Tensor& x) {
-  return extreme<Op::amax>(x, {}, false, "max", "MaxBackward");
+  return extreme<Op::amax>(x, {}, false, "max", "MaxBackward", true);
 }
 Tensor min(const Tensor& x) {
-  return extreme<Op::amin>(x, {}, false, "min", "MinBackward");
+  return extreme<Op::amin>(x, {}, false, "min", "MinBackward", true);
 }
 
 std::pair<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim) {

@@ -197,33 +197,59 @@ Tensor logical_not(const Tensor& x) {
 }
 
 namespace {
-// Validates clamp's bounds; returns (lo, hi) with ±inf for a missing bound.
-std::pair<double, double> clamp_bounds(const Tensor& x, std::optional<double> min,
-                                       std::optional<double> max, std::string_view name) {
+// Validates clamp's bounds and returns the result dtype: PyTorch's promotion of the tensor with
+// the scalar bounds (float tensors keep their dtype; an integer or bool tensor with a float
+// bound computes in the default float dtype f32; a bool tensor with an integer bound in int64).
+DType clamp_dtype(const Tensor& x, const std::optional<Scalar>& min,
+                  const std::optional<Scalar>& max, std::string_view name) {
   check_defined(x, name);
   MINIDL_CHECK(min.has_value() || max.has_value(), "op `", name,
                "`: at least one of 'min' or 'max' must not be None");
-  MINIDL_CHECK(x.dtype() != kBool, "op `", name, "`: not supported for bool tensors (shape ",
+  DType dt = x.dtype();
+  if (!is_floating(dt)) {
+    const bool any_float = (min && min->is_floating()) || (max && max->is_floating());
+    const bool any_int = (min && min->is_integral()) || (max && max->is_integral());
+    dt = any_float ? kFloat32 : (dt == kBool && any_int ? kInt64 : dt);
+  }
+  MINIDL_CHECK(dt != kBool, "op `", name, "`: not supported for bool tensors (shape ",
                x.shape_str(), ")");
+  return dt;
+}
+
+// The bounds as doubles, ±inf for a missing one.
+std::pair<double, double> clamp_bounds(const std::optional<Scalar>& min,
+                                       const std::optional<Scalar>& max) {
   constexpr double inf = std::numeric_limits<double>::infinity();
-  return {min.value_or(-inf), max.value_or(inf)};
+  return {min ? min->to_double() : -inf, max ? max->to_double() : inf};
 }
 }  // namespace
 
-// Integer tensors keep their dtype (the bounds are rounded inwards to integers). The gradient
-// passes where lo <= x <= hi.
-Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max) {
-  auto [lo, hi] = clamp_bounds(x, min, max, "clamp");
-  Tensor out = empty(x.shape(), x.dtype(), x.device());
-  if (out.numel() > 0) kernel<Op::clamp>(x.device())(x, out, lo, hi);
+// Computes in the promoted dtype (clamp(int64 [1, 2, 3], 1.5, 2.5) is f32 [1.5, 2, 2.5], as in
+// PyTorch). The gradient passes where lo <= x <= hi.
+Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max) {
+  const DType dt = clamp_dtype(x, min, max, "clamp");
+  auto [lo, hi] = clamp_bounds(min, max);
+  Tensor out;
+  {
+    NoGradGuard guard;  // the cast is internal: one ClampBackward node
+    const Tensor in = x.to(dt);
+    out = empty(x.shape(), dt, x.device());
+    if (out.numel() > 0) kernel<Op::clamp>(x.device())(in, out, lo, hi);
+  }
   return with_grad(out, "ClampBackward", x, {x},
                    [lo = lo, hi = hi](const Tensor& g, const Saved& s) {
                      return where(logical_and(ge(s[0], lo), le(s[0], hi)), g, 0);
                    });
 }
 
-Tensor& clamp_(Tensor& self, std::optional<double> min, std::optional<double> max) {
-  auto [lo, hi] = clamp_bounds(self, min, max, "clamp_");
+// The result keeps self's dtype: bounds that would promote it (a float bound on an integer
+// tensor) are refused, as in PyTorch.
+Tensor& clamp_(Tensor& self, std::optional<Scalar> min, std::optional<Scalar> max) {
+  const DType dt = clamp_dtype(self, min, max, "clamp_");
+  MINIDL_CHECK(dt == self.dtype(), "op `clamp_`: result type ", dt,
+               " can't be cast to the desired output type ", self.dtype(), " (shape ",
+               self.shape_str(), ")");
+  auto [lo, hi] = clamp_bounds(min, max);
   autograd::check_inplace("clamp_", self);
   if (self.numel() > 0) kernel<Op::clamp>(self.device())(self, self, lo, hi);
   self.storage()->bump_version();

@@ -223,19 +223,24 @@ TEST_CASE("clamp: bounds, NaN, integer dtypes, errors") {
   // min > max gives max everywhere; NaN stays NaN
   check_close(clamp(from_f64({1, 5, kNaN}, {3}), 3.0, 2.0), {2, 2, kNaN});
   check_close(clamp(from_f64({1, 5}, {2}), kNaN, 2.0), {kNaN, kNaN});
-  // integer tensors keep their dtype; bounds round inwards
+  // integer tensors keep their dtype with integer bounds; a float bound promotes to f32 (torch)
   Tensor i = from_f64({-3, 0, 5, 2}, {4}, kInt64);
-  Tensor ci = clamp(i, -1.0, 2.0);
+  Tensor ci = clamp(i, -1, 2);
   CHECK(ci.dtype() == kInt64);
   CHECK(ci.tolist<int64_t>() == std::vector<int64_t>{-1, 0, 2, 2});
-  CHECK(clamp(i, 1.5, std::nullopt).tolist<int64_t>() == std::vector<int64_t>{2, 2, 5, 2});
+  Tensor cf = clamp(i, 1.5, std::nullopt);
+  CHECK(cf.dtype() == kFloat32);
+  CHECK(to_f64(cf) == std::vector<double>{1.5, 1.5, 5, 2});
   Tensor u = from_f64({1, 5, 250}, {3}, kUInt8);
-  CHECK(clamp(u, -1.5, 300.0).tolist<int64_t>() == std::vector<int64_t>{1, 5, 250});
-  CHECK(clamp(u, 2.0, 7.0).tolist<int64_t>() == std::vector<int64_t>{2, 5, 7});
+  CHECK(clamp(u, -1.5, 300.0).dtype() == kFloat32);
+  CHECK(to_f64(clamp(u, -1.5, 300.0)) == std::vector<double>{1, 5, 250});
+  CHECK(clamp(u, 2, 7).dtype() == kUInt8);
+  CHECK(clamp(u, 2, 7).tolist<int64_t>() == std::vector<int64_t>{2, 5, 7});
   CHECK_THROWS_WITH_AS(clamp(i, std::nullopt, std::nullopt),
                        doctest::Contains("op `clamp`: at least one of 'min' or 'max'"), Error);
-  CHECK_THROWS_WITH_AS(clamp(from_f64({1}, {1}, kBool), 0.0, 1.0),
+  CHECK_THROWS_WITH_AS(clamp(from_f64({1}, {1}, kBool), false, true),
                        doctest::Contains("op `clamp`: not supported for bool"), Error);
+  CHECK(clamp(from_f64({1, 0}, {2}, kBool), 0, std::nullopt).dtype() == kInt64);
 }
 
 TEST_CASE("clamp_ writes through views and bumps the version") {
