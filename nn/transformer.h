@@ -12,7 +12,9 @@
 namespace minidl::nn {
 
 // Keys and values of the positions seen so far: k, v:[B, n_head, T_cached, head_dim]
-// (undefined when empty). Attention appends the new positions' keys/values to it.
+// (undefined when empty). Attention appends the new positions' keys/values to it. The tensors
+// keep their autograd history (gradients flow into cached positions); generate under
+// NoGradGuard. One cache per layer.
 struct KVCache {
   Tensor k, v;
   int64_t size() const { return k.defined() ? k.size(2) : 0; }  // T_cached
