@@ -33,6 +33,8 @@
 #include "nn/embedding.h"
 #include "nn/loss.h"
 #include "nn/normalization.h"
+#include "nn/transformer.h"
+#include "optim/param_groups.h"
 #include "nn/checkpoint.h"
 #include "data/dataloader.h"
 #include "data/dataset.h"

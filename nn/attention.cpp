@@ -132,8 +132,9 @@ TransformerEncoderLayer::TransformerEncoderLayer(int64_t d_model, int64_t nhead,
                                                  double eps, bool batch_first, bool nf,
                                                  Generator* gen)
     : activation(std::move(act)), norm_first(nf) {
-  MINIDL_CHECK(activation == "relu" || activation == "gelu",
-               "TransformerEncoderLayer: activation should be relu/gelu, not ", activation);
+  MINIDL_CHECK(activation == "relu" || activation == "gelu" || activation == "gelu_tanh",
+               "TransformerEncoderLayer: activation should be relu/gelu/gelu_tanh, not ",
+               activation);
   self_attn = std::make_shared<MultiheadAttention>(d_model, nhead, p, true, batch_first, gen);
   linear1 = std::make_shared<Linear>(d_model, dim_feedforward, true, gen);
   dropout = std::make_shared<Dropout>(p, gen);
@@ -159,7 +160,7 @@ Tensor TransformerEncoderLayer::sa_block(const Tensor& x, const Tensor& mask, co
 
 Tensor TransformerEncoderLayer::ff_block(const Tensor& x) {
   Tensor h = (*linear1)(x);
-  h = activation == "relu" ? relu(h) : gelu(h);
+  h = activation == "relu" ? relu(h) : gelu(h, activation == "gelu_tanh" ? "tanh" : "none");
   return (*dropout2)((*linear2)((*dropout)(h)));
 }
 

@@ -61,7 +61,7 @@ class TransformerEncoderLayer : public Cloneable<TransformerEncoderLayer> {
   using Module::operator();
   std::string name() const override { return "TransformerEncoderLayer"; }
 
-  std::string activation;  // "relu" | "gelu"
+  std::string activation;  // "relu" | "gelu" | "gelu_tanh" (GELU with approximate="tanh")
   bool norm_first;
   std::shared_ptr<MultiheadAttention> self_attn;
   std::shared_ptr<Linear> linear1;

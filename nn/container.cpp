@@ -1,20 +1,33 @@
-// Sequential and ModuleList: children are owned by Module (owning register_module) so clone()
-// deep-copies them through Module's generic machinery.
+// Sequential, ModuleList and ModuleDict: children are owned by Module (owning register_module)
+// so clone() deep-copies them through Module's generic machinery.
 #include "nn/container.h"
 
+#include <cxxabi.h>
+
+#include <cstdlib>
 #include <string>
 
 namespace minidl::nn {
 
-namespace {
-std::shared_ptr<Module> at(const Module& m, int64_t i, const char* what) {
+namespace detail {
+std::string type_name(const std::type_info& t) {
+  int status = 0;
+  char* dem = abi::__cxa_demangle(t.name(), nullptr, nullptr, &status);
+  std::string s = (status == 0 && dem) ? dem : t.name();
+  std::free(dem);
+  std::string base = s.substr(0, s.find('<'));
+  auto colon = base.rfind("::");
+  return colon == std::string::npos ? s : s.substr(colon + 2);
+}
+
+std::shared_ptr<Module> child_at_index(const Module& m, int64_t i, const char* what) {
   auto kids = m.children();
   int64_t n = int64_t(kids.size());
   MINIDL_CHECK(i >= -n && i < n, what, ": index ", i, " is out of range for a container of size ",
                n);
   return kids[size_t(i < 0 ? i + n : i)];
 }
-}  // namespace
+}  // namespace detail
 
 Sequential::Sequential(std::initializer_list<std::shared_ptr<Module>> modules) {
   for (auto& m : modules) push_back(m);
@@ -30,7 +43,7 @@ void Sequential::push_back(std::shared_ptr<Module> m) {
 }
 
 std::shared_ptr<Module> Sequential::operator[](int64_t i) const {
-  return at(*this, i, "Sequential");
+  return detail::child_at_index(*this, i, "Sequential");
 }
 
 Tensor Sequential::forward(const Tensor& x) {
@@ -49,7 +62,40 @@ void ModuleList::push_back(std::shared_ptr<Module> m) {
 }
 
 std::shared_ptr<Module> ModuleList::operator[](int64_t i) const {
-  return at(*this, i, "ModuleList");
+  return detail::child_at_index(*this, i, "ModuleList");
+}
+
+ModuleDict::ModuleDict(
+    std::initializer_list<std::pair<std::string, std::shared_ptr<Module>>> modules) {
+  for (auto& [k, m] : modules) insert(k, m);
+}
+
+void ModuleDict::insert(const std::string& key, std::shared_ptr<Module> m) {
+  MINIDL_CHECK(m != nullptr, "ModuleDict: module for key '", key, "' is null");
+  if (contains(key))
+    replace_owned_module(key, std::move(m));
+  else
+    register_module(key, std::move(m));
+}
+
+std::shared_ptr<Module> ModuleDict::operator[](const std::string& key) const {
+  for (auto& [k, m] : named_children())
+    if (k == key) return m;
+  std::string have;
+  for (auto& k : keys()) have += (have.empty() ? "'" : ", '") + k + "'";
+  MINIDL_FAIL("ModuleDict: no key '", key, "' (keys: ", have.empty() ? "none" : have, ")");
+}
+
+bool ModuleDict::contains(const std::string& key) const {
+  for (auto& [k, m] : named_children())
+    if (k == key) return true;
+  return false;
+}
+
+std::vector<std::string> ModuleDict::keys() const {
+  std::vector<std::string> out;
+  for (auto& [k, m] : named_children()) out.push_back(k);
+  return out;
 }
 
 }  // namespace minidl::nn

@@ -170,10 +170,13 @@ std::vector<Tensor> Module::parameters(bool recurse) const {
 
 std::vector<std::pair<std::string, Tensor>> Module::named_buffers(bool recurse) const {
   std::vector<std::pair<std::string, Tensor>> out;
+  std::vector<const TensorImpl*> seen;  // a shared buffer appears once, like torch
   visit(*this, recurse, [&](const Module& m, const std::string& prefix) {
     for (const auto& e : m.buffers_) {
       const Tensor& t = m.tensor_at(e.offset);
-      if (t.defined()) out.emplace_back(join_name(prefix, e.name), t);
+      if (!t.defined() || std::find(seen.begin(), seen.end(), t.impl()) != seen.end()) continue;
+      seen.push_back(t.impl());
+      out.emplace_back(join_name(prefix, e.name), t);
     }
   });
   return out;
@@ -338,34 +341,49 @@ LoadStateDictResult Module::load_state_dict(const StateDict& state_in, bool stri
 
 // ---------------------------------------------------------------- clone
 
-std::shared_ptr<Module> Module::clone() const {
+std::shared_ptr<Module> Module::clone(CloneMemo&) const {
   MINIDL_FAIL("clone: ", name(), " does not support clone(); derive it from nn::Cloneable<", name(),
               ">");
 }
 
-void Module::deep_copy_after_member_copy() {
+void Module::deep_copy_after_member_copy(CloneMemo& memo) {
   NoGradGuard guard;
-  for (const auto& e : params_) {
-    Tensor& t = tensor_at(e.offset);
-    if (!t.defined()) continue;
-    bool rg = t.requires_grad();
+  auto cloned = [&](Tensor& t, bool keep_requires_grad) {
+    if (!t.defined()) return;
+    auto it = memo.tensors.find(t.impl());
+    if (it != memo.tensors.end()) {
+      t = it->second;
+      return;
+    }
+    const TensorImpl* original = t.impl();
     Tensor c = t.detach().clone();
-    if (rg) c.requires_grad_(true);
+    if (keep_requires_grad && t.requires_grad()) c.requires_grad_(true);
+    memo.tensors.emplace(original, c);
     t = c;
-  }
-  for (const auto& e : buffers_) {
-    Tensor& t = tensor_at(e.offset);
-    if (t.defined()) t = t.detach().clone();
-  }
+  };
+  for (const auto& e : params_) cloned(tensor_at(e.offset), true);
+  for (const auto& e : buffers_) cloned(tensor_at(e.offset), false);
   for (auto& e : children_) {
     std::shared_ptr<Module> c = child_at(e);
     if (!c) continue;
-    std::shared_ptr<Module> cc = c->clone();
+    auto it = memo.modules.find(c.get());
+    std::shared_ptr<Module> cc = it != memo.modules.end() ? it->second : c->clone(memo);
     if (e.offset < 0)
       e.owned = cc;
     else
       e.set(this, e.offset, cc);
   }
+}
+
+void Module::replace_owned_module(const std::string& name, std::shared_ptr<Module> module) {
+  MINIDL_CHECK(module != nullptr, "register_module: '", name, "' is null");
+  for (auto& e : children_)
+    if (e.name == name) {
+      MINIDL_CHECK(e.offset < 0, "replace_owned_module: '", name, "' is a member slot");
+      e.owned = std::move(module);
+      return;
+    }
+  MINIDL_FAIL("replace_owned_module: no child named '", name, "'");
 }
 
 // ---------------------------------------------------------------- forward, printing

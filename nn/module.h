@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 #include <type_traits>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -107,7 +108,18 @@ class Module : public std::enable_shared_from_this<Module> {
   LoadStateDictResult load_state_dict(const StateDict& state, bool strict = true);
 
   // Deep independent copy; implemented by Cloneable<Derived>. The base version throws.
-  virtual std::shared_ptr<Module> clone() const;
+  // Like copy.deepcopy, identity is kept: a tensor (TensorImpl) or child module reachable from
+  // several places (tied weights, a shared submodule) is cloned once and the clone is shared by
+  // all those places. `memo` maps originals to their clones for one clone() call.
+  struct CloneMemo {
+    std::unordered_map<const TensorImpl*, Tensor> tensors;
+    std::unordered_map<const Module*, std::shared_ptr<Module>> modules;
+  };
+  std::shared_ptr<Module> clone() const {
+    CloneMemo memo;
+    return clone(memo);
+  }
+  virtual std::shared_ptr<Module> clone(CloneMemo& memo) const;
 
   // ---- forward and printing
   virtual Tensor forward(const Tensor& x);
@@ -119,8 +131,11 @@ class Module : public std::enable_shared_from_this<Module> {
  protected:
   // Copying is for Cloneable only (slots are offsets, so the copy sees its own members).
   Module(const Module&) = default;
-  // Replaces every parameter/buffer by an independent clone and every child by its clone().
-  void deep_copy_after_member_copy();
+  // Replaces every parameter/buffer by an independent clone and every child by its clone()
+  // (each original tensor/module cloned once per memo).
+  void deep_copy_after_member_copy(CloneMemo& memo);
+  // Replaces the owned child registered as `name` (ModuleDict's assignment).
+  void replace_owned_module(const std::string& name, std::shared_ptr<Module> module);
 
  private:
   struct TensorEntry {
@@ -158,9 +173,11 @@ std::ostream& operator<<(std::ostream& os, const Module& m);
 template <class Derived>
 class Cloneable : public Module {
  public:
-  std::shared_ptr<Module> clone() const override {
+  using Module::clone;
+  std::shared_ptr<Module> clone(CloneMemo& memo) const override {
     auto copy = std::make_shared<Derived>(static_cast<const Derived&>(*this));
-    copy->deep_copy_after_member_copy();
+    memo.modules[this] = copy;
+    copy->deep_copy_after_member_copy(memo);
     return copy;
   }
 };

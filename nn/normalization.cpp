@@ -2,6 +2,8 @@
 // and update running statistics in place).
 #include "nn/normalization.h"
 
+#include <limits>
+
 #include "autograd/grad_mode.h"
 
 namespace minidl::nn {
@@ -128,6 +130,48 @@ std::string LayerNorm::extra_repr() const {
     s += std::to_string(normalized_shape[i]) + (normalized_shape.size() == 1 ? "," : "") +
          (i + 1 < normalized_shape.size() ? ", " : "");
   return s + "), eps=" + py_float(eps) + ", elementwise_affine=" + py_bool(elementwise_affine);
+}
+
+RMSNorm::RMSNorm(Shape shape, std::optional<double> eps_, bool affine)
+    : normalized_shape(std::move(shape)), eps(eps_), elementwise_affine(affine) {
+  MINIDL_CHECK(!normalized_shape.empty(), "RMSNorm: normalized_shape must not be empty");
+  for (int64_t d : normalized_shape)
+    MINIDL_CHECK(d > 0, "RMSNorm: normalized_shape must be positive, got ",
+                 shape_str(normalized_shape));
+  MINIDL_CHECK(!eps || *eps >= 0, "RMSNorm: eps must be non-negative, got ", *eps);
+  if (elementwise_affine) {
+    weight = ones(normalized_shape);
+    register_parameter("weight", &weight);
+  }
+}
+
+// x:[*, normalized_shape]
+Tensor RMSNorm::forward(const Tensor& x) {
+  if (half_into_fp32(x, weight)) return forward(x.to(kFloat32)).to(x.dtype());
+  const int64_t nd = int64_t(normalized_shape.size());
+  MINIDL_CHECK(x.dim() >= nd, "RMSNorm: input of shape ", x.shape_str(),
+               " has fewer dims than normalized_shape ", shape_str(normalized_shape));
+  DimList dims;
+  for (int64_t i = 0; i < nd; ++i) {
+    MINIDL_CHECK(x.size(x.dim() - nd + i) == normalized_shape[size_t(i)],
+                 "RMSNorm: input of shape ", x.shape_str(), " does not end with normalized_shape ",
+                 shape_str(normalized_shape));
+    dims.push_back(x.dim() - nd + i);
+  }
+  const double e = eps ? *eps
+                       : (x.dtype() == kFloat64 ? std::numeric_limits<double>::epsilon()
+                                                : double(std::numeric_limits<float>::epsilon()));
+  Tensor y = x * rsqrt(mean(square(x), dims, /*keepdim=*/true) + e);
+  return weight.defined() ? y * weight : y;
+}
+
+std::string RMSNorm::extra_repr() const {
+  std::string s = "(";
+  for (size_t i = 0; i < normalized_shape.size(); ++i)
+    s += std::to_string(normalized_shape[i]) + (normalized_shape.size() == 1 ? "," : "") +
+         (i + 1 < normalized_shape.size() ? ", " : "");
+  return s + "), eps=" + (eps ? py_float(*eps) : std::string("None")) +
+         ", elementwise_affine=" + py_bool(elementwise_affine);
 }
 
 }  // namespace minidl::nn

@@ -64,4 +64,24 @@ class LayerNorm : public Cloneable<LayerNorm> {
   Tensor weight, bias;
 };
 
+// torch.nn.RMSNorm (2.4): y = x / sqrt(mean(x^2 over normalized_shape) + eps) * weight.
+// eps = nullopt takes the machine epsilon of the computation (f64: DBL_EPSILON, otherwise
+// FLT_EPSILON: torch uses the opmath type's, so also for f16/bf16). weight (ones) when
+// elementwise_affine. A composite of differentiable ops.
+class RMSNorm : public Cloneable<RMSNorm> {
+ public:
+  explicit RMSNorm(Shape normalized_shape, std::optional<double> eps = std::nullopt,
+                   bool elementwise_affine = true);
+  explicit RMSNorm(int64_t dim, std::optional<double> eps = std::nullopt,
+                   bool elementwise_affine = true)
+      : RMSNorm(Shape{dim}, eps, elementwise_affine) {}
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override { return "RMSNorm"; }
+  std::string extra_repr() const override;
+  Shape normalized_shape;
+  std::optional<double> eps;
+  bool elementwise_affine;
+  Tensor weight;
+};
+
 }  // namespace minidl::nn

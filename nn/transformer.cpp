@@ -1,0 +1,150 @@
+// CausalSelfAttention (fused QKV projection, heads, KV cache, causal masks aligned to the
+// bottom-right when new positions follow cached ones), MLP and the pre-norm TransformerBlock.
+#include "nn/transformer.h"
+
+#include <cmath>
+#include <limits>
+#include <optional>
+
+#include "nn/attention_functional.h"
+
+namespace minidl::nn {
+
+namespace {
+
+// torch.nn.functional.scaled_dot_product_attention's signature and semantics (a bool mask
+// means true = attend; is_causal is top-left aligned; scale defaults to 1/sqrt(E)) on top of
+// nn::functional::scaled_dot_product_attention. The one place to change when the fused op
+// with this signature arrives. q:[B,H,L,E] k:[B,H,S,E] v:[B,H,S,Ev] -> [B,H,L,Ev].
+Tensor sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask = {},
+            double dropout_p = 0.0, bool is_causal = false, std::optional<double> scale = {},
+            Generator* gen = nullptr) {
+  MINIDL_CHECK(!(is_causal && attn_mask.defined()),
+               "scaled_dot_product_attention: attn_mask and is_causal are exclusive");
+  Tensor mask = attn_mask;
+  if (mask.defined() && mask.dtype() == kBool) mask = logical_not(mask);  // -> true = masked
+  Tensor qs = scale ? q * (*scale * std::sqrt(double(q.size(-1)))) : q;
+  return functional::scaled_dot_product_attention(qs, k, v, mask, is_causal, dropout_p,
+                                                  /*training=*/true, gen)
+      .output;
+}
+
+// [L, S] bool, true = attend: query i (at position past + i) sees keys j <= past + i.
+Tensor causal_attend_mask(int64_t L, int64_t S, int64_t past, Device device) {
+  Tensor i = arange(L, kInt64, device).unsqueeze(1) + Scalar(past);  // [L,1]
+  Tensor j = arange(S, kInt64, device).unsqueeze(0);                 // [1,S]
+  return le(j, i);
+}
+
+}  // namespace
+
+CausalSelfAttention::CausalSelfAttention(int64_t n_embd_, int64_t n_head_, double p, bool bias,
+                                         Generator* g)
+    : n_embd(n_embd_), n_head(n_head_), head_dim(0), dropout(p), gen(g) {
+  MINIDL_CHECK(n_embd > 0 && n_head > 0 && n_embd % n_head == 0, "CausalSelfAttention: n_embd (",
+               n_embd, ") must be a positive multiple of n_head (", n_head, ")");
+  MINIDL_CHECK(p >= 0.0 && p < 1.0, "CausalSelfAttention: dropout must be in [0, 1), got ", p);
+  head_dim = n_embd / n_head;
+  c_attn = std::make_shared<Linear>(n_embd, 3 * n_embd, bias, gen);
+  c_proj = std::make_shared<Linear>(n_embd, n_embd, bias, gen);
+  attn_dropout = std::make_shared<Dropout>(p, gen);
+  resid_dropout = std::make_shared<Dropout>(p, gen);
+  register_module("c_attn", &c_attn);
+  register_module("c_proj", &c_proj);
+  register_module("attn_dropout", &attn_dropout);
+  register_module("resid_dropout", &resid_dropout);
+}
+
+Tensor CausalSelfAttention::forward(const Tensor& x) {
+  return forward(x, AttentionOptions{});
+}
+
+// x:[B,T,C] -> [B,T,C]
+Tensor CausalSelfAttention::forward(const Tensor& x, const AttentionOptions& opt) {
+  MINIDL_CHECK(x.dim() == 3 && x.size(2) == n_embd,
+               "CausalSelfAttention: expected x of shape [B, T, ", n_embd, "], got ",
+               x.shape_str());
+  const int64_t B = x.size(0), T = x.size(1), C = n_embd;
+  Tensor qkv = (*c_attn)(x);        // [B,T,3C]
+  auto heads = [&](int64_t part) {  // [B,T,C] slice -> [B,nh,T,hd]
+    return qkv.narrow(2, part * C, C).view({B, T, n_head, head_dim}).transpose(1, 2);
+  };
+  Tensor q = heads(0), k = heads(1), v = heads(2);
+  int64_t past = 0;
+  if (opt.cache) {
+    KVCache& c = *opt.cache;
+    past = c.size();
+    if (past > 0) {
+      MINIDL_CHECK(c.v.defined() && c.k.dim() == 4 && c.k.size(0) == B && c.k.size(1) == n_head &&
+                       c.k.size(3) == head_dim && c.v.shape() == c.k.shape(),
+                   "CausalSelfAttention: KV cache k ", c.k.shape_str(), " / v ",
+                   c.v.defined() ? c.v.shape_str() : std::string("undefined"), " does not match [",
+                   B, ", ", n_head, ", T_cached, ", head_dim, "]");
+      k = cat({c.k, k}, 2);
+      v = cat({c.v, v}, 2);
+    }
+    c.k = k;
+    c.v = v;
+  }
+  const int64_t S = past + T;
+  Tensor mask;
+  bool is_causal = false;
+  if (opt.attn_mask.defined()) {
+    Tensor causal = causal_attend_mask(T, S, past, x.device());
+    const Tensor& m = opt.attn_mask;
+    mask = m.dtype() == kBool
+               ? logical_and(m, causal)
+               : where(causal, m.to(q.dtype()), Scalar(-std::numeric_limits<double>::infinity()));
+  } else if (past == 0) {
+    is_causal = T > 1;
+  } else if (T > 1) {
+    mask = causal_attend_mask(T, S, past, x.device());  // bottom-right aligned
+  }                                                     // one new query: sees everything
+  const double p = is_training() ? attn_dropout->p : 0.0;
+  Tensor y = sdpa(q, k, v, mask, p, is_causal, std::nullopt, gen);  // [B,nh,T,hd]
+  y = y.transpose(1, 2).reshape({B, T, C});
+  return (*resid_dropout)((*c_proj)(y));
+}
+
+MLP::MLP(int64_t n_embd, double p, bool bias, Generator* gen, std::string approx)
+    : gelu_approximate(std::move(approx)) {
+  MINIDL_CHECK(gelu_approximate == "tanh" || gelu_approximate == "none",
+               "MLP: gelu_approximate must be \"tanh\" or \"none\", got \"", gelu_approximate,
+               "\"");
+  c_fc = std::make_shared<Linear>(n_embd, 4 * n_embd, bias, gen);
+  c_proj = std::make_shared<Linear>(4 * n_embd, n_embd, bias, gen);
+  dropout = std::make_shared<Dropout>(p, gen);
+  register_module("c_fc", &c_fc);
+  register_module("c_proj", &c_proj);
+  register_module("dropout", &dropout);
+}
+
+// x:[*, C] -> [*, C]
+Tensor MLP::forward(const Tensor& x) {
+  return (*dropout)((*c_proj)(gelu((*c_fc)(x), gelu_approximate)));
+}
+
+TransformerBlock::TransformerBlock(int64_t n_embd, int64_t n_head, double dropout, bool bias,
+                                   Generator* gen) {
+  ln_1 = std::make_shared<LayerNorm>(n_embd);
+  attn = std::make_shared<CausalSelfAttention>(n_embd, n_head, dropout, bias, gen);
+  ln_2 = std::make_shared<LayerNorm>(n_embd);
+  mlp = std::make_shared<MLP>(n_embd, dropout, bias, gen);
+  if (!bias) ln_1->bias = ln_2->bias = Tensor();  // nanoGPT's LayerNorm(bias=False)
+  register_module("ln_1", &ln_1);
+  register_module("attn", &attn);
+  register_module("ln_2", &ln_2);
+  register_module("mlp", &mlp);
+}
+
+Tensor TransformerBlock::forward(const Tensor& x) {
+  return forward(x, AttentionOptions{});
+}
+
+// x:[B,T,C] -> [B,T,C]
+Tensor TransformerBlock::forward(const Tensor& x, const AttentionOptions& opt) {
+  Tensor h = x + attn->forward((*ln_1)(x), opt);
+  return h + (*mlp)((*ln_2)(h));
+}
+
+}  // namespace minidl::nn
