@@ -12,4 +12,6 @@ cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DMINIDL_WERROR=ON
 cmake --build "$BUILD_DIR" -j "$JOBS"
 # The MNIST tests and the end-to-end mnist_ddp runs read the offline digits (data/mnist/).
 BUILD_DIR="$BUILD_DIR" bash tools/fetch-mnist.sh data/mnist
+# The gpt app's tests read the offline Moby-Dick text (data/moby-dick/).
+bash tools/fetch-moby-dick.sh data/moby-dick
 ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS"

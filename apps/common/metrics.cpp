@@ -75,12 +75,13 @@ void range_of(const std::vector<double>& a, const std::vector<double>& b, double
 
 void polyline(std::ostringstream& svg, const Panel& p, const std::vector<double>& xs,
               const std::vector<double>& ys, const char* color, bool dots) {
-  if (xs.empty()) return;
+  const size_t n = std::min(xs.size(), ys.size());
+  if (n == 0) return;
   svg << "<polyline fill='none' stroke='" << color << "' stroke-width='1.5' points='";
-  for (size_t i = 0; i < xs.size(); ++i) svg << p.px(xs[i]) << ',' << p.py(ys[i]) << ' ';
+  for (size_t i = 0; i < n; ++i) svg << p.px(xs[i]) << ',' << p.py(ys[i]) << ' ';
   svg << "'/>\n";
   if (dots)
-    for (size_t i = 0; i < xs.size(); ++i)
+    for (size_t i = 0; i < n; ++i)
       svg << "<circle r='3' fill='" << color << "' cx='" << p.px(xs[i]) << "' cy='" << p.py(ys[i])
           << "'/>\n";
 }
@@ -100,17 +101,24 @@ void axes(std::ostringstream& svg, const Panel& p, const std::string& ylabel) {
 
 std::string svg_plot(const TrainingCurves& c, const std::string& title) {
   std::ostringstream svg;
-  svg << "<svg xmlns='http://www.w3.org/2000/svg' width='900' height='380' "
-         "font-family='sans-serif'>\n<rect width='100%' height='100%' fill='white'/>\n"
-      << "<text font-size='15' x='450' y='22' text-anchor='middle'>" << title << "</text>\n";
+  const bool with_acc = !c.test_acc.empty();  // a second panel for the accuracy
+  const int width = with_acc ? 900 : 450;
+  svg << "<svg xmlns='http://www.w3.org/2000/svg' width='" << width << "' height='380' "
+      << "font-family='sans-serif'>\n<rect width='100%' height='100%' fill='white'/>\n"
+      << "<text font-size='15' x='" << width / 2 << "' y='22' text-anchor='middle'>" << title
+      << "</text>\n";
   double xlo, xhi, lo, hi;
   range_of(c.train_x, c.epoch, xlo, xhi);
   xlo = std::min(xlo, 0.0);
   range_of(c.train_loss, c.test_loss, lo, hi);
   Panel loss{60, 50, 360, 280, xlo, xhi, std::min(lo, 0.0), hi};
-  axes(svg, loss, "loss (blue: train, red: test) vs epoch");
+  axes(svg, loss, "loss (blue: train, red: " + c.eval_label + ") vs " + c.x_label);
   polyline(svg, loss, c.train_x, c.train_loss, "#1f77b4", false);
   polyline(svg, loss, c.epoch, c.test_loss, "#d62728", true);
+  if (!with_acc) {
+    svg << "</svg>\n";
+    return svg.str();
+  }
   range_of(c.test_acc, c.test_acc, lo, hi);
   Panel acc{
       510, 50, 360, 280, xlo, xhi, std::floor(lo - 0.5), std::min(100.0, std::ceil(hi + 0.5))};
@@ -128,7 +136,7 @@ void gnuplot_png(const std::string& path, const TrainingCurves& c, const std::st
                       const std::vector<double>& y) {
     std::ofstream f(dir / name);
     f << std::setprecision(8);
-    for (size_t i = 0; i < x.size(); ++i) f << x[i] << ' ' << y[i] << '\n';
+    for (size_t i = 0; i < std::min(x.size(), y.size()); ++i) f << x[i] << ' ' << y[i] << '\n';
     if (x.empty()) f << "0 NaN\n";
   };
   write_xy("train.dat", c.train_x, c.train_loss);
@@ -137,12 +145,18 @@ void gnuplot_png(const std::string& path, const TrainingCurves& c, const std::st
   std::string tmp_png = path + ".tmp.png";
   {
     std::ofstream gp(dir / "plot.gp");
-    gp << "set terminal pngcairo size 1000,420 noenhanced\nset output '" << tmp_png << "'\n"
-       << "set multiplot layout 1,2 title '" << title << "'\nset xlabel 'epoch'\n"
+    const bool with_acc = !c.test_acc.empty();
+    gp << "set terminal pngcairo size " << (with_acc ? 1000 : 520)
+       << ",420 noenhanced\nset output '" << tmp_png << "'\n"
+       << "set multiplot layout 1," << (with_acc ? 2 : 1) << " title '" << title
+       << "'\nset xlabel '" << c.x_label << "'\n"
        << "set ylabel 'loss'\nset grid\nplot '" << (dir / "train.dat").string()
        << "' with lines title 'train', '" << (dir / "test.dat").string()
-       << "' with linespoints title 'test'\nset ylabel 'test accuracy (%)'\nplot '"
-       << (dir / "acc.dat").string() << "' with linespoints title 'test acc'\nunset multiplot\n";
+       << "' with linespoints title '" << c.eval_label << "'\n";
+    if (with_acc)
+      gp << "set ylabel 'test accuracy (%)'\nplot '" << (dir / "acc.dat").string()
+         << "' with linespoints title 'test acc'\n";
+    gp << "unset multiplot\n";
   }
   std::string cmd = "gnuplot '" + (dir / "plot.gp").string() + "' 2>/dev/null";
   int rc = std::system(cmd.c_str());

@@ -32,7 +32,9 @@ class JsonLinesLog {
 // The curves of a run: x is the fractional epoch.
 struct TrainingCurves {
   std::vector<double> train_x, train_loss;         // running train loss samples
-  std::vector<double> epoch, test_loss, test_acc;  // per epoch; acc in percent
+  std::vector<double> epoch, test_loss, test_acc;  // per evaluation; acc in percent (optional)
+  std::string x_label = "epoch";                   // the unit of train_x and epoch
+  std::string eval_label = "test";                 // the evaluated split's name
 };
 
 // Writes the plot: `path` ending in .png uses gnuplot if found on PATH (else an SVG is written
