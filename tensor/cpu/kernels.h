@@ -20,6 +20,8 @@ void register_index_kernels();    // embedding, gather, scatter... (index.cpp)
 void register_random_kernels();   // uniform, normal, ...          (random.cpp)
 void register_amp_kernels();      // non_finite_check_and_unscale, amp_update_scale (amp.cpp)
 void register_optim_kernels();    // fused_sgd, fused_adam       (optim.cpp)
+// scaled_dot_product_attention and its backward (attention.cpp)
+void register_attention_kernels();
 
 // out = a + alpha*b for f16/bf16 a, b, out of one shape (any strides): f32 per element, one
 // rounding at the store, no f32 copy of the operands (the CPU path of add/add_ with alpha).

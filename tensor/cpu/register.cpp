@@ -20,6 +20,7 @@ void register_cpu_kernels() {
   cpu::register_random_kernels();
   cpu::register_amp_kernels();
   cpu::register_optim_kernels();
+  cpu::register_attention_kernels();
 }
 
 }  // namespace minidl

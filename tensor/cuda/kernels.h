@@ -17,4 +17,6 @@ void register_index_kernels();    // embedding, gather, scatter... (index.cu)
 void register_random_kernels();   // uniform, normal, ...          (random.cu)
 void register_amp_kernels();      // non_finite_check_and_unscale, amp_update_scale (amp.cu)
 void register_optim_kernels();    // fused_sgd, fused_adam       (optim.cu)
+// scaled_dot_product_attention and its backward (attention.cu)
+void register_attention_kernels();
 }  // namespace minidl::cuda
