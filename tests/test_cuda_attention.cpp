@@ -105,7 +105,7 @@ TEST_SUITE("cuda_attention") {
     }
   }
 
-  TEST_CASE("cuda_attention: dropout draws the CPU kernel's mask; fully masked rows give 0") {
+  TEST_CASE("cuda_attention: dropout draws the CPU kernel's mask, fully masked rows give 0") {
     Tensor q = random_tensor({2, 2, 70, 32}, kFloat32, 1, -1, 1);
     Tensor k = random_tensor({2, 2, 66, 32}, kFloat32, 2, -1, 1);
     Tensor v = random_tensor({2, 2, 66, 32}, kFloat32, 3, -1, 1);

@@ -254,7 +254,7 @@ TEST_CASE("sdpa: broadcast batch dims, explicit scale, autocast, errors") {
       [&] {
         return scaled_dot_product_attention(q, k, v, ones({4, 6}, kBool));
       },
-      "does not broadcast");
+      "broadcast");
   throws([&] { return scaled_dot_product_attention(q, k, v, {}, 1.5); }, "dropout_p");
   throws([&] { return scaled_dot_product_attention(q, k.to(kFloat32), v); }, "dtype");
 }

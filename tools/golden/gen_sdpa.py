@@ -61,7 +61,7 @@ def main():
     bmask = torch.rand(5, 7) < 0.6
     bmask[:, 0] = True  # every query attends at least one key
     fmask = torch.randn(2, 1, 5, 7, dtype=DT)
-    fmask[0, 0, 1, 3] = float("-inf")
+    fmask[0, 0, 1, 3] = -1e30  # a masked-out key (JSON has no -inf)
     cases = [
         case("plain", (2, 3, 5, 8), (2, 3, 7, 8), (2, 3, 7, 6)),
         case("causal", (1, 2, 9, 16), (1, 2, 9, 16), (1, 2, 9, 16), is_causal=True),
