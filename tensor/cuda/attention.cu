@@ -292,13 +292,14 @@ __global__ void __launch_bounds__(kTcWarps * 32)
     Ms[x] = -INFINITY;
     Ls[x] = 0.f;
   }
+  __syncthreads();  // Q, O, Ms, Ls initialised (also when there is no key tile)
   W* Pw = Ps + warp * 16 * kTile;
   float* Sw = Ss + warp * 16 * kTile;
   float* Ow = Os + warp * 16 * Ev;
   const W* Qw = Qs + warp * 16 * E;
   const int64_t kend = a.causal ? (i0 + kTile < a.S ? i0 + kTile : a.S) : a.S;
   for (int64_t j0 = 0; j0 < kend; j0 += kTile) {
-    __syncthreads();  // Q/O initialised; the previous tile's K/V no longer read
+    __syncthreads();  // the previous tile's K/V are no longer read
     for (int x = tid; x < kTile * E; x += kTcWarps * 32) {
       const int64_t j = j0 + x / E;
       Kb[x] = j < a.S ? kbits[j * E + x % E] : uint16_t(0);
