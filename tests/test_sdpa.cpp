@@ -250,11 +250,7 @@ TEST_CASE("sdpa: broadcast batch dims, explicit scale, autocast, errors") {
   throws([&] { return scaled_dot_product_attention(q, rnd({2, 3, 6, 5}, 1), v); }, "last dim");
   throws([&] { return scaled_dot_product_attention(q, k, rnd({3, 7, 2}, 1)); }, "keys");
   throws([&] { return scaled_dot_product_attention(q, k, v, ones({5, 6}, kInt64)); }, "bool");
-  throws(
-      [&] {
-        return scaled_dot_product_attention(q, k, v, ones({4, 6}, kBool));
-      },
-      "broadcast");
+  throws([&] { return scaled_dot_product_attention(q, k, v, ones({4, 6}, kBool)); }, "broadcast");
   throws([&] { return scaled_dot_product_attention(q, k, v, {}, 1.5); }, "dropout_p");
   throws([&] { return scaled_dot_product_attention(q, k.to(kFloat32), v); }, "dtype");
 }

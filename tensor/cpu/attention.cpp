@@ -16,7 +16,7 @@
 namespace minidl::cpu {
 namespace {
 
-constexpr int64_t kBq = 64;  // queries per block
+constexpr int64_t kBq = 64;   // queries per block
 constexpr int64_t kBk = 128;  // keys per block
 
 template <typename A>
