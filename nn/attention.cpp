@@ -89,6 +89,8 @@ MultiheadAttentionOutput MultiheadAttention::forward(const Tensor& query, const 
 
   Tensor mask;  // additive, broadcastable to [B,H,T,S]
   const DType dt = qh.dtype();
+  // Without weights the fused op runs; it takes is_causal itself (no [T,S] mask needed).
+  const bool fused_causal = !need_weights && is_causal && !attn_mask.defined();
   if (attn_mask.defined()) {
     if (attn_mask.dim() == 2) {
       MINIDL_CHECK(attn_mask.shape() == (Shape{T, S}), op, ": attn_mask of shape ",
@@ -100,7 +102,7 @@ MultiheadAttentionOutput MultiheadAttention::forward(const Tensor& query, const 
                    " or ", shape_str({B * H, T, S}));
       mask = additive_mask(attn_mask, dt).reshape({B, H, T, S});
     }
-  } else if (is_causal) {
+  } else if (is_causal && !fused_causal) {
     mask = additive_mask(functional::causal_mask(T, S, q.device()), dt);
   }
   if (key_padding_mask.defined()) {
@@ -110,8 +112,13 @@ MultiheadAttentionOutput MultiheadAttention::forward(const Tensor& query, const 
     Tensor kpm = additive_mask(key_padding_mask, dt).reshape({B, 1, 1, S});
     mask = mask.defined() ? mask + kpm : kpm;
   }
-  auto att = functional::scaled_dot_product_attention(qh, kh, vh, mask, false, dropout,
-                                                      is_training(), gen);
+  functional::AttentionResult att;
+  if (need_weights) {
+    att = functional::attention_with_weights(qh, kh, vh, mask, false, dropout, is_training(), gen);
+  } else {  // fused: a fully masked query row gives 0 here (NaN on the composite path)
+    att.output = minidl::scaled_dot_product_attention(
+        qh, kh, vh, mask, is_training() ? dropout : 0.0, fused_causal, std::nullopt, gen);
+  }
   Tensor out = att.output.transpose(1, 2).reshape({B, T, E});  // [B,T,E]
   out = (*out_proj)(out);
   if (!batched) {

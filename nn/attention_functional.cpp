@@ -1,5 +1,6 @@
-// Scaled dot-product attention from differentiable ops: scores = q k^T / sqrt(E), masks via
-// where(-inf) or addition, softmax over keys, optional dropout, weighted sum of values.
+// attention_with_weights from differentiable ops: scores = q k^T / sqrt(E), masks via where(-inf)
+// or addition, softmax over keys, optional dropout, weighted sum of values; and the fused
+// F::scaled_dot_product_attention.
 #include <cmath>
 #include <limits>
 
@@ -26,14 +27,19 @@ Tensor apply_attention_mask(const Tensor& scores, const Tensor& mask, std::strin
   return scores + mask.to(scores.dtype());
 }
 
-AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
-                                             const Tensor& attn_mask, bool is_causal,
-                                             double dropout_p, bool training, Generator* gen) {
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const Tensor& attn_mask, double dropout_p, bool is_causal,
+                                    std::optional<double> scale, Generator* gen) {
+  return minidl::scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal, scale, gen);
+}
+
+AttentionResult attention_with_weights(const Tensor& q, const Tensor& k, const Tensor& v,
+                                       const Tensor& attn_mask, bool is_causal, double dropout_p,
+                                       bool training, Generator* gen) {
   if (auto ac =
           amp::autocast_inputs<amp::AutocastOp::scaled_dot_product_attention>(q, k, v, attn_mask))
-    return scaled_dot_product_attention(ac[0], ac[1], ac[2], ac[3], is_causal, dropout_p, training,
-                                        gen);
-  constexpr std::string_view op = "scaled_dot_product_attention";
+    return attention_with_weights(ac[0], ac[1], ac[2], ac[3], is_causal, dropout_p, training, gen);
+  constexpr std::string_view op = "attention_with_weights";
   MINIDL_CHECK(q.defined() && k.defined() && v.defined(), "op `", op, "`: undefined input");
   MINIDL_CHECK(q.dim() >= 2 && k.dim() >= 2 && v.dim() >= 2, "op `", op,
                "`: expected q, k, v of rank >= 2, got ", q.shape_str(), ", ", k.shape_str(), ", ",

@@ -1,5 +1,6 @@
-// Scaled dot-product attention as free functions built from differentiable ops (matmul,
-// softmax, where): the maths under MultiheadAttention.
+// Attention functions: torch's F.scaled_dot_product_attention (the fused op, true = attend), and
+// the composite returning weights (matmul, softmax, where; true = masked) under
+// MultiheadAttention.
 #pragma once
 #include "tensor/ops.h"
 
@@ -10,15 +11,23 @@ struct AttentionResult {
   Tensor weights;  // [..., L, S] (softmax probabilities after dropout)
 };
 
+// torch.nn.functional.scaled_dot_product_attention (PyTorch 2.x signature and mask convention:
+// bool true = takes part): the fused op minidl::scaled_dot_product_attention (tensor/ops.h).
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const Tensor& attn_mask = {}, double dropout_p = 0.0,
+                                    bool is_causal = false, std::optional<double> scale = {},
+                                    Generator* gen = nullptr);
+
+// The composite path with the attention weights (MultiheadAttention with need_weights).
 // q:[..., L, E] k:[..., S, E] v:[..., S, Ev]. attn_mask broadcasts to [..., L, S]: bool with
-// true = masked out (MultiheadAttention's convention; note torch's F.scaled_dot_product_attention
-// uses true = attend) or floating (added to the scores). key_padding_mask broadcasts to
+// true = masked out (MultiheadAttention's convention, the opposite of
+// scaled_dot_product_attention's) or floating (added to the scores). key_padding_mask broadcasts to
 // [..., 1, S] the same way. is_causal masks keys after each query (j > i). dropout_p > 0 drops
 // attention weights (pass training=false to disable).
-AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
-                                             const Tensor& attn_mask = {}, bool is_causal = false,
-                                             double dropout_p = 0.0, bool training = true,
-                                             Generator* gen = nullptr);
+AttentionResult attention_with_weights(const Tensor& q, const Tensor& k, const Tensor& v,
+                                       const Tensor& attn_mask = {}, bool is_causal = false,
+                                       double dropout_p = 0.0, bool training = true,
+                                       Generator* gen = nullptr);
 
 // [L, S] bool mask with true above the diagonal (the future keys).
 Tensor causal_mask(int64_t L, int64_t S, Device device = kCPU);

@@ -12,21 +12,12 @@ namespace minidl::nn {
 
 namespace {
 
-// torch.nn.functional.scaled_dot_product_attention's signature and semantics (a bool mask
-// means true = attend; is_causal is top-left aligned; scale defaults to 1/sqrt(E)) on top of
-// nn::functional::scaled_dot_product_attention. The one place to change when the fused op
-// with this signature arrives. q:[B,H,L,E] k:[B,H,S,E] v:[B,H,S,Ev] -> [B,H,L,Ev].
-Tensor sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask = {},
-            double dropout_p = 0.0, bool is_causal = false, std::optional<double> scale = {},
-            Generator* gen = nullptr) {
-  MINIDL_CHECK(!(is_causal && attn_mask.defined()),
-               "scaled_dot_product_attention: attn_mask and is_causal are exclusive");
-  Tensor mask = attn_mask;
-  if (mask.defined() && mask.dtype() == kBool) mask = logical_not(mask);  // -> true = masked
-  Tensor qs = scale ? q * (*scale * std::sqrt(double(q.size(-1)))) : q;
-  return functional::scaled_dot_product_attention(qs, k, v, mask, is_causal, dropout_p,
-                                                  /*training=*/true, gen)
-      .output;
+// The fused attention op with torch's signature (bool mask: true = attend; is_causal top-left
+// aligned). q:[B,H,L,E] k:[B,H,S,E] v:[B,H,S,Ev] -> [B,H,L,Ev].
+Tensor sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask,
+            double dropout_p, bool is_causal, Generator* gen) {
+  return functional::scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal,
+                                                  std::nullopt, gen);
 }
 
 // [L, S] bool, true = attend: query i (at position past + i) sees keys j <= past + i.
@@ -101,7 +92,7 @@ Tensor CausalSelfAttention::forward(const Tensor& x, const AttentionOptions& opt
     mask = causal_attend_mask(T, S, past, x.device());  // bottom-right aligned
   }                                                     // one new query: sees everything
   const double p = is_training() ? attn_dropout->p : 0.0;
-  Tensor y = sdpa(q, k, v, mask, p, is_causal, std::nullopt, gen);  // [B,nh,T,hd]
+  Tensor y = sdpa(q, k, v, mask, p, is_causal, gen);  // [B,nh,T,hd]
   y = y.transpose(1, 2).reshape({B, T, C});
   return (*resid_dropout)((*c_proj)(y));
 }

@@ -113,6 +113,30 @@ using CumsumKernel = void (*)(const Tensor& in, Tensor& out, int64_t dim, bool r
 // the kernel overwrites it) -> out:[B,S] int64 contiguous. Mapping in tensor/random.h.
 using MultinomialKernel = void (*)(Tensor& w, Tensor& out, bool replacement, Generator& gen);
 
+// ---- scaled_dot_product_attention (tensor/ops_attention.cpp). q:[BH,L,E] k:[BH,S,E]
+// v:[BH,S,Ev] contiguous, one floating dtype; out:[BH,L,Ev] (q's dtype), lse:[BH,L] (f32; f64
+// for f64) = log-sum-exp of each row's scaled, masked scores (+inf for a fully masked row,
+// whose output and gradients are 0). Backward: grad_out:[BH,L,Ev] contiguous in q's dtype;
+// grad_q/k/v are overwritten.
+struct SdpaParams {
+  double scale = 1.0;
+  bool is_causal = false;  // key j takes part for query i only when j <= i (top-left aligned)
+  double dropout_p = 0.0;  // > 0: probabilities times Bernoulli(1-p)/(1-p) regenerated from
+  uint64_t seed = 0, offset = 0;  // Philox (seed, offset): element bh*L*S + i*S + j of a
+                                  // 32-bit draw, the stream of dropout_mask({BH,L,S}, p)
+  // Optional mask: bool (true = takes part) or floating (added to the scores; f32, f64 for
+  // f64), element (bh, i, j) at mask.data_ptr() + mask_offsets[bh] + i*stride_l + j*stride_s
+  // (mask_offsets: int64 [BH] on the inputs' device).
+  Tensor mask, mask_offsets;
+  int64_t mask_stride_l = 0, mask_stride_s = 0;
+};
+using SdpaKernel = void (*)(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out,
+                            Tensor& lse, const SdpaParams& p);
+using SdpaBackwardKernel = void (*)(const Tensor& grad_out, const Tensor& q, const Tensor& k,
+                                    const Tensor& v, const Tensor& out, const Tensor& lse,
+                                    Tensor& grad_q, Tensor& grad_k, Tensor& grad_v,
+                                    const SdpaParams& p);
+
 // ---- AMP and fused optimizer steps (frontends with validation: optim/fused.h).
 // grads (any floating dtypes, one device, updated in place): g *= inv_scale (skipped when
 // inv_scale == 1), and found_inf (0-d f32) is set to 1 when any element was inf/NaN before the

@@ -227,6 +227,39 @@ Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& logits, con
                               const Tensor& lse, Reduction reduction, int64_t ignore_index = -100,
                               double label_smoothing = 0.0);
 
+// ---- attention (tensor/ops_attention.cpp)
+// torch.nn.functional.scaled_dot_product_attention (PyTorch 2.x): q:[..., L, E] k:[..., S, E]
+// v:[..., S, Ev] (leading dims broadcast) -> [..., L, Ev]. attn_mask broadcasts to [..., L, S]:
+// bool with true = takes part (attends), or floating (added to the scores). is_causal: query i
+// attends keys j <= i (top-left aligned). scale defaults to 1/sqrt(E). dropout_p > 0 drops
+// attention probabilities whenever it is given (pass 0 in eval mode). Fused (online softmax,
+// no L x S buffer); saves only the output and the per-row log-sum-exp for backward. A row whose
+// keys are all masked gives 0 (and zero gradients), where torch's math path gives NaN. A
+// floating mask that requires grad takes the composite path (it gets a gradient there).
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const Tensor& attn_mask = {}, double dropout_p = 0.0,
+                                    bool is_causal = false, std::optional<double> scale = {},
+                                    Generator* gen = nullptr);
+// The same from differentiable primitives (matmul, softmax, where): the reference the fused op
+// is tested against (fully masked rows give NaN here, as in torch).
+Tensor scaled_dot_product_attention_math(const Tensor& q, const Tensor& k, const Tensor& v,
+                                         const Tensor& attn_mask = {}, double dropout_p = 0.0,
+                                         bool is_causal = false, std::optional<double> scale = {},
+                                         Generator* gen = nullptr);
+struct SdpaForwardResult {
+  Tensor out;  // [..., L, Ev]
+  Tensor lse;  // [..., L] f32 (f64 for f64 inputs)
+};
+// The fused kernels without autograd (q, k, v already broadcast to one batch shape).
+SdpaForwardResult scaled_dot_product_attention_forward(const Tensor& q, const Tensor& k,
+                                                       const Tensor& v, const SdpaParams& p);
+struct SdpaGrads {
+  Tensor grad_q, grad_k, grad_v;
+};
+SdpaGrads scaled_dot_product_attention_backward(const Tensor& grad_out, const Tensor& q,
+                                                const Tensor& k, const Tensor& v, const Tensor& out,
+                                                const Tensor& lse, const SdpaParams& p);
+
 // ---- indexing and joining (tensor/ops_index.cpp)
 Tensor embedding(const Tensor& weight, const Tensor& indices);  // -> [*indices, D]
 Tensor embedding_backward(const Tensor& grad_out, const Tensor& indices, int64_t num_weights,

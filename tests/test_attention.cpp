@@ -36,36 +36,35 @@ Tensor gmask(const json& o) {
 }
 }  // namespace
 
-TEST_CASE("scaled_dot_product_attention: hand-worked values and causal mask") {
+TEST_CASE("attention_with_weights: hand-worked values and causal mask") {
   // two keys with equal scores -> uniform weights; causal -> first query sees only key 0
   Tensor q = from_f64({1, 0, 1, 0}, {2, 2}), k = from_f64({0, 1, 0, 1}, {2, 2});
   Tensor v = from_f64({1, 2, 3, 4}, {2, 2});
-  auto r = F::scaled_dot_product_attention(q, k, v);
+  auto r = F::attention_with_weights(q, k, v);
   check_close(r.weights, {0.5, 0.5, 0.5, 0.5});
   check_close(r.output, {2, 3, 2, 3});
-  auto c = F::scaled_dot_product_attention(q, k, v, {}, true);
+  auto c = F::attention_with_weights(q, k, v, {}, true);
   check_close(c.weights, {1, 0, 0.5, 0.5});
   check_close(c.output, {1, 2, 2, 3});
   // bool mask true = masked equals is_causal; float mask is added to the scores
   Tensor m = from_f64({0, 1, 0, 0}, {2, 2}, kBool);
-  check_close(F::scaled_dot_product_attention(q, k, v, m).output, c.output);
+  check_close(F::attention_with_weights(q, k, v, m).output, c.output);
   Tensor fm = from_f64({0, std::log(3.0), 0, 0}, {2, 2});
-  check_close(F::scaled_dot_product_attention(q, k, v, fm).weights, {0.25, 0.75, 0.5, 0.5});
+  check_close(F::attention_with_weights(q, k, v, fm).weights, {0.25, 0.75, 0.5, 0.5});
   // scores scale by 1/sqrt(E): q.k = 2 vs 0 with E = 4 -> softmax([1, 0])
   Tensor q4 = from_f64({1, 1, 1, 1}, {1, 4}), k4 = from_f64({1, 1, 0, 0, 0, 0, 0, 0}, {2, 4});
   double e = std::exp(1.0);
-  check_close(F::scaled_dot_product_attention(q4, k4, from_f64({1, 0}, {2, 1})).output,
-              {e / (e + 1)});
-  CHECK_THROWS_WITH_AS(F::scaled_dot_product_attention(q, k4, v),
-                       doctest::Contains("scaled_dot_product_attention"), Error);
-  CHECK_THROWS_WITH_AS(F::scaled_dot_product_attention(q, k, v, ones({3, 3})),
-                       doctest::Contains("scaled_dot_product_attention"), Error);
+  check_close(F::attention_with_weights(q4, k4, from_f64({1, 0}, {2, 1})).output, {e / (e + 1)});
+  CHECK_THROWS_WITH_AS(F::attention_with_weights(q, k4, v),
+                       doctest::Contains("attention_with_weights"), Error);
+  CHECK_THROWS_WITH_AS(F::attention_with_weights(q, k, v, ones({3, 3})),
+                       doctest::Contains("attention_with_weights"), Error);
 }
 
-TEST_CASE("scaled_dot_product_attention gradcheck with masks") {
+TEST_CASE("attention_with_weights gradcheck with masks") {
   Tensor mask = from_f64({0, 0, 1, 0, 1, 0, 0, 0, 0, 0, 0, 1}, {3, 4}, kBool);
   auto f = [&](const std::vector<Tensor>& in) {
-    return F::scaled_dot_product_attention(in[0], in[1], in[2], mask, true).output;
+    return F::attention_with_weights(in[0], in[1], in[2], mask, true).output;
   };
   std::vector<Tensor> in;
   uint64_t seed = 1;

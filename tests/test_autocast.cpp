@@ -105,7 +105,7 @@ const std::map<std::string, Runner>& runners() {
       {"adaptive_avg_pool2d", op1({1, 2, 5, 5}, [](T x) { return F::adaptive_avg_pool2d(x, 2); })},
       {"scaled_dot_product_attention",
        op3({2, 3, 4}, {2, 5, 4}, {2, 5, 4},
-           [](T q, T k, T v) { return F::scaled_dot_product_attention(q, k, v).output; })},
+           [](T q, T k, T v) { return F::scaled_dot_product_attention(q, k, v); })},
       {"layer_norm",
        op3({3, 4}, {4}, {4}, [](T x, T w, T b) { return layer_norm(x, {4}, w, b).out; })},
       {"batch_norm",

@@ -150,8 +150,7 @@ TEST_SUITE("autocast") {
     CHECK(amp::detail::t_autocast_active);
     CHECK(matmul(a, b).dtype() == kBFloat16);
     // Composite lower-policy attention: inputs cast once, the body runs in bf16.
-    auto r =
-        F::scaled_dot_product_attention(rnd({2, 3, 4}, 1), rnd({2, 5, 4}, 2), rnd({2, 5, 4}, 3));
+    auto r = F::attention_with_weights(rnd({2, 3, 4}, 1), rnd({2, 5, 4}, 2), rnd({2, 5, 4}, 3));
     CHECK(r.output.dtype() == kBFloat16);
     CHECK(r.weights.dtype() == kBFloat16);
     {

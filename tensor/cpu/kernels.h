@@ -22,6 +22,8 @@ void register_amp_kernels();      // non_finite_check_and_unscale, amp_update_sc
 void register_optim_kernels();    // fused_sgd, fused_adam       (optim.cpp)
 // tril/triu, cumsum, div_trunc/div_floor, multinomial (scan_select.cpp)
 void register_scan_select_kernels();
+// scaled_dot_product_attention and its backward (attention.cpp)
+void register_attention_kernels();
 
 // out = a + alpha*b for f16/bf16 a, b, out of one shape (any strides): f32 per element, one
 // rounding at the store, no f32 copy of the operands (the CPU path of add/add_ with alpha).

@@ -21,6 +21,7 @@ void register_cpu_kernels() {
   cpu::register_amp_kernels();
   cpu::register_optim_kernels();
   cpu::register_scan_select_kernels();
+  cpu::register_attention_kernels();
 }
 
 }  // namespace minidl

@@ -19,4 +19,6 @@ void register_amp_kernels();      // non_finite_check_and_unscale, amp_update_sc
 void register_optim_kernels();    // fused_sgd, fused_adam       (optim.cu)
 // tril/triu, cumsum, div_trunc/div_floor, multinomial (scan_select.cu)
 void register_scan_select_kernels();
+// scaled_dot_product_attention and its backward (attention.cu)
+void register_attention_kernels();
 }  // namespace minidl::cuda

@@ -53,6 +53,7 @@ void register_cuda_kernels() {
   cuda::register_amp_kernels();
   cuda::register_optim_kernels();
   cuda::register_scan_select_kernels();
+  cuda::register_attention_kernels();
   set_cross_device_copy(&cuda::cross_device_copy_impl);
   cuda::install_allocator();
 }

@@ -1,0 +1,264 @@
+// CPU scaled_dot_product_attention: flash-attention style, blocked over queries and keys with
+// an online softmax (running max and sum) in f32 (f64 for f64); half inputs are converted per
+// block. Forward keeps only out and lse; backward recomputes probabilities blockwise.
+#include <Eigen/Core>
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+#include "tensor/cpu/kernels.h"
+#include "tensor/cpu/loops.h"
+#include "tensor/dispatch.h"
+#include "tensor/random.h"
+
+namespace minidl::cpu {
+namespace {
+
+constexpr int64_t kBq = 64;   // queries per block
+constexpr int64_t kBk = 128;  // keys per block
+
+template <typename A>
+using Mat = Eigen::Matrix<A, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+template <typename A>
+using MMap = Eigen::Map<Mat<A>>;
+template <typename A>
+using CMap = Eigen::Map<const Mat<A>>;
+template <typename A>
+using RowArr = Eigen::Map<Eigen::Array<A, Eigen::Dynamic, 1>>;
+
+template <typename T>
+using acc_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+// n elements at p as A: p itself when T == A, else a converted copy in buf.
+template <typename A, typename T>
+const A* as_acc(const T* p, int64_t n, std::vector<A>& buf) {
+  if constexpr (std::is_same_v<T, A>) {
+    return p;
+  } else {
+    buf.resize(size_t(n));
+    for (int64_t i = 0; i < n; ++i) buf[size_t(i)] = A(float(p[i]));
+    return buf.data();
+  }
+}
+
+// The mask, causal rule and dropout stream of one call, applied to a [ni, nj] score block.
+template <typename A>
+struct Masker {
+  const SdpaParams& p;
+  int64_t L, S;
+  const bool* mb = nullptr;
+  const A* mf = nullptr;
+  const int64_t* offs = nullptr;
+  uint64_t threshold = 0;  // keep element when its 32-bit word < threshold (u < 1 - p)
+  A keep_scale = 0;
+
+  Masker(const SdpaParams& prm, int64_t l, int64_t s) : p(prm), L(l), S(s) {
+    if (p.mask.defined()) {
+      offs = p.mask_offsets.data_ptr<int64_t>();
+      if (p.mask.dtype() == kBool)
+        mb = p.mask.data_ptr<bool>();
+      else
+        mf = p.mask.data_ptr<A>();
+    }
+    if (p.dropout_p > 0) {
+      // word * 2^-32 < keep  <=>  word < ceil(keep * 2^32) (dropout_mask's bernoulli rule)
+      threshold = uint64_t(std::ceil((1.0 - p.dropout_p) * 4294967296.0));
+      keep_scale = p.dropout_p < 1 ? A(1.0 / (1.0 - p.dropout_p)) : A(0);
+    }
+  }
+
+  // Scores of queries i0.. and keys j0..: masked entries -> -inf, float mask added.
+  void apply(A* s, int64_t ni, int64_t nj, int64_t bh, int64_t i0, int64_t j0) const {
+    const A ninf = -std::numeric_limits<A>::infinity();
+    const int64_t sl = p.mask_stride_l, ss = p.mask_stride_s;
+    for (int64_t ii = 0; ii < ni; ++ii) {
+      A* row = s + ii * nj;
+      const int64_t i = i0 + ii;
+      if (mb) {
+        const bool* m = mb + offs[bh] + i * sl + j0 * ss;
+        for (int64_t jj = 0; jj < nj; ++jj)
+          if (!m[jj * ss]) row[jj] = ninf;
+      } else if (mf) {
+        const A* m = mf + offs[bh] + i * sl + j0 * ss;
+        for (int64_t jj = 0; jj < nj; ++jj) row[jj] += m[jj * ss];
+      }
+      if (p.is_causal)
+        for (int64_t jj = std::max<int64_t>(0, i - j0 + 1); jj < nj; ++jj) row[jj] = ninf;
+    }
+  }
+
+  // Dropout factors (0 or 1/(1-p)) of one row's keys j0..j0+nj.
+  void factors(A* z, int64_t nj, int64_t bh, int64_t i, int64_t j0) const {
+    const PhiloxStream st{p.seed, p.offset};
+    const uint64_t base = uint64_t((bh * L + i) * S + j0);
+    uint64_t cur = ~uint64_t(0);
+    Philox4x32 blk{};
+    for (int64_t jj = 0; jj < nj; ++jj) {
+      const uint64_t idx = base + uint64_t(jj);
+      if (idx / 4 != cur) {
+        cur = idx / 4;
+        blk = st.block(cur);
+      }
+      z[jj] = uint64_t(blk.v[idx % 4]) < threshold ? keep_scale : A(0);
+    }
+  }
+};
+
+template <typename T>
+void sdpa_forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out, Tensor& lse,
+                  const SdpaParams& p) {
+  using A = acc_t<T>;
+  const int64_t BH = q.size(0), L = q.size(1), E = q.size(2), S = k.size(1), Ev = v.size(2);
+  const T *qp = q.data_ptr<T>(), *kp = k.data_ptr<T>(), *vp = v.data_ptr<T>();
+  T* op = out.data_ptr<T>();
+  A* lp = lse.data_ptr<A>();
+  const Masker<A> mk(p, L, S);
+  const int64_t nqb = (L + kBq - 1) / kBq;
+  const A ninf = -std::numeric_limits<A>::infinity();
+  parallel_for(BH * nqb, 1, [&](int64_t b, int64_t e) {
+    std::vector<A> kbuf, vbuf, qs(static_cast<size_t>(kBq * E)), sb(static_cast<size_t>(kBq * kBk)),
+        z(static_cast<size_t>(kBk));
+    std::vector<A> acc(static_cast<size_t>(kBq * Ev)), m(static_cast<size_t>(kBq)),
+        l(static_cast<size_t>(kBq));
+    for (int64_t t = b; t < e; ++t) {
+      const int64_t bh = t / nqb, i0 = (t % nqb) * kBq, ni = std::min(kBq, L - i0);
+      const A* K = as_acc(kp + bh * S * E, S * E, kbuf);
+      const A* V = as_acc(vp + bh * S * Ev, S * Ev, vbuf);
+      const T* Q = qp + (bh * L + i0) * E;
+      for (int64_t x = 0; x < ni * E; ++x) qs[size_t(x)] = A(p.scale) * A(Q[x]);
+      std::fill(m.begin(), m.end(), ninf);
+      std::fill(l.begin(), l.end(), A(0));
+      MMap<A> accm(acc.data(), ni, Ev);
+      accm.setZero();
+      const int64_t kend = p.is_causal ? std::min(S, i0 + ni) : S;
+      for (int64_t j0 = 0; j0 < kend; j0 += kBk) {
+        const int64_t nj = std::min(kBk, kend - j0);
+        MMap<A> sm(sb.data(), ni, nj);
+        sm.noalias() = CMap<A>(qs.data(), ni, E) * CMap<A>(K + j0 * E, nj, E).transpose();
+        mk.apply(sb.data(), ni, nj, bh, i0, j0);
+        for (int64_t ii = 0; ii < ni; ++ii) {
+          RowArr<A> row(sb.data() + ii * nj, nj);
+          const A mnew = std::max(m[size_t(ii)], row.maxCoeff());
+          if (mnew == ninf) {  // nothing attended yet
+            row.setZero();
+            continue;
+          }
+          const A alpha = std::exp(m[size_t(ii)] - mnew);
+          row = (row - mnew).exp();
+          l[size_t(ii)] = l[size_t(ii)] * alpha + row.sum();
+          if (p.dropout_p > 0) {
+            mk.factors(z.data(), nj, bh, i0 + ii, j0);
+            row *= RowArr<A>(z.data(), nj);
+          }
+          if (alpha != A(1)) accm.row(ii) *= alpha;
+          m[size_t(ii)] = mnew;
+        }
+        accm.noalias() += sm * CMap<A>(V + j0 * Ev, nj, Ev);
+      }
+      for (int64_t ii = 0; ii < ni; ++ii) {
+        const A li = l[size_t(ii)];
+        const A inv = li > 0 ? A(1) / li : A(0);
+        T* o = op + (bh * L + i0 + ii) * Ev;
+        for (int64_t x = 0; x < Ev; ++x) o[x] = T(acc[size_t(ii * Ev + x)] * inv);
+        lp[bh * L + i0 + ii] =
+            li > 0 ? m[size_t(ii)] + std::log(li) : std::numeric_limits<A>::infinity();
+      }
+    }
+  });
+}
+
+template <typename T>
+void sdpa_backward(const Tensor& g, const Tensor& q, const Tensor& k, const Tensor& v,
+                   const Tensor& o, const Tensor& lse, Tensor& gq, Tensor& gk, Tensor& gv,
+                   const SdpaParams& p) {
+  using A = acc_t<T>;
+  const int64_t BH = q.size(0), L = q.size(1), E = q.size(2), S = k.size(1), Ev = v.size(2);
+  const T *qp = q.data_ptr<T>(), *kp = k.data_ptr<T>(), *vp = v.data_ptr<T>();
+  const T *gp = g.data_ptr<T>(), *opp = o.data_ptr<T>();
+  const A* lp = lse.data_ptr<A>();
+  T *gqp = gq.data_ptr<T>(), *gkp = gk.data_ptr<T>(), *gvp = gv.data_ptr<T>();
+  const Masker<A> mk(p, L, S);
+  const A sc = A(p.scale);
+  parallel_for(BH, 1, [&](int64_t b, int64_t e) {
+    std::vector<A> qbuf, kbuf, vbuf, gbuf, D(static_cast<size_t>(L)),
+        dq(static_cast<size_t>(L * E));
+    std::vector<A> dk(static_cast<size_t>(kBk * E)), dv(static_cast<size_t>(kBk * Ev)),
+        pb(static_cast<size_t>(kBq * kBk));
+    std::vector<A> dp(static_cast<size_t>(kBq * kBk)), z(static_cast<size_t>(kBq * kBk));
+    for (int64_t bh = b; bh < e; ++bh) {
+      const A* Q = as_acc(qp + bh * L * E, L * E, qbuf);
+      const A* K = as_acc(kp + bh * S * E, S * E, kbuf);
+      const A* V = as_acc(vp + bh * S * Ev, S * Ev, vbuf);
+      const A* dO = as_acc(gp + bh * L * Ev, L * Ev, gbuf);
+      const A* lrow = lp + bh * L;
+      for (int64_t i = 0; i < L; ++i) {  // D_i = rowsum(dO * O)
+        const T* orow = opp + (bh * L + i) * Ev;
+        A d = 0;
+        for (int64_t x = 0; x < Ev; ++x) d += dO[i * Ev + x] * A(orow[x]);
+        D[size_t(i)] = d;
+      }
+      MMap<A> dQ(dq.data(), L, E);
+      dQ.setZero();
+      for (int64_t j0 = 0; j0 < S; j0 += kBk) {
+        const int64_t nj = std::min(kBk, S - j0);
+        MMap<A> dK(dk.data(), nj, E), dV(dv.data(), nj, Ev);
+        dK.setZero();
+        dV.setZero();
+        const CMap<A> Kb(K + j0 * E, nj, E), Vb(V + j0 * Ev, nj, Ev);
+        for (int64_t i0 = p.is_causal ? j0 : 0; i0 < L; i0 += kBq) {
+          const int64_t ni = std::min(kBq, L - i0);
+          const CMap<A> Qb(Q + i0 * E, ni, E), dOb(dO + i0 * Ev, ni, Ev);
+          MMap<A> P(pb.data(), ni, nj), dP(dp.data(), ni, nj);
+          P.noalias() = (Qb * Kb.transpose()) * sc;
+          mk.apply(pb.data(), ni, nj, bh, i0, j0);
+          for (int64_t ii = 0; ii < ni; ++ii) {
+            RowArr<A> row(pb.data() + ii * nj, nj);
+            row = (row - lrow[i0 + ii]).exp();
+          }
+          dP.noalias() = dOb * Vb.transpose();
+          if (p.dropout_p > 0) {
+            MMap<A> Z(z.data(), ni, nj);
+            for (int64_t ii = 0; ii < ni; ++ii) mk.factors(z.data() + ii * nj, nj, bh, i0 + ii, j0);
+            dV.noalias() += P.cwiseProduct(Z).transpose() * dOb;
+            dP = dP.cwiseProduct(Z);
+          } else {
+            dV.noalias() += P.transpose() * dOb;
+          }
+          for (int64_t ii = 0; ii < ni; ++ii) {  // dS = P * (dP - D_i), into dP
+            RowArr<A> d(dp.data() + ii * nj, nj);
+            d = RowArr<A>(pb.data() + ii * nj, nj) * (d - D[size_t(i0 + ii)]);
+          }
+          dQ.middleRows(i0, ni).noalias() += (dP * Kb) * sc;
+          dK.noalias() += (dP.transpose() * Qb) * sc;
+        }
+        for (int64_t x = 0; x < nj * E; ++x) gkp[(bh * S + j0) * E + x] = T(dk[size_t(x)]);
+        for (int64_t x = 0; x < nj * Ev; ++x) gvp[(bh * S + j0) * Ev + x] = T(dv[size_t(x)]);
+      }
+      for (int64_t x = 0; x < L * E; ++x) gqp[bh * L * E + x] = T(dq[size_t(x)]);
+    }
+  });
+}
+
+void sdpa_forward_kernel(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out,
+                         Tensor& lse, const SdpaParams& p) {
+  dispatch_floating(q.dtype(), "scaled_dot_product_attention",
+                    [&]<typename T>() { sdpa_forward<T>(q, k, v, out, lse, p); });
+}
+
+void sdpa_backward_kernel(const Tensor& g, const Tensor& q, const Tensor& k, const Tensor& v,
+                          const Tensor& o, const Tensor& lse, Tensor& gq, Tensor& gk, Tensor& gv,
+                          const SdpaParams& p) {
+  dispatch_floating(q.dtype(), "scaled_dot_product_attention_backward",
+                    [&]<typename T>() { sdpa_backward<T>(g, q, k, v, o, lse, gq, gk, gv, p); });
+}
+
+}  // namespace
+
+void register_attention_kernels() {
+  register_kernel<Op::scaled_dot_product_attention>(DeviceType::cpu, sdpa_forward_kernel);
+  register_kernel<Op::scaled_dot_product_attention_backward>(DeviceType::cpu, sdpa_backward_kernel);
+}
+
+}  // namespace minidl::cpu

@@ -1,0 +1,209 @@
+// scaled_dot_product_attention frontends (torch.nn.functional's, PyTorch 2.x semantics): checks,
+// broadcasting of the batch dims, mask and dropout-stream preparation, dispatch to the fused
+// kernels, one autograd node; plus the composite (matmul/softmax) reference path.
+#include <cmath>
+#include <limits>
+
+#include "autograd/function.h"
+#include "tensor/autocast.h"
+#include "tensor/ops.h"
+
+namespace minidl {
+namespace {
+
+constexpr std::string_view kOp = "scaled_dot_product_attention";
+
+struct SdpaShapes {
+  Shape batch;  // broadcast leading dims of q, k, v
+  int64_t BH = 1, L = 0, S = 0, E = 0, Ev = 0;
+};
+
+Shape leading(const Tensor& t) {
+  return Shape(t.shape().begin(), t.shape().end() - 2);
+}
+
+SdpaShapes check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
+                        double dropout_p) {
+  MINIDL_CHECK(q.defined() && k.defined() && v.defined(), "op `", kOp, "`: undefined input");
+  MINIDL_CHECK(q.dim() >= 2 && k.dim() >= 2 && v.dim() >= 2, "op `", kOp,
+               "`: expected q, k, v of rank >= 2, got ", q.shape_str(), ", ", k.shape_str(), ", ",
+               v.shape_str());
+  MINIDL_CHECK(q.is_floating_point() && q.dtype() == k.dtype() && q.dtype() == v.dtype(), "op `",
+               kOp, "`: expected q, k, v of one floating dtype, got ", q.dtype(), ", ", k.dtype(),
+               ", ", v.dtype());
+  check_same_device(kOp, q, k);
+  check_same_device(kOp, q, v);
+  check_same_device(kOp, q, mask);
+  MINIDL_CHECK(q.size(-1) == k.size(-1), "op `", kOp, "`: q ", q.shape_str(), " and k ",
+               k.shape_str(), " must have the same last dim");
+  MINIDL_CHECK(k.size(-2) == v.size(-2), "op `", kOp, "`: k ", k.shape_str(), " and v ",
+               v.shape_str(), " must have the same number of keys (dim -2)");
+  MINIDL_CHECK(dropout_p >= 0.0 && dropout_p <= 1.0, "op `", kOp,
+               "`: dropout_p must be in [0, 1], got ", dropout_p);
+  SdpaShapes s;
+  s.batch = broadcast_shapes(broadcast_shapes(leading(q), leading(k), kOp), leading(v), kOp);
+  s.L = q.size(-2), s.S = k.size(-2), s.E = q.size(-1), s.Ev = v.size(-1);
+  s.BH = shape_numel(s.batch);
+  if (mask.defined()) {
+    MINIDL_CHECK(mask.dtype() == kBool || mask.is_floating_point(), "op `", kOp,
+                 "`: expected a bool or floating attn_mask, got dtype ", mask.dtype());
+    Shape full = s.batch;
+    full.push_back(s.L);
+    full.push_back(s.S);
+    MINIDL_CHECK(broadcast_shapes(mask.shape(), full, kOp) == full, "op `", kOp,
+                 "`: attn_mask of shape ", mask.shape_str(), " does not broadcast to ",
+                 shape_str(full));
+  }
+  return s;
+}
+
+// q/k/v -> contiguous [BH, n, d] with the broadcast batch dims.
+Tensor flat3(const Tensor& t, const SdpaShapes& s) {
+  Shape full = s.batch;
+  full.push_back(t.size(-2));
+  full.push_back(t.size(-1));
+  return t.expand(full).contiguous().reshape({s.BH, t.size(-2), t.size(-1)});
+}
+
+DType acc_dtype(DType dt) {
+  return dt == kFloat64 ? kFloat64 : kFloat32;
+}
+
+// Fills the kernel's view of the mask: floating masks in the accumulation dtype, expanded to
+// [batch..., L, S] without a copy, with the element offset of each batch entry.
+SdpaParams prepare(const SdpaParams& in, const SdpaShapes& s, DType dt, Device dev) {
+  SdpaParams p = in;
+  if (!p.mask.defined()) return p;
+  Tensor m = p.mask.dtype() == kBool ? p.mask : p.mask.to(acc_dtype(dt));
+  Shape full = s.batch;
+  full.push_back(s.L);
+  full.push_back(s.S);
+  m = m.expand(full);
+  const int64_t nb = int64_t(s.batch.size());
+  std::vector<int64_t> offs(size_t(s.BH));
+  for (int64_t bh = 0; bh < s.BH; ++bh) {
+    int64_t rem = bh, off = 0;
+    for (int64_t d = nb - 1; d >= 0; --d) {
+      const int64_t n = s.batch[size_t(d)];
+      off += (rem % n) * m.strides()[size_t(d)];
+      rem /= n;
+    }
+    offs[size_t(bh)] = off;
+  }
+  p.mask = m;
+  p.mask_offsets = tensor(offs, Shape{s.BH}).to(dev);
+  p.mask_stride_l = m.strides()[size_t(nb)];
+  p.mask_stride_s = m.strides()[size_t(nb + 1)];
+  return p;
+}
+
+Shape with_last2(const Shape& batch, int64_t a, int64_t b) {
+  Shape r = batch;
+  r.push_back(a);
+  r.push_back(b);
+  return r;
+}
+
+}  // namespace
+
+SdpaForwardResult scaled_dot_product_attention_forward(const Tensor& q, const Tensor& k,
+                                                       const Tensor& v, const SdpaParams& p0) {
+  const SdpaShapes s = check_inputs(q, k, v, p0.mask, p0.dropout_p);
+  NoGradGuard no_grad;
+  const SdpaParams p = prepare(p0, s, q.dtype(), q.device());
+  Tensor out = empty({s.BH, s.L, s.Ev}, q.dtype(), q.device());
+  Tensor lse = empty({s.BH, s.L}, acc_dtype(q.dtype()), q.device());
+  if (out.numel() > 0 || lse.numel() > 0)
+    kernel<Op::scaled_dot_product_attention>(q.device())(flat3(q, s), flat3(k, s), flat3(v, s), out,
+                                                         lse, p);
+  Shape lshape = s.batch;
+  lshape.push_back(s.L);
+  return {out.reshape(with_last2(s.batch, s.L, s.Ev)), lse.reshape(lshape)};
+}
+
+SdpaGrads scaled_dot_product_attention_backward(const Tensor& grad_out, const Tensor& q,
+                                                const Tensor& k, const Tensor& v, const Tensor& out,
+                                                const Tensor& lse, const SdpaParams& p0) {
+  const SdpaShapes s = check_inputs(q, k, v, p0.mask, p0.dropout_p);
+  const Shape oshape = with_last2(s.batch, s.L, s.Ev);
+  MINIDL_CHECK(grad_out.defined() && grad_out.shape() == oshape && out.shape() == oshape, "op `",
+               kOp, "_backward`: expected grad_out and out of shape ", shape_str(oshape), ", got ",
+               grad_out.defined() ? grad_out.shape_str() : "undefined", " and ", out.shape_str());
+  MINIDL_CHECK(lse.numel() == s.BH * s.L, "op `", kOp, "_backward`: expected lse with ", s.BH * s.L,
+               " elements, got ", lse.shape_str());
+  check_same_device(kOp, q, grad_out);
+  NoGradGuard no_grad;
+  const SdpaParams p = prepare(p0, s, q.dtype(), q.device());
+  const Tensor qf = flat3(q, s), kf = flat3(k, s), vf = flat3(v, s);
+  Tensor g = grad_out.to(q.dtype()).contiguous().reshape({s.BH, s.L, s.Ev});
+  Tensor o = out.to(q.dtype()).contiguous().reshape({s.BH, s.L, s.Ev});
+  Tensor l = lse.to(acc_dtype(q.dtype())).contiguous().reshape({s.BH, s.L});
+  Tensor gq = empty(qf.shape(), q.dtype(), q.device());
+  Tensor gk = empty(kf.shape(), q.dtype(), q.device());
+  Tensor gv = empty(vf.shape(), q.dtype(), q.device());
+  if (gq.numel() + gk.numel() + gv.numel() > 0)
+    kernel<Op::scaled_dot_product_attention_backward>(q.device())(g, qf, kf, vf, o, l, gq, gk, gv,
+                                                                  p);
+  auto back = [&](const Tensor& gr, const Tensor& x) {
+    return sum_to_shape(gr.reshape(with_last2(s.batch, x.size(-2), x.size(-1))), x.shape());
+  };
+  return {back(gq, q), back(gk, k), back(gv, v)};
+}
+
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const Tensor& attn_mask, double dropout_p, bool is_causal,
+                                    std::optional<double> scale, Generator* gen) {
+  if (auto ac = amp::autocast_inputs<amp::AutocastOp::scaled_dot_product_attention>(q, k, v))
+    return scaled_dot_product_attention(ac[0], ac[1], ac[2], attn_mask, dropout_p, is_causal, scale,
+                                        gen);
+  if (attn_mask.defined() && attn_mask.requires_grad() && GradMode::is_enabled())
+    return scaled_dot_product_attention_math(q, k, v, attn_mask, dropout_p, is_causal, scale, gen);
+  const SdpaShapes s = check_inputs(q, k, v, attn_mask, dropout_p);
+  if (q.device().type == DeviceType::cuda && std::max(s.E, s.Ev) > 128)  // beyond the kernel
+    return scaled_dot_product_attention_math(q, k, v, attn_mask, dropout_p, is_causal, scale, gen);
+  SdpaParams p;
+  p.scale = scale ? *scale : 1.0 / std::sqrt(double(s.E));
+  p.is_causal = is_causal;
+  p.dropout_p = dropout_p;
+  p.mask = attn_mask;
+  if (dropout_p > 0.0) {
+    Generator& g = gen ? *gen : default_generator();
+    const PhiloxStream st = g.reserve(PhiloxStream::blocks32(uint64_t(s.BH * s.L * s.S)));
+    p.seed = st.seed;
+    p.offset = st.offset;
+  }
+  SdpaForwardResult r = scaled_dot_product_attention_forward(q, k, v, p);
+  autograd::record(
+      "ScaledDotProductFlashAttentionBackward", {q, k, v}, {&r.out}, {q, k, v, r.out, r.lse},
+      [p](const std::vector<Tensor>& g, const std::vector<Tensor>& sv) {
+        SdpaGrads gr =
+            scaled_dot_product_attention_backward(g[0], sv[0], sv[1], sv[2], sv[3], sv[4], p);
+        return std::vector<Tensor>{gr.grad_q, gr.grad_k, gr.grad_v};
+      });
+  return r.out;
+}
+
+Tensor scaled_dot_product_attention_math(const Tensor& q, const Tensor& k, const Tensor& v,
+                                         const Tensor& attn_mask, double dropout_p, bool is_causal,
+                                         std::optional<double> scale, Generator* gen) {
+  if (auto ac = amp::autocast_inputs<amp::AutocastOp::scaled_dot_product_attention>(q, k, v))
+    return scaled_dot_product_attention_math(ac[0], ac[1], ac[2], attn_mask, dropout_p, is_causal,
+                                             scale, gen);
+  const SdpaShapes s = check_inputs(q, k, v, attn_mask, dropout_p);
+  const double sc = scale ? *scale : 1.0 / std::sqrt(double(s.E));
+  const Scalar ninf(-std::numeric_limits<double>::infinity());
+  Tensor scores = matmul(q * sc, k.transpose(-2, -1));  // [..., L, S]
+  if (is_causal) {
+    Tensor i = arange(s.L, kInt64, q.device()).unsqueeze(1);
+    Tensor j = arange(s.S, kInt64, q.device()).unsqueeze(0);
+    scores = where(le(j, i), scores, ninf);
+  }
+  if (attn_mask.defined())
+    scores = attn_mask.dtype() == kBool ? where(attn_mask, scores, ninf)
+                                        : scores + attn_mask.to(scores.dtype());
+  Tensor w = softmax(scores, -1);
+  if (dropout_p > 0.0) w = w * dropout_mask(w.shape(), dropout_p, w.dtype(), w.device(), gen);
+  return matmul(w, v);
+}
+
+}  // namespace minidl
