@@ -112,6 +112,28 @@ std::vector<Case> cases_gpt() {
   ce.variants = 3;
   ce.layouts = false;
   cs.push_back(ce);
+
+  // The fused attention op and its backward (tests/test_cuda_attention.cpp has the full set:
+  // masks, dropout, head dims, fully masked rows); here the table's dtype/layout sweep.
+  Case at{
+      "scaled_dot_product_attention",
+      {"scaled_dot_product_attention", "scaled_dot_product_attention_backward"},
+      {{{2, 2, 5, 8}, {2, 2, 7, 8}, {2, 2, 7, 8}}, {{1, 3, 9, 16}, {1, 3, 9, 16}, {1, 3, 9, 16}}},
+      kFloats,
+      [](const V& in, Device, int v) {
+        const bool causal = v == 1;
+        const Tensor &q = in[0], &k = in[1], &w = in[2];
+        auto att = [&](const Tensor& a, const Tensor& b, const Tensor& c) {
+          return scaled_dot_product_attention(a, b, c, {}, 0.0, causal);
+        };
+        return V{att(q, k, w), grad_through(q, [&](const Tensor& t) { return att(t, k, w); }),
+                 grad_through(k, [&](const Tensor& t) { return att(q, t, w); }),
+                 grad_through(w, [&](const Tensor& t) { return att(q, k, t); })};
+      }};
+  at.variants = 2;
+  at.layouts = false;
+  at.tol_scale = 4;
+  cs.push_back(at);
   return cs;
 }
 

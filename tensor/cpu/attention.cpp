@@ -2,6 +2,7 @@
 // an online softmax (running max and sum) in f32 (f64 for f64); half inputs are converted per
 // block. Forward keeps only out and lse; backward recomputes probabilities blockwise.
 #include <Eigen/Core>
+#include <Eigen/StdVector>
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -28,12 +29,18 @@ using CMap = Eigen::Map<const Mat<A>>;
 template <typename A>
 using RowArr = Eigen::Map<Eigen::Array<A, Eigen::Dynamic, 1>>;
 
+// Scratch buffers aligned like Eigen's packets: Eigen's elementwise maps peel scalar head
+// elements by address alignment, and its scalar and vector exp differ by an ulp, so unaligned
+// scratch would make results depend on where malloc put it (not bitwise repeatable).
+template <typename A>
+using Buf = std::vector<A, Eigen::aligned_allocator<A>>;
+
 template <typename T>
 using acc_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
 
 // n elements at p as A: p itself when T == A, else a converted copy in buf.
 template <typename A, typename T>
-const A* as_acc(const T* p, int64_t n, std::vector<A>& buf) {
+const A* as_acc(const T* p, int64_t n, Buf<A>& buf) {
   if constexpr (std::is_same_v<T, A>) {
     return p;
   } else {
@@ -118,9 +125,9 @@ void sdpa_forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out
   const int64_t nqb = (L + kBq - 1) / kBq;
   const A ninf = -std::numeric_limits<A>::infinity();
   parallel_for(BH * nqb, 1, [&](int64_t b, int64_t e) {
-    std::vector<A> kbuf, vbuf, qs(static_cast<size_t>(kBq * E)), sb(static_cast<size_t>(kBq * kBk)),
+    Buf<A> kbuf, vbuf, qs(static_cast<size_t>(kBq * E)), sb(static_cast<size_t>(kBq * kBk)),
         z(static_cast<size_t>(kBk));
-    std::vector<A> acc(static_cast<size_t>(kBq * Ev)), m(static_cast<size_t>(kBq)),
+    Buf<A> acc(static_cast<size_t>(kBq * Ev)), m(static_cast<size_t>(kBq)),
         l(static_cast<size_t>(kBq));
     for (int64_t t = b; t < e; ++t) {
       const int64_t bh = t / nqb, i0 = (t % nqb) * kBq, ni = std::min(kBq, L - i0);
@@ -140,14 +147,20 @@ void sdpa_forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out
         mk.apply(sb.data(), ni, nj, bh, i0, j0);
         for (int64_t ii = 0; ii < ni; ++ii) {
           RowArr<A> row(sb.data() + ii * nj, nj);
-          const A mnew = std::max(m[size_t(ii)], row.maxCoeff());
+          // Max and sum in index order: Eigen's vectorised reductions peel by the address's
+          // alignment, which would make the result differ from run to run by an ulp.
+          A row_max = ninf;
+          for (int64_t jj = 0; jj < nj; ++jj) row_max = std::max(row_max, row(jj));
+          const A mnew = std::max(m[size_t(ii)], row_max);
           if (mnew == ninf) {  // nothing attended yet
             row.setZero();
             continue;
           }
           const A alpha = std::exp(m[size_t(ii)] - mnew);
           row = (row - mnew).exp();
-          l[size_t(ii)] = l[size_t(ii)] * alpha + row.sum();
+          A row_sum = 0;
+          for (int64_t jj = 0; jj < nj; ++jj) row_sum += row(jj);
+          l[size_t(ii)] = l[size_t(ii)] * alpha + row_sum;
           if (p.dropout_p > 0) {
             mk.factors(z.data(), nj, bh, i0 + ii, j0);
             row *= RowArr<A>(z.data(), nj);
@@ -182,11 +195,10 @@ void sdpa_backward(const Tensor& g, const Tensor& q, const Tensor& k, const Tens
   const Masker<A> mk(p, L, S);
   const A sc = A(p.scale);
   parallel_for(BH, 1, [&](int64_t b, int64_t e) {
-    std::vector<A> qbuf, kbuf, vbuf, gbuf, D(static_cast<size_t>(L)),
-        dq(static_cast<size_t>(L * E));
-    std::vector<A> dk(static_cast<size_t>(kBk * E)), dv(static_cast<size_t>(kBk * Ev)),
+    Buf<A> qbuf, kbuf, vbuf, gbuf, D(static_cast<size_t>(L)), dq(static_cast<size_t>(L * E));
+    Buf<A> dk(static_cast<size_t>(kBk * E)), dv(static_cast<size_t>(kBk * Ev)),
         pb(static_cast<size_t>(kBq * kBk));
-    std::vector<A> dp(static_cast<size_t>(kBq * kBk)), z(static_cast<size_t>(kBq * kBk));
+    Buf<A> dp(static_cast<size_t>(kBq * kBk)), z(static_cast<size_t>(kBq * kBk));
     for (int64_t bh = b; bh < e; ++bh) {
       const A* Q = as_acc(qp + bh * L * E, L * E, qbuf);
       const A* K = as_acc(kp + bh * S * E, S * E, kbuf);
