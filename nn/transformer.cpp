@@ -2,10 +2,12 @@
 // bottom-right when new positions follow cached ones), MLP and the pre-norm TransformerBlock.
 #include "nn/transformer.h"
 
+#include <array>
 #include <cmath>
 #include <limits>
 #include <optional>
 
+#include "autograd/function.h"
 #include "nn/attention_functional.h"
 
 namespace minidl::nn {
@@ -18,6 +20,33 @@ Tensor sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& att
             double dropout_p, bool is_causal, Generator* gen) {
   return functional::scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal,
                                                   std::nullopt, gen);
+}
+
+// qkv:[B,T,3C] -> q, k, v:[B,nh,T,hd], contiguous (the layout the fused attention kernel
+// reads). One autograd node for the three: its backward writes their gradients into one
+// [B,T,3C] tensor, where three narrow views would each zero-fill a [B,T,3C] gradient and add.
+std::array<Tensor, 3> split_heads(const Tensor& qkv, int64_t n_head) {
+  const int64_t B = qkv.size(0), T = qkv.size(1), C = qkv.size(2) / 3, hd = C / n_head;
+  std::array<Tensor, 3> out;
+  {
+    NoGradGuard raw;
+    for (int64_t p = 0; p < 3; ++p)
+      out[size_t(p)] =
+          qkv.narrow(2, p * C, C).view({B, T, n_head, hd}).transpose(1, 2).contiguous();
+  }
+  autograd::record(
+      "SplitHeadsBackward", {qkv}, {&out[0], &out[1], &out[2]}, {},
+      [B, T, C, n_head, hd](const std::vector<Tensor>& g, const auto&) {
+        const bool all = g[0].defined() && g[1].defined() && g[2].defined();
+        Tensor gq = all ? empty({B, T, 3 * C}, g[0].dtype(), g[0].device()) : Tensor();
+        for (size_t p = 0; p < 3; ++p) {
+          if (!g[p].defined()) continue;
+          if (!gq.defined()) gq = zeros({B, T, 3 * C}, g[p].dtype(), g[p].device());
+          gq.narrow(2, int64_t(p) * C, C).view({B, T, n_head, hd}).copy_(g[p].transpose(1, 2));
+        }
+        return std::vector<Tensor>{gq};
+      });
+  return out;
 }
 
 // [L, S] bool, true = attend: query i (at position past + i) sees keys j <= past + i.
@@ -56,11 +85,8 @@ Tensor CausalSelfAttention::forward(const Tensor& x, const AttentionOptions& opt
                "CausalSelfAttention: expected x of shape [B, T, ", n_embd, "], got ",
                x.shape_str());
   const int64_t B = x.size(0), T = x.size(1), C = n_embd;
-  Tensor qkv = (*c_attn)(x);        // [B,T,3C]
-  auto heads = [&](int64_t part) {  // [B,T,C] slice -> [B,nh,T,hd]
-    return qkv.narrow(2, part * C, C).view({B, T, n_head, head_dim}).transpose(1, 2);
-  };
-  Tensor q = heads(0), k = heads(1), v = heads(2);
+  Tensor qkv = (*c_attn)(x);                  // [B,T,3C]
+  auto [q, k, v] = split_heads(qkv, n_head);  // [B,nh,T,hd] each
   int64_t past = 0;
   if (opt.cache) {
     KVCache& c = *opt.cache;

@@ -159,33 +159,31 @@ Tensor erf(const Tensor& x) {
                    });
 }
 
+namespace {
+// The derivative in one kernel: (grad, x) -> dx (backward formulas are never recorded).
+template <Op kOp>
+Tensor gelu_backward_fused(const Tensor& g, const Tensor& x) {
+  Tensor gx = g.dtype() == x.dtype() ? g : g.to(x.dtype());
+  if (gx.shape() != x.shape()) gx = gx.expand(x.shape());
+  Tensor out = empty(x.shape(), x.dtype(), x.device());
+  if (out.numel() > 0) kernel<kOp>(x.device())(gx, x, out);
+  return out;
+}
+}  // namespace
+
 Tensor gelu(const Tensor& x, std::string_view approximate) {
-  if (approximate == "none") {
-    // dx = g (Phi(x) + x phi(x)), Phi/phi the standard normal cdf/pdf
+  // exact: dx = g (Phi(x) + x phi(x)), Phi/phi the standard normal cdf/pdf
+  if (approximate == "none")
     return with_grad(float_unary<Op::gelu>(x, "gelu"), "GeluBackward", x, {x},
                      [](const Tensor& g, const Saved& s) {
-                       const Tensor& v = s[0];
-                       Tensor cdf = mul(add(erf(mul(v, std::numbers::sqrt2 / 2)), 1), 0.5);
-                       Tensor pdf = mul(exp(mul(mul(v, v), -0.5)),
-                                        std::numbers::inv_sqrtpi / std::numbers::sqrt2);
-                       return mul(g, add(cdf, mul(v, pdf)));
+                       return gelu_backward_fused<Op::gelu_backward>(g, s[0]);
                      });
-  }
-  if (approximate == "tanh") {
-    // y = x/2 (1 + tanh(u)), u = k (x + c x^3): dx = g (1/2 (1 + t) + x/2 (1 - t^2) k (1 + 3c x^2))
+  // y = x/2 (1 + tanh(u)), u = k (x + c x^3): dx = g (1/2 (1 + t) + x/2 (1 - t^2) k (1 + 3c x^2))
+  if (approximate == "tanh")
     return with_grad(float_unary<Op::gelu_tanh>(x, "gelu"), "GeluBackward", x, {x},
                      [](const Tensor& g, const Saved& s) {
-                       constexpr double k = std::numbers::sqrt2 * std::numbers::inv_sqrtpi;
-                       constexpr double c = 0.044715;
-                       const Tensor& v = s[0];
-                       Tensor v2 = mul(v, v);
-                       Tensor t = tanh(mul(add(v, mul(mul(v2, v), c)), k));
-                       Tensor du = mul(add(mul(v2, 3 * c), 1), k);
-                       Tensor d =
-                           add(mul(add(t, 1), 0.5), mul(mul(mul(v, 0.5), 1.0 - mul(t, t)), du));
-                       return mul(g, d);
+                       return gelu_backward_fused<Op::gelu_tanh_backward>(g, s[0]);
                      });
-  }
   MINIDL_FAIL("op `gelu`: approximate must be \"none\" or \"tanh\", got \"", approximate, "\"");
 }
 

@@ -134,6 +134,19 @@ std::vector<Case> cases_gpt() {
   at.layouts = false;
   at.tol_scale = 4;
   cs.push_back(at);
+
+  // GELU's one-kernel gradients (exact and tanh).
+  Case gb{"gelu backward",
+          {"gelu_backward", "gelu_tanh_backward"},
+          {{{7, 33}}, {{2, 3, 130}}},
+          kFloats,
+          [](const V& in, Device, int v) {
+            const char* approx = v == 0 ? "none" : "tanh";
+            return V{grad_through(in[0], [&](const Tensor& t) { return gelu(t, approx); })};
+          }};
+  gb.variants = 2;
+  gb.lo = -4, gb.hi = 4;
+  cs.push_back(gb);
   return cs;
 }
 

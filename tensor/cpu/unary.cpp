@@ -77,6 +77,61 @@ MINIDL_FLOAT_UNARY(gelu_tanh,
                    C(0.5) * a * (C(1) + (C(kSqrt2OverPi) * (a + C(0.044715) * a * a * a)).tanh()))
 #undef MINIDL_FLOAT_UNARY
 
+// out = ef(g, x) for floating T: the two-input form of eigen_map (GELU gradients).
+template <typename T, typename EF>
+void eigen_map2(const Tensor& g, const Tensor& x, Tensor& out, EF ef) {
+  using C = opmath_t<T>;
+  using Arr = Eigen::Array<C, Eigen::Dynamic, 1>;
+  for_each_row<3>({&out, &g, &x}, [&](std::array<char*, 3> p, std::array<int64_t, 3> s, int64_t n) {
+    if constexpr (std::is_same_v<T, C>) {
+      if (s[0] == int64_t(sizeof(T)) && s[1] == int64_t(sizeof(T)) && s[2] == int64_t(sizeof(T))) {
+        Eigen::Map<Arr> o(reinterpret_cast<T*>(p[0]), n);
+        o = ef(Eigen::Map<const Arr>(reinterpret_cast<const T*>(p[1]), n),
+               Eigen::Map<const Arr>(reinterpret_cast<const T*>(p[2]), n));
+        return;
+      }
+    }
+    constexpr int64_t kChunk = 512;
+    alignas(64) C bg[kChunk];
+    alignas(64) C bx[kChunk];
+    alignas(64) C bout[kChunk];
+    for (int64_t i0 = 0; i0 < n; i0 += kChunk) {
+      const int64_t m = std::min(kChunk, n - i0);
+      for (int64_t i = 0; i < m; ++i) {
+        bg[i] = C(*reinterpret_cast<const T*>(p[1] + (i0 + i) * s[1]));
+        bx[i] = C(*reinterpret_cast<const T*>(p[2] + (i0 + i) * s[2]));
+      }
+      Eigen::Map<Arr> o(bout, m);
+      o = ef(Eigen::Map<const Arr>(bg, m), Eigen::Map<const Arr>(bx, m));
+      for (int64_t i = 0; i < m; ++i) *reinterpret_cast<T*>(p[0] + (i0 + i) * s[0]) = T(bout[i]);
+    }
+  });
+}
+
+// GELU gradients in one pass (g = grad of the output, x = input):
+//   exact: dx = g (Phi(x) + x phi(x)), Phi/phi the standard normal cdf/pdf;
+//   tanh: dx = g (1/2 (1 + t) + x/2 (1 - t^2) k (1 + 3c x^2)), t = tanh(k (x + c x^3)).
+void gelu_backward_kernel(const Tensor& g, const Tensor& x, Tensor& out) {
+  dispatch_floating(out.dtype(), "gelu_backward", [&]<typename T>() {
+    using C = opmath_t<T>;
+    eigen_map2<T>(g, x, out, [](const auto& gr, const auto& a) {
+      return gr * (C(0.5) * (C(1) + (a * C(kInvSqrt2)).erf()) +
+                   a * (C(-0.5) * a * a).exp() * C(std::numbers::inv_sqrtpi / std::numbers::sqrt2));
+    });
+  });
+}
+void gelu_tanh_backward_kernel(const Tensor& g, const Tensor& x, Tensor& out) {
+  dispatch_floating(out.dtype(), "gelu_tanh_backward", [&]<typename T>() {
+    using C = opmath_t<T>;
+    eigen_map2<T>(g, x, out, [](const auto& gr, const auto& a) {
+      const C k = C(kSqrt2OverPi), c = C(0.044715);
+      const auto t = (k * (a + c * a * a * a)).tanh();
+      return gr *
+             (C(0.5) * (C(1) + t) + C(0.5) * a * (C(1) - t * t) * k * (C(1) + C(3) * c * a * a));
+    });
+  });
+}
+
 // Integer negation wraps (two's complement) like PyTorch instead of overflowing.
 template <typename T>
 inline T wrap_neg(T x) {
@@ -197,6 +252,8 @@ void register_unary_kernels() {
   register_kernel<Op::relu>(DeviceType::cpu, relu_kernel);
   register_kernel<Op::gelu>(DeviceType::cpu, gelu_kernel);
   register_kernel<Op::gelu_tanh>(DeviceType::cpu, gelu_tanh_kernel);
+  register_kernel<Op::gelu_backward>(DeviceType::cpu, gelu_backward_kernel);
+  register_kernel<Op::gelu_tanh_backward>(DeviceType::cpu, gelu_tanh_backward_kernel);
   register_kernel<Op::silu>(DeviceType::cpu, silu_kernel);
   register_kernel<Op::erf>(DeviceType::cpu, erf_kernel);
   register_kernel<Op::logical_not>(DeviceType::cpu, logical_not_kernel);
