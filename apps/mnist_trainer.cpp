@@ -19,8 +19,6 @@
 #include "data/dataloader.h"
 #include "data/mnist.h"
 #include "data/transforms.h"
-#include "parallel/data_parallel.h"
-#include "parallel/ddp.h"
 #include "parallel/distributed.h"
 
 namespace mnist {
@@ -160,16 +158,8 @@ Result run_training(const Options& o) {
   }
 
   // The module the loop trains: the model itself, or a DDP / DataParallel wrapper of it.
-  std::shared_ptr<nn::Module> train_module = model;
-  std::shared_ptr<dist::DataParallel> data_parallel;
-  if (L.mode == "ddp") {
-    train_module = std::make_shared<dist::DistributedDataParallel>(model);
-  } else if (L.mode == "dp") {
-    data_parallel = std::make_shared<dist::DataParallel>(model, L.dp_devices);
-    train_module = data_parallel;
-  }
-  for (const Device& d : L.mode == "dp" ? L.dp_devices : std::vector<Device>{L.device})
-    reset_peak_memory_stats(d);
+  const apps::TrainModule wrapped = apps::wrap_for_layout(L, model);
+  const std::shared_ptr<nn::Module>& train_module = wrapped.module;
   // --cuda-graph (main() refused it for cpu, dp and -n > 1; a launcher's world is known here).
   std::unique_ptr<CudaGraphStep> graph_step;
   if (o.cuda_graph) {
@@ -334,14 +324,7 @@ Result run_training(const Options& o) {
   }
   // Rank 0 hosts the store: nobody tears the group down while a peer still needs it.
   if (L.distributed() && !result.interrupted) dist::barrier();
-  auto per_device = data_parallel ? data_parallel->memory_per_device()
-                                  : std::vector{std::pair{L.device, memory_stats(L.device)}};
-  for (const auto& [dev, stats] : per_device) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%s%s %.1f MiB", result.peak_memory.empty() ? "" : ", ",
-                  dev.str().c_str(), double(stats.peak) / (1 << 20));
-    result.peak_memory += buf;
-  }
+  result.peak_memory = apps::peak_memory_summary(L, wrapped);
   if (graph_step) {
     result.cuda_graph = true;
     result.graph_replays = graph_step->replays(), result.eager_steps = graph_step->eager_steps();

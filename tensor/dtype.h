@@ -165,6 +165,19 @@ struct OpMath<BFloat16> {
 template <typename T>
 using opmath_t = typename OpMath<T>::type;
 
+// The accumulator of a running sum (cumsum on CPU and CUDA): opmath_t for floats, the unsigned
+// twin for integers (so integer scans wrap like PyTorch's instead of overflowing).
+template <typename T>
+struct ScanAcc {
+  using type = opmath_t<T>;
+};
+template <typename T>
+requires(std::is_integral_v<T> && !std::is_same_v<T, bool>) struct ScanAcc<T> {
+  using type = std::make_unsigned_t<T>;
+};
+template <typename T>
+using scan_acc_t = typename ScanAcc<T>::type;
+
 template <typename T>
 constexpr bool is_reduced_float_v = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
 template <typename T>

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <thread>
 
+#include "parallel/ddp.h"
 #include "parallel/distributed.h"
 #include "parallel/launcher.h"
 #include "tensor/cuda.h"
@@ -79,6 +80,32 @@ LayoutGuard::LayoutGuard(const RunOptions& o) {
 
 LayoutGuard::~LayoutGuard() {
   if (layout_.distributed() && dist::is_initialized()) dist::destroy_process_group();
+}
+
+TrainModule wrap_for_layout(const Layout& l, const std::shared_ptr<nn::Module>& model) {
+  TrainModule t{model, nullptr};
+  if (l.mode == "ddp") {
+    t.module = std::make_shared<dist::DistributedDataParallel>(model);
+  } else if (l.mode == "dp") {
+    t.data_parallel = std::make_shared<dist::DataParallel>(model, l.dp_devices);
+    t.module = t.data_parallel;
+  }
+  for (const Device& d : l.mode == "dp" ? l.dp_devices : std::vector<Device>{l.device})
+    reset_peak_memory_stats(d);
+  return t;
+}
+
+std::string peak_memory_summary(const Layout& l, const TrainModule& t) {
+  auto per_device = t.data_parallel ? t.data_parallel->memory_per_device()
+                                    : std::vector{std::pair{l.device, memory_stats(l.device)}};
+  std::string out;
+  for (const auto& [dev, stats] : per_device) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%s%s %.1f MiB", out.empty() ? "" : ", ", dev.str().c_str(),
+                  double(stats.peak) / (1 << 20));
+    out += buf;
+  }
+  return out;
 }
 
 void set_intra_op_threads(const RunOptions& o, const Layout& l) {

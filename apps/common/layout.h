@@ -8,6 +8,7 @@
 
 #include "apps/common/run_options.h"
 #include "minidl.h"
+#include "parallel/data_parallel.h"
 
 namespace minidl::apps {
 
@@ -34,6 +35,18 @@ class LayoutGuard {
  private:
   Layout layout_;
 };
+
+// The module a training loop runs in this layout: the model itself (single), its DDP wrapper
+// (ddp) or a DataParallel over the layout's devices (dp, also kept in `data_parallel`).
+struct TrainModule {
+  std::shared_ptr<nn::Module> module;
+  std::shared_ptr<dist::DataParallel> data_parallel;  // dp only
+};
+// Wraps `model` for the layout and resets the peak-memory counters of the devices it uses.
+TrainModule wrap_for_layout(const Layout& l, const std::shared_ptr<nn::Module>& model);
+// This process's tensor-memory peak per device since wrap_for_layout: "cpu 61.2 MiB" (every
+// DataParallel replica's device under dp).
+std::string peak_memory_summary(const Layout& l, const TrainModule& t);
 
 // --threads N sets the intra-op threads; 0 shares the machine's cores among its DDP ranks
 // (unless OMP_NUM_THREADS says otherwise).

@@ -96,13 +96,25 @@ std::map<std::string, std::string> load_training_checkpoint(const std::string& p
                                                             optim::Optimizer& opt,
                                                             apps::AmpRun* amp, bool main_rank,
                                                             const ByteVocab& vocab) {
-  {
-    SafetensorsMetadata file_meta;
-    load_safetensors(path, &file_meta);
-    check_model_matches({file_meta.begin(), file_meta.end()}, model.config, vocab, path);
-  }
   std::map<std::string, Tensor> amp_state;
-  auto meta = nn::load_checkpoint(path, model, &opt, nullptr, true, amp ? &amp_state : nullptr);
+  std::map<std::string, std::string> meta;
+  try {
+    meta = nn::load_checkpoint(path, model, &opt, nullptr, true, amp ? &amp_state : nullptr);
+  } catch (const Error&) {
+    // A GPT of another size fails there on its keys or shapes: name the configs instead (the
+    // file is read a second time only on this failure path).
+    SafetensorsMetadata file_meta;
+    bool readable = true;
+    try {
+      load_safetensors(path, &file_meta);
+    } catch (const Error&) {
+      readable = false;
+    }
+    if (readable)
+      check_model_matches({file_meta.begin(), file_meta.end()}, model.config, vocab, path);
+    throw;
+  }
+  check_model_matches(meta, model.config, vocab, path);
   if (amp) amp->restore(amp_state, path, main_rank);
   meta_int(meta, "iter", path);
   return meta;

@@ -16,8 +16,6 @@
 #include "apps/gpt/gpt_checkpoint.h"
 #include "apps/gpt/gpt_model.h"
 #include "apps/gpt/text_data.h"
-#include "parallel/data_parallel.h"
-#include "parallel/ddp.h"
 #include "parallel/distributed.h"
 #include "tensor/cuda.h"
 
@@ -129,16 +127,8 @@ Result run_training(const Options& o) {
       std::printf("resumed from %s (iteration %lld done)\n", path.c_str(), (long long)first_iter);
   }
 
-  std::shared_ptr<nn::Module> train_module = model;
-  std::shared_ptr<dist::DataParallel> data_parallel;
-  if (L.mode == "ddp") {
-    train_module = std::make_shared<dist::DistributedDataParallel>(model);
-  } else if (L.mode == "dp") {
-    data_parallel = std::make_shared<dist::DataParallel>(model, L.dp_devices);
-    train_module = data_parallel;
-  }
-  for (const Device& d : L.mode == "dp" ? L.dp_devices : std::vector<Device>{L.device})
-    reset_peak_memory_stats(d);
+  const apps::TrainModule wrapped = apps::wrap_for_layout(L, model);
+  const std::shared_ptr<nn::Module>& train_module = wrapped.module;
 
   if (!o.checkpoint_dir.empty() && main_rank) fs::create_directories(o.checkpoint_dir);
   apps::JsonLinesLog log;
@@ -253,14 +243,7 @@ Result run_training(const Options& o) {
     if (!o.plot.empty() && main_rank) apps::write_training_plot(o.plot, curves, "gpt");
   }
   if (L.distributed() && !result.interrupted) dist::barrier();
-  auto per_device = data_parallel ? data_parallel->memory_per_device()
-                                  : std::vector{std::pair{L.device, memory_stats(L.device)}};
-  for (const auto& [dev, stats] : per_device) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%s%s %.1f MiB", result.peak_memory.empty() ? "" : ", ",
-                  dev.str().c_str(), double(stats.peak) / (1 << 20));
-    result.peak_memory += buf;
-  }
+  result.peak_memory = apps::peak_memory_summary(L, wrapped);
   if (result.iters_run > 0 && train_seconds > 0) {
     result.step_ms = 1e3 * train_seconds / double(result.iters_run);
     result.tokens_per_s = double(tokens_per_iter) * double(result.iters_run) / train_seconds;

@@ -56,18 +56,6 @@ void triu_kernel(const Tensor& in, Tensor& out, int64_t diagonal) {
   tri_kernel<false>(in, out, diagonal);
 }
 
-// The accumulator of a scan: float for f16/bf16, the unsigned twin for integers (wraps).
-template <typename T>
-struct ScanAcc {
-  using type = opmath_t<T>;
-};
-template <typename T>
-requires(std::is_integral_v<T> && !std::is_same_v<T, bool>) struct ScanAcc<T> {
-  using type = std::make_unsigned_t<T>;
-};
-template <typename T>
-using scan_acc_t = typename ScanAcc<T>::type;
-
 // out[.., i, ..] = sum of in along dim up to i (or from i on, reverse); one line per task.
 void cumsum_kernel(const Tensor& in, Tensor& out, int64_t dim, bool reverse) {
   MINIDL_CHECK(in.dtype() == out.dtype(), "op `cumsum`: internal: dtypes differ (", in.dtype(),

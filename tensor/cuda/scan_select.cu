@@ -75,18 +75,7 @@ void triu_kernel(const Tensor& in, Tensor& out, int64_t diagonal) {
   tri(in, out, diagonal, false);
 }
 
-// ---- cumsum: a thread per line; accumulator float for f16/bf16, unsigned for integers.
-template <typename T>
-struct ScanAcc {
-  using type = opmath_t<T>;
-};
-template <typename T>
-requires(std::is_integral_v<T> && !std::is_same_v<T, bool>) struct ScanAcc<T> {
-  using type = std::make_unsigned_t<T>;
-};
-template <typename T>
-using scan_acc_t = typename ScanAcc<T>::type;
-
+// ---- cumsum: a thread per line; accumulator scan_acc_t (float for f16/bf16, unsigned for ints).
 template <typename T>
 __global__ void cumsum_kernel_dev(int64_t lines, int64_t L, Indexer in_ix, Indexer out_ix,
                                   int64_t si, int64_t so, const T* __restrict__ in,
