@@ -13,6 +13,18 @@
 
 namespace minidl::dist {
 
+// Where DataParallel's step time goes (minidl-compare): totals since construction or
+// reset_stats(), wall-clock seconds on the calling thread.
+struct DataParallelStats {
+  int64_t forwards = 0, backwards = 0;  // forward calls; backward reductions run
+  int replicas = 0;                     // replicas used by the last forward
+  double replicate_seconds = 0;         // re-synchronising replicas from the source module
+  double scatter_seconds = 0;           // splitting the input and copying chunks to devices
+  double parallel_apply_seconds = 0;    // the replicas' forwards (wall, all threads)
+  double gather_seconds = 0;            // outputs onto the output device
+  double reduce_seconds = 0;            // backward: replica gradients summed into the source
+};
+
 // The source module must live on devices[0] and serves as replica 0 (so its buffers, e.g.
 // BatchNorm running stats, are updated in place by replica 0; other replicas' buffer updates
 // and any non-buffer state changed in forward are lost, as in PyTorch). Devices may repeat
@@ -33,6 +45,8 @@ class DataParallel : public ModuleWrapper {
   // a device, e.g. {kCPU, kCPU}, share its counters). See memory_stats(Device).
   std::vector<std::pair<Device, MemoryStats>> memory_per_device() const;
   Device output_device() const { return output_device_; }
+  DataParallelStats stats() const;
+  void reset_stats();
   // Replica k (replica 0 is the source module).
   nn::Module& replica(size_t k) const { return *replicas_.at(k); }
 

@@ -29,6 +29,22 @@ struct DDPOptions {
   std::shared_ptr<Store> store = nullptr;
 };
 
+// Communication statistics for speedup reports (minidl-compare): totals since construction or
+// reset_stats(), over synchronised steps (forward + backward that allreduced gradients).
+struct DDPStats {
+  int64_t steps = 0;                  // synchronised backward passes
+  int num_buckets = 0;                // current bucket layout
+  std::vector<int64_t> bucket_bytes;  // bytes of each bucket, in bucket order
+  int64_t bytes_per_step = 0;         // gradient bytes allreduced per synchronised step
+  double comm_seconds = 0;       // sum over steps: first bucket launched -> all allreduces done
+  double exposed_seconds = 0;    // sum over steps: backward compute done -> allreduces done
+  double broadcast_seconds = 0;  // forwards' buffer broadcasts (broadcast_buffers)
+  // Share of the allreduce time hidden behind backward compute.
+  double hidden_fraction() const {
+    return comm_seconds > 0 ? 1.0 - exposed_seconds / comm_seconds : 0.0;
+  }
+};
+
 // Usage (every rank):
 //   auto ddp = std::make_shared<dist::DistributedDataParallel>(model);  // default group
 //   loss = f(ddp->forward(x)); loss.backward(); opt.step();   // grads are the global mean
@@ -72,6 +88,8 @@ class DistributedDataParallel : public ModuleWrapper {
   ProcessGroup& process_group() const { return *group_; }
   const DDPOptions& options() const { return opts_; }
   const ReducerStats& reducer_stats() const { return reducer_->stats(); }
+  DDPStats stats() const;
+  void reset_stats();
   std::vector<std::vector<size_t>> bucket_indices() const { return reducer_->bucket_indices(); }
 
  private:
