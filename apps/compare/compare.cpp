@@ -1,0 +1,336 @@
+// minidl-compare: single device vs DataParallel vs DDP on the same model, data and global batch.
+// Each mode runs as its own child process (DDP: K ranks through the launcher); the parent checks
+// that their losses agree, prints the table, the explanations and the cost-model projection, and
+// writes --json / --plot. See --help and README ("minidl-compare").
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "apps/compare/compare_report.h"
+#include "apps/compare/compare_run.h"
+#include "nn/atomic_file.h"
+#include "parallel/launcher.h"
+#include "tensor/error.h"
+
+namespace {
+
+using namespace minidl;
+using namespace minidl::compare;
+namespace fs = std::filesystem;
+
+struct Options {
+  RunConfig run;
+  std::string modes = "single,dp,ddp";
+  std::string json, plot;
+  std::string links = "nvlink,pcie,ib100,eth10";
+  double bandwidth_gbps = 0, latency_us = -1;
+  double tolerance = 1e-3;
+  std::string worker, out;  // internal: run one mode and write its JSON row to `out`
+};
+
+const char* kHelpFooter = R"HELP(Modes (same model, data, initial weights and global batch in each):
+  single  one device (on CPU: one thread; a reference row "single (N threads)" uses all cores)
+  dp      DataParallel, --devices replicas in one process (CPU: 1 intra-op thread each)
+  ddp     DistributedDataParallel, --devices processes through the launcher (1 thread each)
+Every mode first runs --warmup steps, then --steps timed steps. The losses of every step must
+agree with the first row's within --tolerance (relative), else the run fails naming the modes.
+MINIDL_COMPARE_BREAK=dp (a comma list of modes) is a test hook that breaks those modes' gradients.
+
+JSON (--json): {"title", "rows": [{mode, label, device, devices, threads, global_batch,
+  per_rank_batch, samples_per_s, step_ms_p50, step_ms_p90, step_ms[], losses[], speedup,
+  efficiency, peak_memory_mib, breakdown: {forward_ms, backward_ms, reduce_exposed_ms,
+  reduce_hidden_ms, optimizer_ms, data_wait_ms, dp_replicate_ms, dp_scatter_ms, dp_gather_ms,
+  dp_reduce_ms}, ddp: {bucket_bytes[], comm_ms, exposed_ms, hidden_fraction,
+  allreduce_sweep_bytes[], allreduce_sweep_ms[]}, compute: {batch, step_ms, backward_ms}}],
+  "projection": [{link, bandwidth_GBps, latency_us, devices, step_ms, allreduce_ms, exposed_ms,
+  samples_per_s, speedup, efficiency}], "model": {compute_ms, backward_ms, bucket_bytes,
+  hidden_fraction, per_rank_batch, local_bandwidth_GBps, local_latency_us, measured_devices,
+  measured_step_ms, predicted_step_ms}, "consistency": {ok, reference, steps, tolerance,
+  max_rel_diff, error}, "explanation": [lines]}
+Projection: step(N) = T_c + T_ar(N) - min(h T_ar(N), T_bw), ring T_ar = 2(N-1)/N bytes/bw +
+  2(N-1) latency per bucket; T_c and T_bw from the single device at the per-rank batch, h from
+  DDP, the local link fitted from allreduces timed between the DDP ranks.)HELP";
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+bool broken(const std::string& mode) {
+  const char* v = std::getenv("MINIDL_COMPARE_BREAK");
+  if (!v) return false;
+  for (const std::string& m : split(v))
+    if (m == mode) return true;
+  return false;
+}
+
+std::string self_exe() {
+  return fs::read_symlink("/proc/self/exe").string();
+}
+
+// The worker's arguments for one mode.
+std::vector<std::string> worker_args(const Options& o, const std::string& mode, int devices,
+                                     int threads, int64_t compute_batch, const std::string& out) {
+  const RunConfig& c = o.run;
+  return {self_exe(),
+          "--worker",
+          mode,
+          "--out",
+          out,
+          "--model",
+          c.model,
+          "--data",
+          c.data,
+          "--devices",
+          std::to_string(devices),
+          "--threads",
+          std::to_string(threads),
+          "--global-batch",
+          std::to_string(c.global_batch),
+          "--steps",
+          std::to_string(c.steps),
+          "--warmup",
+          std::to_string(c.warmup),
+          "--amp",
+          c.amp,
+          "--device",
+          c.device,
+          "--seed",
+          std::to_string(c.seed),
+          "--workers",
+          std::to_string(c.num_workers),
+          "--compute-batch",
+          std::to_string(compute_batch)};
+}
+
+// Runs argv as a child with OMP_NUM_THREADS=threads; returns its exit code (128+signal).
+int run_child(const std::vector<std::string>& args, int threads) {
+  const pid_t pid = ::fork();
+  MINIDL_CHECK(pid >= 0, "fork failed");
+  if (pid == 0) {
+    ::setenv("OMP_NUM_THREADS", std::to_string(threads).c_str(), 1);
+    std::vector<char*> argv;
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return dist::exit_code_of(status);
+}
+
+RunResult read_row(const std::string& path, const std::string& label) {
+  std::ifstream f(path);
+  MINIDL_CHECK(f.good(), "mode ", label, " wrote no result (", path, ")");
+  nlohmann::json j;
+  f >> j;
+  RunResult r = run_result_from_json(j);
+  r.label = label;
+  return r;
+}
+
+int run_worker(const Options& o) {
+  RunConfig c = o.run;
+  c.mode = o.worker;
+  c.perturb = broken(c.mode);
+  RunResult r = run_mode(c);
+  const char* rank = std::getenv("RANK");
+  if (!rank || std::string(rank) == "0") write_file_atomic(o.out, to_json(r).dump() + "\n");
+  return 0;
+}
+
+int run_compare(Options& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  RunConfig& c = o.run;
+  const std::vector<std::string> modes = split(o.modes);
+  for (const std::string& m : modes)
+    MINIDL_CHECK(m == "single" || m == "dp" || m == "ddp", "--modes: unknown mode '", m,
+                 "' (single, dp, ddp)");
+  MINIDL_CHECK(!modes.empty(), "--modes is empty");
+  MINIDL_CHECK(c.global_batch % c.devices == 0, "--global-batch ", c.global_batch,
+               " is not divisible by --devices ", c.devices);
+  std::vector<Link> links;
+  for (const std::string& l : split(o.links)) links.push_back(named_link(l));
+  if (o.bandwidth_gbps > 0)
+    links.push_back(Link{"custom", o.bandwidth_gbps * 1e9, std::max(o.latency_us, 0.0) * 1e-6});
+  MINIDL_CHECK(fs::exists(c.data), "no data at '", c.data, "' (",
+               c.model == "gpt" ? "bash tools/fetch-moby-dick.sh" : "bash tools/fetch-mnist.sh",
+               " fetches it, or give --data)");
+
+  const fs::path dir = fs::temp_directory_path() / ("minidl-compare-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  struct Cleanup {
+    fs::path d;
+    ~Cleanup() { fs::remove_all(d); }
+  } cleanup{dir};
+  const bool cpu = c.device == "cpu";
+  const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
+  const bool with_ddp = std::find(modes.begin(), modes.end(), "ddp") != modes.end();
+
+  Report rep;
+  auto run_one = [&](const std::string& mode, const std::string& label, int devices, int threads,
+                     int64_t compute_batch) {
+    const std::string out =
+        (dir / (label.substr(0, label.find(' ')) + std::to_string(threads) + ".json")).string();
+    std::fprintf(stderr, "minidl-compare: running %s...\n", label.c_str());
+    std::vector<std::string> args = worker_args(o, mode, devices, threads, compute_batch, out);
+    int rc;
+    if (mode == "ddp") {
+      dist::LaunchOptions lo;
+      lo.log_dir = "none";
+      lo.device_per_rank = "none";
+      lo.verbose = false;
+      lo.backend = cpu ? "gloo" : "nccl";
+      lo.nproc_per_node = devices;
+      ::setenv("OMP_NUM_THREADS", std::to_string(threads).c_str(), 1);
+      rc = dist::launch(lo, args);
+      ::unsetenv("OMP_NUM_THREADS");
+    } else {
+      rc = run_child(args, threads);
+    }
+    MINIDL_CHECK(rc == 0, "mode ", label, " failed (exit code ", rc, ")");
+    rep.rows.push_back(read_row(out, label));
+  };
+  const int64_t per_rank = c.global_batch / c.devices;
+  for (const std::string& m : modes) {
+    if (m == "single") {
+      run_one("single", "single", 1, 1, with_ddp ? per_rank : 0);
+      if (cpu && cores > 1)
+        run_one("single", "single (" + std::to_string(cores) + " threads)", 1, cores, 0);
+    } else {
+      run_one(m, m, c.devices, 1, 0);
+    }
+  }
+
+  char title[256];
+  std::snprintf(title, sizeof(title), "%s, global batch %lld, %lld steps after %lld warm-up, %s%s",
+                c.model.c_str(), (long long)c.global_batch, (long long)c.steps, (long long)c.warmup,
+                c.device.c_str(), c.amp == "off" ? "" : (", amp " + c.amp).c_str());
+  rep.title = title;
+  rep.consistency = check_consistency(rep.rows, o.tolerance);
+  if (rep.consistency.error.empty()) build_projection(rep, links);
+  if (!o.json.empty()) write_file_atomic(o.json, report_json(rep).dump(2) + "\n");
+  if (!rep.consistency.error.empty()) {
+    std::fprintf(stderr, "minidl-compare: error: %s\n", rep.consistency.error.c_str());
+    return 1;
+  }
+  std::printf("%s\n", format_table(rep).c_str());
+  for (const std::string& line : explain(rep)) std::printf("- %s\n", line.c_str());
+  if (rep.has_model) std::printf("\n%s", format_projection(rep).c_str());
+  if (!o.plot.empty()) std::printf("\nplot: %s\n", write_compare_plot(o.plot, rep).c_str());
+  if (!o.json.empty()) std::printf("json: %s\n", o.json.c_str());
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("wall time: %.1f s\n", wall);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  RunConfig& c = o.run;
+  c.global_batch = 0;
+  int devices = 2;
+  CLI::App app{"minidl-compare: single device vs DataParallel vs DDP on one model",
+               "minidl-compare"};
+  app.get_formatter()->column_width(30);
+  app.footer(kHelpFooter);
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app.add_option("--model", c.model, "mnist-cnn | gpt")
+      ->check(CLI::IsMember({"mnist-cnn", "gpt"}))
+      ->capture_default_str();
+  app.add_option("--data", c.data,
+                 "MNIST dir / text file (default: data/mnist, "
+                 "data/moby-dick/data.txt)");
+  app.add_option("--modes", o.modes, "comma list of single, dp, ddp")->capture_default_str();
+  app.add_option("--devices", devices, "K: dp replicas and ddp processes")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  app.add_option("--global-batch", c.global_batch,
+                 "samples per step in every mode (default 64 x K mnist, 8 x K gpt)")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 20));
+  app.add_option("--steps", c.steps, "timed steps")
+      ->check(CLI::Range(2, 100000))
+      ->capture_default_str();
+  app.add_option("--warmup", c.warmup, "untimed steps first")
+      ->check(CLI::Range(0, 1000))
+      ->capture_default_str();
+  app.add_option("--amp", c.amp, "off | bf16 | fp16")
+      ->check(CLI::IsMember({"off", "bf16", "fp16"}))
+      ->capture_default_str();
+  app.add_option("--device", c.device, "cpu | cuda")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
+  app.add_option("--seed", c.seed, "initial weights and data order")->capture_default_str();
+  app.add_option("--workers", c.num_workers, "loader threads per process")
+      ->check(CLI::Range(0, 64))
+      ->capture_default_str();
+  app.add_option("--tolerance", o.tolerance, "relative loss difference allowed between modes")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--link", o.links, "projection links: comma list of nvlink, pcie, ib100, eth10")
+      ->capture_default_str();
+  auto* bw = app.add_option("--bandwidth", o.bandwidth_gbps, "an extra link: GB/s")
+                 ->check(CLI::PositiveNumber);
+  app.add_option("--latency", o.latency_us, "the extra link's latency in us")
+      ->check(CLI::NonNegativeNumber)
+      ->needs(bw);
+  bw->needs("--latency");
+  app.add_option("--json", o.json, "write the rows, projection and check as JSON");
+  app.add_option("--plot", o.plot, "bar chart + projection: .png (gnuplot) or .svg");
+  // Internal: one mode's run in a child process.
+  app.add_option("--worker", o.worker)->group("")->check(CLI::IsMember({"single", "dp", "ddp"}));
+  app.add_option("--out", o.out)->group("");
+  app.add_option("--threads", c.threads)->group("")->check(CLI::Range(1, 1024));
+  app.add_option("--compute-batch", c.compute_batch)->group("");
+  try {
+    app.parse(argc, argv);
+    if (!o.worker.empty() && o.out.empty()) throw CLI::ValidationError("--worker needs --out");
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "minidl-compare: error: %s (see --help)\n", e.what());
+    return 2;
+  }
+  c.devices = devices;
+  if (c.data.empty()) c.data = default_data(c.model);
+  if (c.global_batch == 0) c.global_batch = (c.model == "gpt" ? 8 : 64) * devices;
+  try {
+    if (!o.worker.empty()) return run_worker(o);
+    // Bad values: one line, exit 2.
+    for (const std::string& l : split(o.links)) named_link(l);
+    MINIDL_CHECK(!split(o.modes).empty(), "--modes is empty");
+    for (const std::string& m : split(o.modes))
+      MINIDL_CHECK(m == "single" || m == "dp" || m == "ddp", "--modes: unknown mode '", m,
+                   "' (single, dp, ddp)");
+    if (c.global_batch % devices != 0) {
+      std::fprintf(stderr,
+                   "minidl-compare: error: --global-batch %lld is not divisible by --devices %d "
+                   "(see --help)\n",
+                   (long long)c.global_batch, devices);
+      return 2;
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "minidl-compare: error: %s%s\n", e.what(),
+                 o.worker.empty() ? " (see --help)" : "");
+    return o.worker.empty() ? 2 : 1;
+  }
+  try {
+    return run_compare(o);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "minidl-compare: error: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,257 @@
+// minidl-compare's consistency check, table, explanations, projection and JSON (see
+// compare_report.h; the plot is in compare_plot.cpp).
+#include "apps/compare/compare_report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "tensor/error.h"
+
+namespace minidl::compare {
+
+namespace {
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), f, v);
+  return buf;
+}
+
+double mean_step(const RunResult& r) {
+  return r.samples_per_s() > 0 ? double(r.global_batch) / r.samples_per_s() : 0;
+}
+
+}  // namespace
+
+Consistency check_consistency(const std::vector<RunResult>& rows, double tolerance) {
+  Consistency c;
+  c.tolerance = tolerance;
+  if (rows.empty()) return c;
+  const RunResult& ref = rows[0];
+  c.reference = ref.label;
+  c.steps = int64_t(ref.losses.size());
+  for (size_t k = 1; k < rows.size(); ++k) {
+    const RunResult& r = rows[k];
+    if (r.losses.size() != ref.losses.size()) {
+      c.error = "modes " + ref.label + " and " + r.label + " ran different numbers of steps (" +
+                std::to_string(ref.losses.size()) + " vs " + std::to_string(r.losses.size()) + ")";
+      return c;
+    }
+    for (size_t s = 0; s < r.losses.size(); ++s) {
+      const double a = ref.losses[s], b = r.losses[s];
+      const double rel = std::fabs(a - b) / std::max(std::fabs(a), 1e-12);
+      if (!(rel <= tolerance)) {  // NaN fails too
+        char buf[320];
+        std::snprintf(buf, sizeof(buf),
+                      "modes %s and %s disagree at step %zu: loss %.6g vs %.6g (relative "
+                      "difference %.2g > tolerance %.2g); they do not compute the same thing",
+                      ref.label.c_str(), r.label.c_str(), s, a, b, rel, tolerance);
+        c.error = buf;
+        c.max_rel_diff = rel;
+        return c;
+      }
+      c.max_rel_diff = std::max(c.max_rel_diff, rel);
+    }
+  }
+  return c;
+}
+
+double Report::speedup(const RunResult& r) const {
+  const double base = rows.empty() ? 0 : rows[0].samples_per_s();
+  return base > 0 ? r.samples_per_s() / base : 0;
+}
+
+double Report::efficiency(const RunResult& r) const {
+  const int resources = r.mode == "single" ? std::max(r.threads, 1) : std::max(r.devices, 1);
+  return speedup(r) / double(resources);
+}
+
+void build_projection(Report& rep, const std::vector<Link>& links) {
+  const RunResult* single = nullptr;
+  const RunResult* ddp = nullptr;
+  for (const RunResult& r : rep.rows) {
+    if (r.mode == "single" && r.compute_batch > 0 && !single) single = &r;
+    if (r.mode == "ddp" && !ddp) ddp = &r;
+  }
+  if (!single || !ddp || ddp->devices < 2 || ddp->sweep_bytes.size() < 2) return;
+  rep.has_model = true;
+  rep.model.compute_s = single->compute_step_s;
+  rep.model.backward_s = single->compute_backward_s;
+  rep.model.bucket_bytes = ddp->bucket_bytes;
+  rep.model.hidden_fraction = ddp->hidden_fraction;
+  rep.model.per_rank_batch = single->compute_batch;
+  rep.local = fit_link(ddp->devices, ddp->sweep_bytes, ddp->sweep_s);
+  rep.measured_devices = ddp->devices;
+  rep.measured_step_s = ddp->step_p(0.5);
+  rep.predicted_step_s = project_step(rep.model, ddp->devices, rep.local).step_s;
+  const std::vector<int> ns = {1, 2, 4, 8, 16, 32, 64};
+  rep.projections.clear();
+  rep.projections.push_back({rep.local, project(rep.model, ns, rep.local)});
+  for (const Link& l : links) rep.projections.push_back({l, project(rep.model, ns, l)});
+}
+
+std::string format_table(const Report& rep) {
+  std::ostringstream o;
+  o << "## " << rep.title << "\n\n";
+  o << "| mode | devices | threads | samples/s | step ms p50 | p90 | speedup | efficiency | "
+       "peak MiB/device | forward | backward | reduce exposed | reduce hidden | optimizer | "
+       "data wait | dp replicate | dp scatter | dp gather | dp reduce |\n";
+  o << "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+       "---:|\n";
+  for (const RunResult& r : rep.rows) {
+    const Breakdown& b = r.breakdown;
+    const bool ddp = r.mode == "ddp", dp = r.mode == "dp";
+    auto ms = [](double s) { return fmt("%.2f", s * 1e3); };
+    o << "| " << r.label << " | " << r.devices << " | " << r.threads << " | "
+      << fmt("%.0f", r.samples_per_s()) << " | " << ms(r.step_p(0.5)) << " | " << ms(r.step_p(0.9))
+      << " | " << fmt("%.2fx", rep.speedup(r)) << " | " << fmt("%.0f%%", 100 * rep.efficiency(r))
+      << " | " << fmt("%.1f", double(r.peak_memory_bytes) / (1 << 20)) << " | " << ms(b.forward)
+      << " | " << ms(b.backward) << " | " << (ddp ? ms(b.reduce_exposed) : "-") << " | "
+      << (ddp ? ms(b.reduce_hidden) : "-") << " | " << ms(b.optimizer) << " | " << ms(b.data_wait)
+      << " | " << (dp ? ms(b.dp_replicate) : "-") << " | " << (dp ? ms(b.dp_scatter) : "-") << " | "
+      << (dp ? ms(b.dp_gather) : "-") << " | " << (dp ? ms(b.dp_reduce) : "-") << " |\n";
+  }
+  o << "\nBreakdown columns: ms per step; forward/backward exclude the DP and DDP work shown in "
+       "their own columns. Speedup: samples/s against the first row; efficiency: speedup per "
+       "device (single rows: per thread). Loss check: "
+    << rep.consistency.steps << " steps, largest relative difference to "
+    << rep.consistency.reference << " " << fmt("%.1e", rep.consistency.max_rel_diff)
+    << " (tolerance " << fmt("%.0e", rep.consistency.tolerance) << ").\n";
+  return o.str();
+}
+
+std::vector<std::string> explain(const Report& rep) {
+  std::vector<std::string> lines;
+  const RunResult* best = nullptr;
+  for (const RunResult& r : rep.rows) {
+    const double step = mean_step(r);
+    if (step <= 0) continue;
+    if (!best || r.samples_per_s() > best->samples_per_s()) best = &r;
+    const Breakdown& b = r.breakdown;
+    if (r.mode == "dp") {
+      const double sync = b.dp_replicate, moves = b.dp_scatter + b.dp_gather, red = b.dp_reduce;
+      lines.push_back(r.label + " spends " + fmt("%.0f%%", 100 * sync / step) +
+                      " of its step re-synchronising replicas, " +
+                      fmt("%.0f%%", 100 * moves / step) + " scattering inputs and gathering " +
+                      "outputs and " + fmt("%.0f%%", 100 * red / step) +
+                      " summing replica gradients; backward takes " +
+                      fmt("%.0f%%", 100 * b.backward / step) + ".");
+    } else if (r.mode == "ddp") {
+      int64_t bytes = 0;
+      for (int64_t x : r.bucket_bytes) bytes += x;
+      lines.push_back(r.label + " hides " + fmt("%.0f%%", 100 * r.hidden_fraction) +
+                      " of its allreduce (" + fmt("%.1f", r.comm_s * 1e3) + " ms per step, " +
+                      std::to_string(r.bucket_bytes.size()) + " bucket(s), " +
+                      fmt("%.1f", double(bytes) / 1e6) + " MB) behind backward; the exposed " +
+                      fmt("%.1f", r.exposed_s * 1e3) + " ms is " +
+                      fmt("%.0f%%", 100 * r.exposed_s / step) + " of its step.");
+    } else if (r.mode == "single" && r.threads > 1) {
+      lines.push_back(r.label + " (one process, " + std::to_string(r.threads) +
+                      " intra-op threads) reaches " + fmt("%.2fx", rep.speedup(r)) +
+                      " of one thread: " + fmt("%.0f%%", 100 * rep.efficiency(r)) +
+                      " efficiency per thread.");
+    }
+  }
+  if (best && rep.rows.size() > 1)
+    lines.push_back("Fastest: " + best->label + " at " + fmt("%.2fx", rep.speedup(*best)) +
+                    " the throughput of " + rep.rows[0].label + " (" +
+                    fmt("%.0f%%", 100 * rep.efficiency(*best)) + " scaling efficiency).");
+  if (rep.has_model) {
+    const double err = rep.predicted_step_s / rep.measured_step_s - 1;
+    lines.push_back("Cost model: the " + std::to_string(rep.measured_devices) +
+                    "-process step predicted from the single-device compute and the fitted link "
+                    "is " +
+                    fmt("%.2f", rep.predicted_step_s * 1e3) + " ms, measured " +
+                    fmt("%.2f", rep.measured_step_s * 1e3) + " ms (" + fmt("%+.0f%%", 100 * err) +
+                    ").");
+  }
+  return lines;
+}
+
+std::string format_projection(const Report& rep) {
+  if (!rep.has_model) return "";
+  std::ostringstream o;
+  const StepModel& m = rep.model;
+  int64_t bytes = 0;
+  for (int64_t b : m.bucket_bytes) bytes += b;
+  o << "## Projection: DDP step and speedup on N devices (weak scaling, " << m.per_rank_batch
+    << " samples per device)\n\n";
+  o << "Model: step(N) = T_c + T_ar(N) - min(h T_ar(N), T_bw), T_ar = sum over buckets of "
+       "2(N-1)/N bytes/bandwidth + 2(N-1) latency; T_c = "
+    << fmt("%.2f", m.compute_s * 1e3) << " ms, T_bw = " << fmt("%.2f", m.backward_s * 1e3)
+    << " ms (one device here), " << m.bucket_bytes.size() << " bucket(s), "
+    << fmt("%.2f", double(bytes) / 1e6) << " MB, h = " << fmt("%.0f%%", 100 * m.hidden_fraction)
+    << " (measured). Fitted local link: " << rep.local.describe() << ".\n\n";
+  o << "| N |";
+  for (const auto& p : rep.projections) o << " " << p.link.name << " step ms | speedup |";
+  o << "\n|---:|";
+  for (size_t i = 0; i < rep.projections.size(); ++i) o << "---:|---:|";
+  o << "\n";
+  const size_t rows = rep.projections.empty() ? 0 : rep.projections[0].points.size();
+  for (size_t i = 0; i < rows; ++i) {
+    o << "| " << rep.projections[0].points[i].devices << " |";
+    for (const auto& p : rep.projections)
+      o << " " << fmt("%.2f", p.points[i].step_s * 1e3) << " | "
+        << fmt("%.2fx", p.points[i].speedup) << " |";
+    o << "\n";
+  }
+  o << "\nMeasured here: " << rep.measured_devices << " processes, step "
+    << fmt("%.2f", rep.measured_step_s * 1e3) << " ms; the model with the fitted link predicts "
+    << fmt("%.2f", rep.predicted_step_s * 1e3) << " ms ("
+    << fmt("%+.1f%%", 100 * (rep.predicted_step_s / rep.measured_step_s - 1)) << ").\n";
+  o << "Named links are assumptions (nvlink 150 GB/s 5 us, pcie 12 GB/s 10 us, ib100 10 GB/s "
+       "5 us, eth10 1.1 GB/s 50 us) with this machine's compute time.\n";
+  return o.str();
+}
+
+nlohmann::json report_json(const Report& rep) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const RunResult& r : rep.rows) {
+    nlohmann::json j = to_json(r);
+    j["speedup"] = rep.speedup(r);
+    j["efficiency"] = rep.efficiency(r);
+    rows.push_back(std::move(j));
+  }
+  nlohmann::json proj = nlohmann::json::array();
+  for (const auto& p : rep.projections)
+    for (const Projection& q : p.points)
+      proj.push_back({{"link", p.link.name},
+                      {"bandwidth_GBps", p.link.bandwidth_Bps / 1e9},
+                      {"latency_us", p.link.latency_s * 1e6},
+                      {"devices", q.devices},
+                      {"step_ms", q.step_s * 1e3},
+                      {"allreduce_ms", q.allreduce_s * 1e3},
+                      {"exposed_ms", q.exposed_s * 1e3},
+                      {"samples_per_s", q.samples_per_s},
+                      {"speedup", q.speedup},
+                      {"efficiency", q.efficiency}});
+  nlohmann::json out = {
+      {"title", rep.title},
+      {"rows", rows},
+      {"projection", proj},
+      {"consistency",
+       {{"ok", rep.consistency.error.empty()},
+        {"reference", rep.consistency.reference},
+        {"steps", rep.consistency.steps},
+        {"tolerance", rep.consistency.tolerance},
+        {"max_rel_diff", rep.consistency.max_rel_diff},
+        {"error", rep.consistency.error}}},
+      {"explanation", explain(rep)},
+  };
+  if (rep.has_model)
+    out["model"] = {{"compute_ms", rep.model.compute_s * 1e3},
+                    {"backward_ms", rep.model.backward_s * 1e3},
+                    {"bucket_bytes", rep.model.bucket_bytes},
+                    {"hidden_fraction", rep.model.hidden_fraction},
+                    {"per_rank_batch", rep.model.per_rank_batch},
+                    {"local_bandwidth_GBps", rep.local.bandwidth_Bps / 1e9},
+                    {"local_latency_us", rep.local.latency_s * 1e6},
+                    {"measured_devices", rep.measured_devices},
+                    {"measured_step_ms", rep.measured_step_s * 1e3},
+                    {"predicted_step_ms", rep.predicted_step_s * 1e3}};
+  return out;
+}
+
+}  // namespace minidl::compare

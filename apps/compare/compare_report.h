@@ -1,0 +1,61 @@
+// minidl-compare's report: the loss-consistency check across modes, the comparison table with
+// the per-step breakdown, explanation lines computed from the numbers, the cost-model
+// projection, the JSON document and the bar chart (gnuplot PNG, or an SVG without gnuplot).
+#pragma once
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "apps/compare/compare_run.h"
+#include "apps/compare/cost_model.h"
+
+namespace minidl::compare {
+
+struct Consistency {
+  double tolerance = 0;     // relative
+  double max_rel_diff = 0;  // over every mode and step against the reference row
+  int64_t steps = 0;        // steps compared
+  std::string reference;    // the row compared against (the first one)
+  std::string error;        // "" when every mode agrees
+};
+
+// Compares every row's per-step losses with rows[0]'s: |a - b| / max(|b|, 1e-12) <= tolerance.
+// On failure `error` names both modes, the step and both losses.
+Consistency check_consistency(const std::vector<RunResult>& rows, double tolerance);
+
+struct ProjectionSet {
+  Link link;
+  std::vector<Projection> points;
+};
+
+struct Report {
+  std::string title;  // "mnist-cnn, global batch 128, 20 steps after 3 warm-up, cpu"
+  std::vector<RunResult> rows;
+  Consistency consistency;
+  // The cost model (absent when no ddp row with a single row to take T_c from).
+  bool has_model = false;
+  StepModel model;
+  Link local;  // fitted from the DDP rank's allreduce sweep
+  std::vector<ProjectionSet> projections;
+  int measured_devices = 0;                     // the DDP row's world size
+  double measured_step_s = 0;                   // its p50 step
+  double predicted_step_s = 0;                  // the model with the fitted local link at that size
+  double speedup(const RunResult& r) const;     // samples/s over rows[0]'s
+  double efficiency(const RunResult& r) const;  // speedup / devices (single: / threads)
+};
+
+// Fills the model part of `report` from its rows: T_c and backward from the single row's
+// per-rank-batch timing, buckets and hidden fraction from the ddp row, the local link from its
+// allreduce sweep; projects N = 1, 2, 4 ... 64 on `links` (the fitted local link first).
+void build_projection(Report& report, const std::vector<Link>& links);
+
+std::string format_table(const Report& report);
+std::vector<std::string> explain(const Report& report);
+std::string format_projection(const Report& report);
+nlohmann::json report_json(const Report& report);
+// `path` ending in .png: gnuplot when installed, else <path>.svg (note on stderr); .svg: SVG.
+// Returns the file written.
+std::string write_compare_plot(const std::string& path, const Report& report);
+
+}  // namespace minidl::compare

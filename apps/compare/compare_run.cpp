@@ -1,0 +1,380 @@
+// One mode's timed training run for minidl-compare, written once against the Accelerator: the
+// same model, initial weights and global batch in every mode (see compare_run.h).
+#include "apps/compare/compare_run.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <numeric>
+#include <optional>
+
+#include "apps/gpt/gpt_model.h"
+#include "apps/gpt/text_data.h"
+#include "apps/mnist_model.h"
+#include "data/mnist.h"
+#include "minidl.h"
+#include "parallel/accelerator.h"
+#include "parallel/data_parallel.h"
+#include "tensor/cuda.h"
+
+namespace minidl::compare {
+
+namespace {
+
+double now_s() {
+  using clock = std::chrono::steady_clock;
+  return std::chrono::duration<double>(clock::now().time_since_epoch()).count();
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Fixed windows of the text for the gpt model: sample i is the window drawn from a generator
+// seeded by (seed, i), so every mode's global step s sees the same windows whatever the split.
+class TextWindows : public data::Dataset {
+ public:
+  TextWindows(std::shared_ptr<const gpt::TextDataset> text, int64_t n, uint64_t seed)
+      : text_(std::move(text)), n_(n), seed_(seed) {}
+  int64_t size() const override { return n_; }
+  data::Example get(int64_t index, Generator& /*gen*/) const override {
+    Generator g(seed_ * 1000003ull + uint64_t(index));
+    gpt::Batch b = text_->get_batch("train", 1, g);
+    return {b.x.squeeze(0), b.y.squeeze(0)};  // [T] each
+  }
+
+ private:
+  std::shared_ptr<const gpt::TextDataset> text_;
+  int64_t n_;
+  uint64_t seed_;
+};
+
+struct Task {
+  std::shared_ptr<nn::Module> model;
+  std::unique_ptr<optim::Optimizer> opt;
+  std::shared_ptr<const data::Dataset> dataset;
+  int64_t vocab = 0;  // gpt: logits' last dim
+};
+
+// The model (identical initial weights in every mode and rank), its optimizer and data.
+Task build_task(const RunConfig& c) {
+  Task t;
+  const int64_t samples = (c.warmup + c.steps) * c.global_batch;
+  if (c.model == "mnist-cnn") {
+    auto ds = std::make_shared<data::MnistDataset>(c.data, data::MnistSplit::train);
+    MINIDL_CHECK(ds->size() >= samples, "minidl-compare: ", c.warmup + c.steps, " steps of ",
+                 c.global_batch, " samples need ", samples, " MNIST images, the data has ",
+                 ds->size());
+    t.dataset = ds;
+    manual_seed(c.seed);
+    auto net = std::make_shared<mnist::Net>();
+    // Dropout off: every mode (and rank) must compute the same function for the loss check.
+    net->eval();
+    t.model = net;
+    t.opt = std::make_unique<optim::SGD>(t.model->parameters(), 0.01, 0.5);
+  } else if (c.model == "gpt") {
+    gpt::GPTConfig cfg;  // the app's defaults: block 64, 4 layers, 4 heads, 128 wide
+    auto text = std::make_shared<gpt::TextDataset>(c.data, cfg.block_size);
+    cfg.vocab_size = text->vocab().size();
+    cfg.dropout = 0.0;
+    t.vocab = cfg.vocab_size;
+    t.dataset = std::make_shared<TextWindows>(text, samples, c.seed);
+    manual_seed(c.seed);
+    t.model = std::make_shared<gpt::GPT>(cfg);
+    t.opt = std::make_unique<optim::AdamW>(t.model->parameters(), 1e-3);
+  } else {
+    MINIDL_FAIL("minidl-compare: unknown model '", c.model, "' (mnist-cnn | gpt)");
+  }
+  return t;
+}
+
+Tensor loss_of(const Task& t, const Tensor& out, const Tensor& target) {
+  if (t.vocab == 0) return nn::functional::nll_loss(out, target);
+  return nn::functional::cross_entropy(out.reshape({-1, t.vocab}), target.reshape({-1}));
+}
+
+// Times allreduces of several sizes around the gradient size (medians of 5 after 2 warm-ups).
+void allreduce_sweep(dist::ProcessGroup& pg, Device device, int64_t grad_bytes, RunResult& r) {
+  const int64_t base = std::max<int64_t>(grad_bytes, 1 << 20);
+  for (double f : {1.0 / 16, 1.0 / 4, 1.0, 2.0}) {
+    const int64_t n = std::max<int64_t>(int64_t(double(base) * f) / 4, 1024);
+    Tensor buf = ones({n}, kFloat32, device);
+    std::vector<double> times;
+    for (int i = 0; i < 7; ++i) {
+      pg.barrier()->wait();
+      const double t0 = now_s();
+      pg.allreduce(buf)->wait();
+      if (device.is_cuda()) cuda::synchronize(device.index);
+      if (i >= 2) times.push_back(now_s() - t0);
+    }
+    r.sweep_bytes.push_back(double(n * 4));
+    r.sweep_s.push_back(median(times));
+  }
+}
+
+}  // namespace
+
+double RunResult::step_p(double q) const {
+  if (step_s.empty()) return 0;
+  std::vector<double> v = step_s;
+  std::sort(v.begin(), v.end());
+  const double pos = q * double(v.size() - 1);
+  const size_t lo = size_t(std::floor(pos)), hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (pos - double(lo)) * (v[hi] - v[lo]);
+}
+
+double RunResult::samples_per_s() const {
+  if (step_s.empty()) return 0;
+  const double mean = std::accumulate(step_s.begin(), step_s.end(), 0.0) / double(step_s.size());
+  return double(global_batch) / mean;
+}
+
+std::string default_data(const std::string& model) {
+  return model == "gpt" ? "data/moby-dick/data.txt" : "data/mnist";
+}
+
+RunResult run_mode(const RunConfig& c) {
+  MINIDL_CHECK(c.global_batch % c.devices == 0, "minidl-compare: --global-batch ", c.global_batch,
+               " is not divisible by --devices ", c.devices);
+  AcceleratorOptions ao;
+  ao.mode = c.mode;
+  ao.device = c.device;
+  ao.devices = c.mode == "dp" ? c.devices : 0;
+  ao.threads = c.threads;
+  ao.amp = c.amp;
+  ao.seed = c.seed;
+  ao.verbose = false;
+  Accelerator acc(ao);
+  MINIDL_CHECK(acc.mode() != "ddp" || acc.num_processes() == c.devices,
+               "minidl-compare: ", acc.num_processes(), " DDP processes started, expected ",
+               c.devices);
+  Task task = build_task(c);
+  acc.prepare(task.model, *task.opt);
+  const int64_t per_process = c.mode == "ddp" ? c.global_batch / c.devices : c.global_batch;
+  auto loader = acc.prepare_data_loader(
+      task.dataset, {.batch_size = per_process, .num_workers = c.num_workers}, /*shuffle=*/true);
+
+  const Device dev = acc.device();
+  const bool cuda = dev.is_cuda();
+  auto sync = [&] {
+    if (cuda)
+      for (const Device& d : acc.devices()) cuda::synchronize(d.index);
+  };
+  RunResult r;
+  r.mode = c.mode;
+  r.device = c.device;
+  r.devices = c.devices;
+  r.threads = c.threads;
+  r.global_batch = c.global_batch;
+  r.per_rank_batch = c.global_batch / c.devices;
+
+  dist::DistributedDataParallel* ddp = acc.ddp();
+  dist::DataParallel* dp = acc.data_parallel();
+  std::vector<Tensor> losses;
+  double fwd = 0, bwd = 0, opt = 0, wait = 0;
+  std::optional<PreparedLoader::Iterator> it;
+  const int64_t total = c.warmup + c.steps;
+  for (int64_t s = 0; s < total; ++s) {
+    if (s == c.warmup) {
+      if (ddp) ddp->reset_stats();
+      if (dp) dp->reset_stats();
+      acc.wait_for_everyone();
+    }
+    sync();
+    const double t0 = now_s();
+    if (!it)
+      it.emplace(loader->begin());
+    else
+      ++*it;
+    MINIDL_CHECK(*it != loader->end(), "minidl-compare: the data ran out at step ", s);
+    data::Example& b = **it;
+    const double t1 = now_s();
+    acc.zero_grad();
+    Tensor loss;
+    {
+      auto ac = acc.autocast();
+      loss = loss_of(task, acc.forward(b.data), b.target);
+    }
+    sync();
+    const double t2 = now_s();
+    // The test hook: three times the gradient, while the recorded loss stays the true one.
+    acc.backward(c.perturb ? mul(loss, 3.0) : loss);
+    sync();
+    const double t3 = now_s();
+    acc.step();
+    sync();
+    const double t4 = now_s();
+    losses.push_back(loss.detach().to(kFloat32));
+    if (s >= c.warmup) {
+      wait += t1 - t0, fwd += t2 - t1, bwd += t3 - t2, opt += t4 - t3;
+      r.step_s.push_back(t4 - t0);
+    }
+  }
+  const double n = double(c.steps);
+  Breakdown& bd = r.breakdown;
+  bd.data_wait = wait / n, bd.optimizer = opt / n;
+  bd.forward = fwd / n, bd.backward = bwd / n;
+  if (ddp) {
+    const dist::DDPStats st = ddp->stats();
+    const double steps = double(std::max<int64_t>(st.steps, 1));
+    r.bucket_bytes = st.bucket_bytes;
+    r.comm_s = st.comm_seconds / steps;
+    r.exposed_s = st.exposed_seconds / steps;
+    r.hidden_fraction = st.hidden_fraction();
+    bd.reduce_exposed = r.exposed_s;
+    bd.reduce_hidden = std::max(0.0, r.comm_s - r.exposed_s);
+    bd.backward = std::max(0.0, bd.backward - r.exposed_s);
+    bd.forward = std::max(0.0, bd.forward - st.broadcast_seconds / steps);
+  }
+  if (dp) {
+    const dist::DataParallelStats st = dp->stats();
+    bd.dp_replicate = st.replicate_seconds / n;
+    bd.dp_scatter = st.scatter_seconds / n;
+    bd.dp_gather = st.gather_seconds / n;
+    bd.dp_reduce = st.reduce_seconds / n;
+    bd.forward = std::max(0.0, bd.forward - bd.dp_replicate - bd.dp_scatter - bd.dp_gather);
+    bd.backward = std::max(0.0, bd.backward - bd.dp_reduce);
+  }
+
+  // The global batch's mean loss per step (equal per-rank batches: the mean of rank means).
+  Tensor all = acc.reduce(stack(losses).cpu(), "mean").contiguous();
+  r.losses.assign(all.data_ptr<float>(), all.data_ptr<float>() + all.numel());
+
+  int64_t peak = 0;
+  for (const Device& d : acc.devices()) peak = std::max(peak, memory_stats(d).peak);
+  Tensor peaks = acc.gather(tensor(std::vector<double>{double(peak)}).to(dev)).cpu().contiguous();
+  for (int64_t i = 0; i < peaks.numel(); ++i)
+    r.peak_memory_bytes = std::max(r.peak_memory_bytes, int64_t(peaks.data_ptr<double>()[i]));
+
+  if (ddp && c.allreduce_sweep && c.devices > 1) {
+    int64_t bytes = 0;
+    for (int64_t b : r.bucket_bytes) bytes += b;
+    allreduce_sweep(ddp->process_group(), dev, bytes, r);
+  }
+
+  if (c.compute_batch > 0) {
+    // One device's step at the per-rank batch: the cost model's compute time.
+    auto small = acc.prepare_data_loader(task.dataset, {.batch_size = c.compute_batch}, true);
+    std::vector<double> steps, backs;
+    int64_t k = 0;
+    for (data::Example& b : *small) {
+      if (k++ >= 2 + std::max<int64_t>(c.steps / 2, 5)) break;
+      sync();
+      const double t0 = now_s();
+      acc.zero_grad();
+      Tensor loss;
+      {
+        auto ac = acc.autocast();
+        loss = loss_of(task, acc.forward(b.data), b.target);
+      }
+      sync();
+      const double t1 = now_s();
+      acc.backward(loss);
+      sync();
+      const double t2 = now_s();
+      acc.step();
+      sync();
+      if (k > 2) steps.push_back(now_s() - t0), backs.push_back(t2 - t1);
+    }
+    r.compute_batch = c.compute_batch;
+    r.compute_step_s = median(steps);
+    r.compute_backward_s = median(backs);
+  }
+  return r;
+}
+
+nlohmann::json to_json(const RunResult& r) {
+  const Breakdown& b = r.breakdown;
+  const double ms = 1e3;
+  return {
+      {"mode", r.mode},
+      {"label", r.label},
+      {"device", r.device},
+      {"devices", r.devices},
+      {"threads", r.threads},
+      {"global_batch", r.global_batch},
+      {"per_rank_batch", r.per_rank_batch},
+      {"samples_per_s", r.samples_per_s()},
+      {"step_ms_p50", r.step_p(0.5) * ms},
+      {"step_ms_p90", r.step_p(0.9) * ms},
+      {"step_ms",
+       [&] {  // every measured step
+         std::vector<double> v;
+         for (double t : r.step_s) v.push_back(t * ms);
+         return v;
+       }()},
+      {"losses", r.losses},
+      {"peak_memory_mib", double(r.peak_memory_bytes) / (1 << 20)},
+      {"breakdown",
+       {{"forward_ms", b.forward * ms},
+        {"backward_ms", b.backward * ms},
+        {"reduce_exposed_ms", b.reduce_exposed * ms},
+        {"reduce_hidden_ms", b.reduce_hidden * ms},
+        {"optimizer_ms", b.optimizer * ms},
+        {"data_wait_ms", b.data_wait * ms},
+        {"dp_replicate_ms", b.dp_replicate * ms},
+        {"dp_scatter_ms", b.dp_scatter * ms},
+        {"dp_gather_ms", b.dp_gather * ms},
+        {"dp_reduce_ms", b.dp_reduce * ms}}},
+      {"ddp",
+       {{"bucket_bytes", r.bucket_bytes},
+        {"comm_ms", r.comm_s * ms},
+        {"exposed_ms", r.exposed_s * ms},
+        {"hidden_fraction", r.hidden_fraction},
+        {"allreduce_sweep_bytes", r.sweep_bytes},
+        {"allreduce_sweep_ms",
+         [&] {
+           std::vector<double> v;
+           for (double s : r.sweep_s) v.push_back(s * ms);
+           return v;
+         }()}}},
+      {"compute",
+       {{"batch", r.compute_batch},
+        {"step_ms", r.compute_step_s * ms},
+        {"backward_ms", r.compute_backward_s * ms}}},
+  };
+}
+
+RunResult run_result_from_json(const nlohmann::json& j) {
+  RunResult r;
+  const double s = 1e-3;
+  r.mode = j.at("mode");
+  r.label = j.at("label");
+  r.device = j.at("device");
+  r.devices = j.at("devices");
+  r.threads = j.at("threads");
+  r.global_batch = j.at("global_batch");
+  r.per_rank_batch = j.at("per_rank_batch");
+  for (double v : j.at("step_ms").get<std::vector<double>>()) r.step_s.push_back(v * s);
+  r.losses = j.at("losses").get<std::vector<double>>();
+  r.peak_memory_bytes = int64_t(j.at("peak_memory_mib").get<double>() * (1 << 20));
+  const auto& b = j.at("breakdown");
+  Breakdown& d = r.breakdown;
+  d.forward = b.at("forward_ms").get<double>() * s;
+  d.backward = b.at("backward_ms").get<double>() * s;
+  d.reduce_exposed = b.at("reduce_exposed_ms").get<double>() * s;
+  d.reduce_hidden = b.at("reduce_hidden_ms").get<double>() * s;
+  d.optimizer = b.at("optimizer_ms").get<double>() * s;
+  d.data_wait = b.at("data_wait_ms").get<double>() * s;
+  d.dp_replicate = b.at("dp_replicate_ms").get<double>() * s;
+  d.dp_scatter = b.at("dp_scatter_ms").get<double>() * s;
+  d.dp_gather = b.at("dp_gather_ms").get<double>() * s;
+  d.dp_reduce = b.at("dp_reduce_ms").get<double>() * s;
+  const auto& g = j.at("ddp");
+  r.bucket_bytes = g.at("bucket_bytes").get<std::vector<int64_t>>();
+  r.comm_s = g.at("comm_ms").get<double>() * s;
+  r.exposed_s = g.at("exposed_ms").get<double>() * s;
+  r.hidden_fraction = g.at("hidden_fraction");
+  r.sweep_bytes = g.at("allreduce_sweep_bytes").get<std::vector<double>>();
+  for (double v : g.at("allreduce_sweep_ms").get<std::vector<double>>()) r.sweep_s.push_back(v * s);
+  const auto& c = j.at("compute");
+  r.compute_batch = c.at("batch");
+  r.compute_step_s = c.at("step_ms").get<double>() * s;
+  r.compute_backward_s = c.at("backward_ms").get<double>() * s;
+  return r;
+}
+
+}  // namespace minidl::compare

@@ -1,0 +1,68 @@
+// One timed run of minidl-compare: a mode (single | dp | ddp) trains the chosen model through the
+// Accelerator for warm-up + measured steps on a fixed global batch, timing each phase of the step
+// and reading the DDP / DataParallel statistics; the result travels between processes as JSON.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace minidl::compare {
+
+struct RunConfig {
+  std::string model = "mnist-cnn";  // mnist-cnn | gpt
+  std::string data;                 // MNIST directory or text file
+  std::string mode = "single";      // single | dp | ddp
+  std::string device = "cpu";       // cpu | cuda
+  int devices = 1;                  // dp replicas, ddp ranks (1 for single)
+  int threads = 1;                  // intra-op threads of each replica / rank / single process
+  int64_t global_batch = 128;
+  int64_t steps = 20, warmup = 3;
+  std::string amp = "off";
+  uint64_t seed = 1;
+  int num_workers = 0;          // loader threads per process
+  bool perturb = false;         // test hook: backward of 3 x loss (wrong gradients, true loss)
+  int64_t compute_batch = 0;    // single: also time steps at this batch (the per-rank batch)
+  bool allreduce_sweep = true;  // ddp: time allreduces of several sizes for the link fit
+};
+
+// Seconds per measured step, by phase. forward/backward exclude the DP and DDP work listed
+// separately, so the phases add up to (about) the step time.
+struct Breakdown {
+  double forward = 0, backward = 0, reduce_exposed = 0, reduce_hidden = 0, optimizer = 0,
+         data_wait = 0, dp_replicate = 0, dp_scatter = 0, dp_gather = 0, dp_reduce = 0;
+};
+
+struct RunResult {
+  std::string mode, label;  // label: "single", "single (2 threads)", "dp", "ddp"
+  std::string device;
+  int devices = 1, threads = 1;
+  int64_t global_batch = 0, per_rank_batch = 0;
+  std::vector<double> step_s;  // measured steps (ddp: rank 0)
+  std::vector<double> losses;  // every step incl. warm-up: the global batch's mean loss
+  Breakdown breakdown;
+  int64_t peak_memory_bytes = 0;  // the largest per-device peak (ddp: over ranks)
+  // ddp
+  std::vector<int64_t> bucket_bytes;
+  double comm_s = 0, exposed_s = 0, hidden_fraction = 0;  // per step
+  std::vector<double> sweep_bytes, sweep_s;               // allreduce sweep (medians)
+  // single with RunConfig::compute_batch: a step at the per-rank batch
+  int64_t compute_batch = 0;
+  double compute_step_s = 0, compute_backward_s = 0;
+
+  double step_p(double q) const;  // quantile q in [0,1] of step_s
+  double samples_per_s() const;   // global batch / mean step
+};
+
+nlohmann::json to_json(const RunResult& r);
+RunResult run_result_from_json(const nlohmann::json& j);
+
+// Trains as configured (under ddp this process is one rank started by the launcher) and returns
+// this process's measurements (ddp: meaningful on rank 0; collective over the ranks).
+RunResult run_mode(const RunConfig& c);
+
+// The data the apps fetch: data/mnist or data/moby-dick/data.txt.
+std::string default_data(const std::string& model);
+
+}  // namespace minidl::compare

@@ -1,0 +1,66 @@
+// minidl-compare's cost model of a DDP step: ring allreduce 2(N-1)/N * bytes / bandwidth +
+// 2(N-1) * latency per bucket, a link fitted from measured allreduces, and the projected step
+// time and speedup for N devices. Pure functions (unit-tested in test_compare_cost_model.cpp).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace minidl::compare {
+
+// A link between devices: bandwidth in bytes/s, per-message latency in seconds.
+struct Link {
+  std::string name;
+  double bandwidth_Bps = 0;
+  double latency_s = 0;
+  std::string describe() const;  // "pcie (12 GB/s, 10 us)"
+};
+
+// The named links (assumed figures, per direction, for one device pair in a ring):
+//   nvlink 150 GB/s, 5 us | pcie 12 GB/s, 10 us | ib100 10 GB/s, 5 us | eth10 1.1 GB/s, 50 us.
+// Throws naming the link and the known names.
+Link named_link(const std::string& name);
+std::vector<std::string> named_link_names();
+
+// Ring allreduce of `bytes` over n devices: 2(n-1)/n * bytes / bandwidth + 2(n-1) * latency
+// (0 for n = 1).
+double ring_allreduce_seconds(int n, double bytes, const Link& link);
+// Sum over the buckets (each bucket is its own allreduce, so each pays the latency term).
+double ring_allreduce_seconds(int n, const std::vector<int64_t>& bucket_bytes, const Link& link);
+
+// Least squares y = a + b x (needs 2+ distinct x; throws otherwise).
+struct LineFit {
+  double a = 0, b = 0;
+  double r2 = 0;  // coefficient of determination
+};
+LineFit fit_line(const std::vector<double>& x, const std::vector<double>& y);
+
+// The link that explains allreduce times `seconds` of `bytes` measured over n >= 2 ranks:
+// t = 2(n-1) latency + 2(n-1)/n bytes / bandwidth fitted by least squares (latency clamped to
+// >= 0; throws when the fitted slope is not positive). Named "local (fitted)".
+Link fit_link(int n, const std::vector<double>& bytes, const std::vector<double>& seconds);
+
+// What was measured on this machine, per step of one rank at the per-rank batch.
+struct StepModel {
+  double compute_s = 0;   // one device's step without communication (T_c)
+  double backward_s = 0;  // its backward compute (the most communication can hide behind)
+  std::vector<int64_t> bucket_bytes;  // DDP's gradient buckets (bytes allreduced per step)
+  double hidden_fraction = 0;         // share of the allreduce hidden behind backward (measured)
+  int64_t per_rank_batch = 1;
+};
+
+// DDP step on n devices: T_c + exposed, exposed = T_ar(n) - min(h * T_ar(n), T_backward):
+// the measured share h of the allreduce overlaps backward, but never more than backward lasts.
+struct Projection {
+  int devices = 1;
+  double allreduce_s = 0;  // T_ar(n)
+  double exposed_s = 0;    // allreduce time not hidden behind backward
+  double step_s = 0;
+  double samples_per_s = 0;
+  double speedup = 1;     // n * T_c / step (weak scaling: fixed per-rank batch)
+  double efficiency = 1;  // speedup / n
+};
+Projection project_step(const StepModel& m, int n, const Link& link);
+std::vector<Projection> project(const StepModel& m, const std::vector<int>& ns, const Link& link);
+
+}  // namespace minidl::compare
