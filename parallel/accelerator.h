@@ -20,7 +20,7 @@ namespace minidl {
 
 namespace amp {
 class Amp;
-}
+}  // namespace amp
 namespace dist {
 class DataParallel;
 }
@@ -35,7 +35,7 @@ struct AcceleratorOptions {
   std::string init_method = "env://";  // ddp: env:// | tcp://host:port | file:///path
   double timeout_s = 300;              // ddp rendezvous and collective timeout
   std::string amp = "off";             // off | bf16 | fp16 (optim/amp.h)
-  std::string opt_level;               // O0..O3 ("" = O1)
+  std::string opt_level = "";          // O0..O3 ("" = O1)
   double init_scale = 65536.0;         // GradScaler's initial scale (fp16 at O1/O2)
   int64_t grad_accum_steps = 1;        // micro-batches per optimizer step
   uint64_t seed = 1;                   // data order; per-rank RNG streams (see prepare)
@@ -156,7 +156,7 @@ class Accelerator {
   optim::Optimizer& optimizer() const;  // the prepared optimizer
   dist::DistributedDataParallel* ddp() const { return ddp_.get(); }  // ddp only
   dist::DataParallel* data_parallel() const { return dp_.get(); }    // dp only
-  amp::Amp* amp() const { return amp_.get(); }                        // null with amp off
+  amp::Amp* amp() const { return amp_.get(); }                       // null with amp off
 
   // ---- the step
   // The prepared module on x under the AMP level's casting (O2/O3 cast floating inputs to the
@@ -164,7 +164,7 @@ class Accelerator {
   // accumulation window runs without gradient synchronisation (DDP no_sync).
   Tensor forward(const Tensor& x);
   // The AMP level's autocast region (inactive with amp off): hold it over forward and loss.
-  [[nodiscard]] minidl::autocast autocast() const;
+  [[nodiscard]] amp::autocast autocast() const;
   // True when the current micro-batch ends its accumulation window (always with 1 step).
   bool sync_gradients() const;
   // Clears gradients at the start of an accumulation window; a no-op inside one.
@@ -229,9 +229,11 @@ class Accelerator {
   optim::LRScheduler* scheduler_ = nullptr;
   std::unique_ptr<amp::Amp> amp_;
   std::vector<PreparedLoader*> loaders_;  // for the epoch in save_state/load_state
-  int64_t micro_ = 0;            // backward() calls in the current accumulation window
-  bool end_of_epoch_ = false;    // the loader just handed out its epoch's last batch
-  int64_t optimizer_steps_ = 0;  // windows closed by step()
+  int64_t micro_ = 0;                     // backward() calls in the current accumulation window
+  bool backward_done_ = false;            // a backward ran since the last step()
+  bool window_synced_ = false;            // ... and it closed its accumulation window
+  bool end_of_epoch_ = false;             // the loader just handed out its epoch's last batch
+  int64_t optimizer_steps_ = 0;           // windows closed by step()
 };
 
 }  // namespace minidl
