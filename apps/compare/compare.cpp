@@ -32,7 +32,7 @@ struct Options {
   std::string json, plot;
   std::string links = "nvlink,pcie,ib100,eth10";
   double bandwidth_gbps = 0, latency_us = -1;
-  double tolerance = 1e-3;
+  double tolerance = 0;     // 0: 1e-4 in f32, 3e-2 with AMP
   std::string worker, out;  // internal: run one mode and write its JSON row to `out`
 };
 
@@ -184,7 +184,8 @@ int run_compare(Options& o) {
                      int64_t compute_batch) {
     const std::string out =
         (dir / (label.substr(0, label.find(' ')) + std::to_string(threads) + ".json")).string();
-    std::fprintf(stderr, "minidl-compare: running %s...\n", label.c_str());
+    std::printf("running %s...\n", label.c_str());
+    std::fflush(stdout);
     std::vector<std::string> args = worker_args(o, mode, devices, threads, compute_batch, out);
     int rc;
     if (mode == "ddp") {
@@ -277,9 +278,9 @@ int main(int argc, char** argv) {
   app.add_option("--workers", c.num_workers, "loader threads per process")
       ->check(CLI::Range(0, 64))
       ->capture_default_str();
-  app.add_option("--tolerance", o.tolerance, "relative loss difference allowed between modes")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
+  app.add_option("--tolerance", o.tolerance,
+                 "relative loss difference allowed between modes (default 1e-4; 3e-2 with AMP)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--link", o.links, "projection links: comma list of nvlink, pcie, ib100, eth10")
       ->capture_default_str();
   auto* bw = app.add_option("--bandwidth", o.bandwidth_gbps, "an extra link: GB/s")
@@ -307,6 +308,9 @@ int main(int argc, char** argv) {
   c.devices = devices;
   if (c.data.empty()) c.data = default_data(c.model);
   if (c.global_batch == 0) c.global_batch = (c.model == "gpt" ? 8 : 64) * devices;
+  // f32 modes agree to ~1e-7 over 20 steps (measured on mnist-cnn/SGD and gpt/AdamW); half
+  // precision rounds each mode's differently split matmuls differently.
+  if (o.tolerance == 0) o.tolerance = c.amp == "off" ? 1e-4 : 3e-2;
   try {
     if (!o.worker.empty()) return run_worker(o);
     // Bad values: one line, exit 2.

@@ -154,7 +154,16 @@ std::vector<std::string> explain(const Report& rep) {
                       " efficiency per thread.");
     }
   }
-  if (best && rep.rows.size() > 1)
+  if (best && best == &rep.rows[0] && rep.rows.size() > 1)
+    lines.push_back("No mode beat " + best->label + " on this machine (the next best reaches " +
+                    [&] {
+                      double s = 0;
+                      for (size_t i = 1; i < rep.rows.size(); ++i)
+                        s = std::max(s, rep.speedup(rep.rows[i]));
+                      return fmt("%.2fx", s);
+                    }() +
+                    "); are the cores shared with other work?");
+  else if (best && rep.rows.size() > 1)
     lines.push_back("Fastest: " + best->label + " at " + fmt("%.2fx", rep.speedup(*best)) +
                     " the throughput of " + rep.rows[0].label + " (" +
                     fmt("%.0f%%", 100 * rep.efficiency(*best)) + " scaling efficiency).");
