@@ -33,6 +33,7 @@ struct Options {
   std::string links = "nvlink,pcie,ib100,eth10";
   double bandwidth_gbps = 0, latency_us = -1;
   double tolerance = 0;     // 0: 1e-4 in f32, 3e-2 with AMP
+  int dp_threads = 0;       // 0: --devices
   std::string worker, out;  // internal: run one mode and write its JSON row to `out`
 };
 
@@ -180,8 +181,10 @@ int run_compare(Options& o) {
   const bool with_ddp = std::find(modes.begin(), modes.end(), "ddp") != modes.end();
 
   Report rep;
+  // threads: the worker's intra-op threads (the calling thread's); omp: OMP_NUM_THREADS, the
+  // default of every other thread (DataParallel's replica threads).
   auto run_one = [&](const std::string& mode, const std::string& label, int devices, int threads,
-                     int64_t compute_batch) {
+                     int omp, int64_t compute_batch) {
     const std::string out =
         (dir / (label.substr(0, label.find(' ')) + std::to_string(threads) + ".json")).string();
     std::printf("running %s...\n", label.c_str());
@@ -195,11 +198,11 @@ int run_compare(Options& o) {
       lo.verbose = false;
       lo.backend = cpu ? "gloo" : "nccl";
       lo.nproc_per_node = devices;
-      ::setenv("OMP_NUM_THREADS", std::to_string(threads).c_str(), 1);
+      ::setenv("OMP_NUM_THREADS", std::to_string(omp).c_str(), 1);
       rc = dist::launch(lo, args);
       ::unsetenv("OMP_NUM_THREADS");
     } else {
-      rc = run_child(args, threads);
+      rc = run_child(args, omp);
     }
     MINIDL_CHECK(rc == 0, "mode ", label, " failed (exit code ", rc, ")");
     rep.rows.push_back(read_row(out, label));
@@ -207,11 +210,15 @@ int run_compare(Options& o) {
   const int64_t per_rank = c.global_batch / c.devices;
   for (const std::string& m : modes) {
     if (m == "single") {
-      run_one("single", "single", 1, 1, with_ddp ? per_rank : 0);
+      run_one("single", "single", 1, 1, 1, with_ddp ? per_rank : 0);
       if (cpu && cores > 1)
-        run_one("single", "single (" + std::to_string(cores) + " threads)", 1, cores, 0);
+        run_one("single", "single (" + std::to_string(cores) + " threads)", 1, cores, cores, 0);
+    } else if (m == "dp") {
+      // Replicas' forwards: 1 thread each; the backward of all replicas (one autograd graph,
+      // run by the calling thread): --dp-threads intra-op threads.
+      run_one(m, m, c.devices, cpu ? o.dp_threads : 1, 1, 0);
     } else {
-      run_one(m, m, c.devices, 1, 0);
+      run_one(m, m, c.devices, 1, 1, 0);
     }
   }
 
@@ -289,6 +296,10 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber)
       ->needs(bw);
   bw->needs("--latency");
+  app.add_option("--dp-threads", o.dp_threads,
+                 "CPU dp: intra-op threads of the calling thread, which runs the replicas' "
+                 "joint backward (default --devices; forwards use 1 per replica)")
+      ->check(CLI::Range(1, 1024));
   app.add_option("--json", o.json, "write the rows, projection and check as JSON");
   app.add_option("--plot", o.plot, "bar chart + projection: .png (gnuplot) or .svg");
   // Internal: one mode's run in a child process.
@@ -306,6 +317,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   c.devices = devices;
+  if (o.dp_threads == 0) o.dp_threads = devices;
   if (c.data.empty()) c.data = default_data(c.model);
   if (c.global_batch == 0) c.global_batch = (c.model == "gpt" ? 8 : 64) * devices;
   // f32 modes agree to ~1e-7 over 20 steps (measured on mnist-cnn/SGD and gpt/AdamW); half

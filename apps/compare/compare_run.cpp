@@ -96,14 +96,14 @@ Tensor loss_of(const Task& t, const Tensor& out, const Tensor& target) {
   return nn::functional::cross_entropy(out.reshape({-1, t.vocab}), target.reshape({-1}));
 }
 
-// Times allreduces of several sizes around the gradient size (medians of 5 after 2 warm-ups).
+// Times allreduces of several sizes around the gradient size (medians of 9 after 2 warm-ups).
 void allreduce_sweep(dist::ProcessGroup& pg, Device device, int64_t grad_bytes, RunResult& r) {
   const int64_t base = std::max<int64_t>(grad_bytes, 1 << 20);
   for (double f : {1.0 / 16, 1.0 / 4, 1.0, 2.0}) {
     const int64_t n = std::max<int64_t>(int64_t(double(base) * f) / 4, 1024);
     Tensor buf = ones({n}, kFloat32, device);
     std::vector<double> times;
-    for (int i = 0; i < 7; ++i) {
+    for (int i = 0; i < 11; ++i) {
       pg.barrier()->wait();
       const double t0 = now_s();
       pg.allreduce(buf)->wait();
