@@ -41,6 +41,7 @@
 #include "data/mnist.h"
 #include "data/sampler.h"
 #include "data/transforms.h"
+#include "parallel/accelerator.h"
 #include "parallel/data_parallel.h"
 #include "parallel/ddp.h"
 #include "parallel/distributed.h"

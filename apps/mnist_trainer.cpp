@@ -1,6 +1,6 @@
-// mnist_ddp's training run: builds data, model and optimizer from Options, trains with a progress
-// bar, evaluates each epoch, logs JSON lines, writes atomic per-epoch checkpoints and resumes
-// from them bit-exactly (model, optimizer, scheduler and RNG state, sampler order by epoch).
+// mnist_ddp's training run: builds data, model and optimizer from Options, trains through the
+// Accelerator (one loop for single, dp and ddp) with a progress bar, evaluates each epoch, logs
+// JSON lines, writes atomic per-epoch checkpoints and resumes from them bit-exactly.
 #include "apps/mnist_trainer.h"
 
 #include <cmath>
@@ -9,9 +9,8 @@
 #include <filesystem>
 #include <memory>
 
-#include "apps/common/amp_run.h"
+#include "apps/common/accelerate.h"
 #include "apps/common/checkpoints.h"
-#include "apps/common/layout.h"
 #include "apps/common/metrics.h"
 #include "apps/common/progress.h"
 #include "apps/mnist_graph.h"
@@ -23,8 +22,6 @@
 
 namespace mnist {
 namespace fs = std::filesystem;
-using apps::AmpRun;
-using apps::Layout;
 using minidl::Error;
 
 namespace {
@@ -62,24 +59,22 @@ struct EvalResult {
 // Test loss and accuracy over the whole test set: each rank evaluates its DistributedSampler
 // share (shuffle off) and per-sample [loss, correct] rows are gathered without the sampler's
 // padding, so the result is identical for any number of ranks.
-EvalResult evaluate(nn::Module& model, data::DataLoader& loader, const Layout& layout,
-                    int64_t dataset_size, const AmpRun* amp) {
+EvalResult evaluate(Accelerator& acc, PreparedLoader& loader) {
   NoGradGuard no_grad;
+  nn::Module& model = acc.unwrap_model();
   model.eval();
   std::vector<Tensor> rows;
-  data::Example batch;
-  loader.start_epoch(0);
-  while (loader.next(batch)) {
-    Tensor x = batch.data.to(layout.device), y = batch.target.to(layout.device);
-    Tensor log_probs = amp ? amp->eval_forward(model, x) : model(x);  // [B,10]
-    Tensor loss = nn::functional::nll_loss(log_probs, y, Reduction::none).to(kFloat64);
-    Tensor correct = eq(argmax(log_probs, 1), y).to(kFloat64);
+  for (data::Example& batch : loader) {
+    Tensor log_probs = apps::eval_forward(acc, batch.data);  // [B,10]
+    Tensor loss = nn::functional::nll_loss(log_probs, batch.target, Reduction::none).to(kFloat64);
+    Tensor correct = eq(argmax(log_probs, 1), batch.target).to(kFloat64);
     rows.push_back(stack({loss, correct}, 1).cpu());  // [B,2]
   }
   model.train();
   Tensor mine = rows.empty() ? zeros({0, 2}, kFloat64) : cat(rows, 0);
-  auto [loss_sum, correct] = apps::reduce_eval_rows(layout, mine, dataset_size);
-  EvalResult r{loss_sum, correct, dataset_size};
+  Tensor totals = sum(acc.gather_for_metrics(mine, loader), {0});  // [2]
+  const double* t = totals.contiguous().data_ptr<double>();
+  EvalResult r{t[0], int64_t(std::llround(t[1])), loader.dataset_size()};
   if (r.samples > 0) r.loss /= double(r.samples);
   return r;
 }
@@ -92,10 +87,8 @@ Result run_training(const Options& o) {
   MINIDL_CHECK(o.batch_size >= 1, "--batch-size must be >= 1, got ", o.batch_size);
   MINIDL_CHECK(o.lr > 0, "--lr must be > 0, got ", o.lr);
   MINIDL_CHECK(o.workers >= 0, "--workers must be >= 0, got ", o.workers);
-  apps::LayoutGuard layout_guard(o);
-  const Layout& L = layout_guard.layout();
-  const bool main_rank = L.rank == 0, verbose = main_rank && !o.quiet;
-  apps::set_intra_op_threads(o, L);
+  Accelerator acc(apps::accelerator_options(o));
+  const bool main_rank = acc.is_main_process(), verbose = main_rank && !o.quiet;
 
   // Data: MNIST normalised with the usual mean/std (0.1307, 0.3081); each rank reads its
   // DistributedSampler share (seed + epoch shuffle; the test set unshuffled).
@@ -104,50 +97,40 @@ Result run_training(const Options& o) {
       std::make_shared<data::MnistDataset>(o.data, data::MnistSplit::train), normalize);
   auto test_set = std::make_shared<data::TransformDataset>(
       std::make_shared<data::MnistDataset>(o.data, data::MnistSplit::test), normalize);
-  auto train_sampler = std::make_shared<data::DistributedSampler>(train_set->size(), L.world_size,
-                                                                  L.rank, /*shuffle=*/true, o.seed);
-  auto test_sampler = std::make_shared<data::DistributedSampler>(test_set->size(), L.world_size,
-                                                                 L.rank, /*shuffle=*/false);
-  // On a GPU, batches are built in pinned memory so their copies to the device are async.
-  const bool pin = L.device.is_cuda();
-  data::DataLoader train_loader(
-      train_set,
-      {.batch_size = o.batch_size, .seed = o.seed, .num_workers = o.workers, .pin_memory = pin},
-      train_sampler);
-  data::DataLoader test_loader(
-      test_set, {.batch_size = o.test_batch_size, .num_workers = o.workers, .pin_memory = pin},
-      test_sampler);
-  MINIDL_CHECK(train_loader.size() > 0, "no training batches: ", train_sampler->size(),
+  // (On a GPU the prepared loaders build batches in pinned memory, copied asynchronously.)
+  auto train_loader = acc.prepare_data_loader(
+      train_set, {.batch_size = o.batch_size, .num_workers = o.workers}, /*shuffle=*/true);
+  auto test_loader = acc.prepare_data_loader(
+      test_set, {.batch_size = o.test_batch_size, .num_workers = o.workers}, /*shuffle=*/false);
+  MINIDL_CHECK(train_loader->size() > 0, "no training batches: ",
+               (train_set->size() + acc.num_processes() - 1) / acc.num_processes(),
                " samples per rank with --batch-size ", o.batch_size);
 
-  // The same initial weights on every rank (DDP broadcasts rank 0's anyway); then a distinct
-  // dropout stream per rank.
+  // The same initial weights on every rank (DDP broadcasts rank 0's anyway); prepare() then
+  // moves the model, gives each rank its own dropout stream, sets up --amp (O2 re-points the
+  // optimizer at fp32 masters) and wraps the model for the mode.
   manual_seed(o.seed);
   auto model = std::make_shared<Net>();
-  model->to(L.device);
-  manual_seed(dist::rank_seed(o.seed, L.rank));
+  model->to(acc.device());
   auto optimizer = make_optimizer(o, *model);
   const int64_t steps_per_epoch =
-      o.max_steps > 0 ? std::min(o.max_steps, train_loader.size()) : train_loader.size();
+      o.max_steps > 0 ? std::min(o.max_steps, train_loader->size()) : train_loader->size();
   auto scheduler = make_scheduler(o, *optimizer, steps_per_epoch);
   const bool per_step_scheduler = o.scheduler == "onecycle";
-  // --amp: casts the model / re-points the optimizer (O2) before DDP wraps it and before a
-  // checkpoint is loaded.
-  std::unique_ptr<AmpRun> amp = AmpRun::create(o, *model, *optimizer, L.rank, verbose);
+  const std::shared_ptr<nn::Module> train_module = acc.prepare(model, *optimizer);
+  if (scheduler) acc.prepare_scheduler(*scheduler);
+  const bool amp = acc.amp() != nullptr;
 
   int64_t first_epoch = 1;
   if (!o.resume.empty()) {
     std::string path = apps::resolve_resume(o.resume, "epoch");
-    std::map<std::string, Tensor> amp_state;
-    auto meta = nn::load_checkpoint(path, *model, optimizer.get(), scheduler.get(), true,
-                                    amp ? &amp_state : nullptr);
-    if (amp) amp->restore(amp_state, path, main_rank);
+    auto meta = acc.load_state(path);
     MINIDL_CHECK(meta.count("epoch"), "checkpoint '", path, "' has no epoch");
     first_epoch = std::stoll(meta["epoch"]) + 1;
-    apps::restore_rank_rng(L, meta);
-    const std::map<std::string, std::string> now = {{"seed", std::to_string(o.seed)},
-                                                    {"batch_size", std::to_string(o.batch_size)},
-                                                    {"world_size", std::to_string(L.world_size)}};
+    const std::map<std::string, std::string> now = {
+        {"seed", std::to_string(o.seed)},
+        {"batch_size", std::to_string(o.batch_size)},
+        {"world_size", std::to_string(acc.num_processes())}};
     for (const auto& [key, value] : now)
       if (meta.count(key) && meta[key] != value && main_rank)
         std::fprintf(stderr, "warning: resuming with %s=%s, the checkpoint used %s\n", key.c_str(),
@@ -157,41 +140,41 @@ Result run_training(const Options& o) {
                   (long long)(first_epoch - 1));
   }
 
-  // The module the loop trains: the model itself, or a DDP / DataParallel wrapper of it.
-  const apps::TrainModule wrapped = apps::wrap_for_layout(L, model);
-  const std::shared_ptr<nn::Module>& train_module = wrapped.module;
   // --cuda-graph (main() refused it for cpu, dp and -n > 1; a launcher's world is known here).
   std::unique_ptr<CudaGraphStep> graph_step;
   if (o.cuda_graph) {
-    std::string why = cuda_graph_refusal(L.device.str(), L.mode, L.world_size, L.world_size);
+    std::string why = cuda_graph_refusal(acc.device().str(), acc.mode(), acc.num_processes(),
+                                         acc.num_processes());
     MINIDL_CHECK(why.empty(), why);
-    graph_step = std::make_unique<CudaGraphStep>(*train_module, *optimizer, L.device, o.batch_size);
+    graph_step =
+        std::make_unique<CudaGraphStep>(*train_module, *optimizer, acc.device(), o.batch_size);
   }
 
   if (!o.checkpoint_dir.empty() && main_rank) fs::create_directories(o.checkpoint_dir);
   apps::JsonLinesLog log;
   if (!o.log_json.empty() && main_rank) log = apps::JsonLinesLog(o.log_json, !o.resume.empty());
   apps::TrainingCurves curves;
-  const int64_t global_batch = o.batch_size * L.world_size;
+  const int64_t global_batch = o.batch_size * acc.num_processes();
   if (verbose)
     std::printf(
         "mnist_ddp: %lld train / %lld test images from %s; %s; batch %lld per process, "
         "%lld global; %s lr %g; %d thread(s), %d loader worker(s) per process%s%s\n",
         (long long)train_set->size(), (long long)test_set->size(), o.data.c_str(),
-        L.describe().c_str(), (long long)o.batch_size, (long long)global_batch, o.optimizer.c_str(),
-        o.lr, get_num_threads(), o.workers, amp ? "; " : "", amp ? amp->describe().c_str() : "");
+        acc.describe().c_str(), (long long)o.batch_size, (long long)global_batch,
+        o.optimizer.c_str(), o.lr, get_num_threads(), o.workers, amp ? "; " : "",
+        apps::amp_describe(acc).c_str());
 
   Result result;
   result.main_rank = main_rank;
-  result.layout = L.describe();
+  result.layout = acc.describe();
   double train_seconds = 0, loader_wait = 0;
   int64_t train_samples = 0;
   train_module->train();
   bool nonfinite_reported = false;
   for (int64_t epoch = first_epoch; epoch <= o.epochs; ++epoch) {
     auto t_epoch = Clock::now();
-    train_loader.start_epoch(epoch);  // sampler order = f(seed, epoch, rank)
-    train_loader.reset_stats();
+    train_loader->set_epoch(epoch);  // sampler order = f(seed, epoch, rank)
+    train_loader->loader().reset_stats();
     apps::ProgressBar bar("epoch " + std::to_string(epoch) + "/" + std::to_string(o.epochs),
                           steps_per_epoch, verbose, o.log_interval);
     double loss_sum = 0, logged_loss_sum = 0;
@@ -200,27 +183,20 @@ Result run_training(const Options& o) {
     // On a GPU the eager loss is summed on the device too (in f64, so the sum equals the host
     // one) and read at log steps: an item() per step would stall the stream every step.
     Tensor device_loss_sum;
-    if (!graph_step && L.device.is_cuda()) device_loss_sum = zeros({}, kFloat64, L.device);
-    data::Example batch;
+    if (!graph_step && acc.device().is_cuda()) device_loss_sum = zeros({}, kFloat64, acc.device());
     bool applied = true;  // AMP: whether the step's update was applied (not skipped)
-    while (step < steps_per_epoch && train_loader.next(batch)) {
+    for (data::Example& batch : *train_loader) {
       if (graph_step) {  // the loss stays on the device until a log step reads the sum
         graph_step->step(batch.data, batch.target);
-      } else if (amp) {
-        Tensor x = batch.data.to(L.device), y = batch.target.to(L.device);
-        Tensor loss = amp->train_step(
-            *optimizer, [&] { return nn::functional::nll_loss(amp->forward(*train_module, x), y); },
-            applied);
-        if (device_loss_sum.defined())
-          device_loss_sum += loss.detach().to(kFloat64);
-        else
-          loss_sum += loss.item<double>();
-      } else {
-        Tensor x = batch.data.to(L.device), y = batch.target.to(L.device);
-        optimizer->zero_grad();
-        Tensor loss = nn::functional::nll_loss((*train_module)(x), y);
-        loss.backward();
-        optimizer->step();
+      } else {  // the loop written once: single, dp and ddp, with or without AMP
+        acc.zero_grad();
+        Tensor loss;
+        {
+          auto region = acc.autocast();
+          loss = nn::functional::nll_loss(acc.forward(batch.data), batch.target);
+        }
+        acc.backward(loss);
+        applied = acc.step() == StepResult::applied;
         if (device_loss_sum.defined())
           device_loss_sum += loss.detach().to(kFloat64);
         else
@@ -241,8 +217,8 @@ Result run_training(const Options& o) {
             stderr,
             "mnist_ddp: warning: the training loss became inf/NaN by epoch %lld step %lld (rank "
             "%d)%s\n",
-            (long long)epoch, (long long)step, L.rank,
-            amp && !amp->amp().scaling() ? "; this AMP level runs without loss scaling" : "");
+            (long long)epoch, (long long)step, acc.process_index(),
+            amp && !acc.amp()->scaling() ? "; this AMP level runs without loss scaling" : "");
       }
       if (!(graph_step || device_loss_sum.defined()) || log_step)
         bar.update(step, loss_sum / double(step));
@@ -252,7 +228,7 @@ Result run_training(const Options& o) {
         logged_loss_sum = loss_sum, logged_step = step;
       }
       // Ranks stop without further collectives; peers blocked in one fail when it exits.
-      if (apps::stop_requested()) break;
+      if (apps::stop_requested() || step == steps_per_epoch) break;
     }
     if (graph_step) loss_sum = graph_step->loss_sum();
     if (device_loss_sum.defined()) loss_sum = device_loss_sum.item<double>();
@@ -263,79 +239,73 @@ Result run_training(const Options& o) {
     }
     double epoch_train_seconds = seconds_since(t_epoch);
     train_seconds += epoch_train_seconds;
-    loader_wait += train_loader.stats().wait_seconds;
+    loader_wait += train_loader->loader().stats().wait_seconds;
     if (scheduler && !per_step_scheduler) scheduler->step();
     // Global mean train loss (each rank ran `step` batches of batch_size).
-    double train_loss = L.distributed()
+    double train_loss = acc.distributed()
                             ? dist::all_reduce_mean(loss_sum / double(step), double(step))
                             : loss_sum / double(step);
 
-    EvalResult ev = evaluate(*model, test_loader, L, test_set->size(), amp.get());
-    double acc = ev.samples ? 100.0 * double(ev.correct) / double(ev.samples) : 0;
+    EvalResult ev = evaluate(acc, *test_loader);
+    double accuracy = ev.samples ? 100.0 * double(ev.correct) / double(ev.samples) : 0;
     char suffix[160];
     std::snprintf(suffix, sizeof suffix,
                   "train loss %.4f, test loss %.4f, acc %.2f%% (%lld/%lld)%s", train_loss, ev.loss,
-                  acc, (long long)ev.correct, (long long)ev.samples,
-                  amp ? amp->epoch_suffix().c_str() : "");
+                  accuracy, (long long)ev.correct, (long long)ev.samples,
+                  apps::amp_suffix(acc).c_str());
     bar.close(suffix);
     curves.epoch.push_back(double(epoch));
     curves.test_loss.push_back(ev.loss);
-    curves.test_acc.push_back(acc);
+    curves.test_acc.push_back(accuracy);
     result.epochs_run = epoch - first_epoch + 1;
-    result.test_accuracy = acc, result.test_loss = ev.loss;
+    result.test_accuracy = accuracy, result.test_loss = ev.loss;
     result.correct = ev.correct, result.test_samples = ev.samples;
     log.write({{"event", "epoch"},
                {"epoch", epoch},
                {"train_loss", train_loss},
                {"test_loss", ev.loss},
-               {"test_accuracy", acc},
+               {"test_accuracy", accuracy},
                {"lr", optimizer->param_groups()[0].lr()},
-               {"world_size", L.world_size},
+               {"world_size", acc.num_processes()},
                {"epoch_seconds", seconds_since(t_epoch)},
                {"train_seconds", epoch_train_seconds},
-               {"loader_wait_seconds", train_loader.stats().wait_seconds},
+               {"loader_wait_seconds", train_loader->loader().stats().wait_seconds},
                {"train_samples_per_s", double(step * global_batch) / epoch_train_seconds},
                {"amp", o.amp},
-               {"loss_scale", amp ? amp->scale() : 1.0},
-               {"skipped_steps", amp ? amp->skipped_steps() : int64_t(0)}});
+               {"loss_scale", amp ? acc.amp()->scaler().get_scale() : 1.0},
+               {"skipped_steps", apps::amp_skipped_steps(acc)}});
     if (!o.checkpoint_dir.empty()) {
-      auto meta = apps::gather_rng_states(L);  // collective
-      // Rank 0 writes; every rank waits for the complete file and fails if the write failed.
-      dist::save_on_main([&] {
-        meta.insert({{"epoch", std::to_string(epoch)},
-                     {"seed", std::to_string(o.seed)},
-                     {"batch_size", std::to_string(o.batch_size)},
-                     {"world_size", std::to_string(L.world_size)},
-                     {"optimizer", o.optimizer},
-                     {"amp", amp ? amp->name() : "off"}});
-        std::map<std::string, Tensor> amp_state;
-        if (amp) amp_state = amp->amp().state_dict();
-        nn::save_checkpoint(apps::checkpoint_path(o.checkpoint_dir, "epoch", epoch), *model,
-                            optimizer.get(), scheduler.get(), meta, amp ? &amp_state : nullptr);
-        apps::remove_older_checkpoints(o.checkpoint_dir, "epoch", epoch);
-      });
+      // Collective: rank 0 writes atomically; every rank fails if the write failed.
+      acc.save_state(apps::checkpoint_path(o.checkpoint_dir, "epoch", epoch),
+                     {{"epoch", std::to_string(epoch)},
+                      {"seed", std::to_string(o.seed)},
+                      {"batch_size", std::to_string(o.batch_size)},
+                      {"world_size", std::to_string(acc.num_processes())},
+                      {"optimizer", o.optimizer},
+                      {"amp", amp ? apps::amp_name(acc) : "off"}});
+      if (main_rank) apps::remove_older_checkpoints(o.checkpoint_dir, "epoch", epoch);
     }
     if (!o.plot.empty() && main_rank) apps::write_training_plot(o.plot, curves, "mnist_ddp");
   }
   if (result.epochs_run == 0 && !result.interrupted) {  // resumed at the end: just evaluate
-    EvalResult ev = evaluate(*model, test_loader, L, test_set->size(), amp.get());
+    EvalResult ev = evaluate(acc, *test_loader);
     result.test_accuracy = ev.samples ? 100.0 * double(ev.correct) / double(ev.samples) : 0;
     result.test_loss = ev.loss, result.correct = ev.correct, result.test_samples = ev.samples;
   }
   // Rank 0 hosts the store: nobody tears the group down while a peer still needs it.
-  if (L.distributed() && !result.interrupted) dist::barrier();
-  result.peak_memory = apps::peak_memory_summary(L, wrapped);
+  if (!result.interrupted) acc.wait_for_everyone();
+  result.peak_memory = acc.peak_memory_summary();
   if (graph_step) {
     result.cuda_graph = true;
     result.graph_replays = graph_step->replays(), result.eager_steps = graph_step->eager_steps();
   }
   if (amp) {
-    result.amp = amp->name() + amp->epoch_suffix();
-    result.skipped_steps = amp->skipped_steps();
+    result.amp = apps::amp_name(acc) + apps::amp_suffix(acc);
+    result.skipped_steps = apps::amp_skipped_steps(acc);
   }
   result.seconds = seconds_since(t_start);
   result.train_samples_per_s =
-      train_seconds > 0 ? double(train_samples) * L.world_size / train_seconds : 0;
+      train_seconds > 0 ? double(train_samples) * acc.num_processes() / train_seconds : 0;
   result.loader_wait_fraction = train_seconds > 0 ? loader_wait / train_seconds : 0;
   log.write({{"event", "summary"},
              {"epochs_run", result.epochs_run},

@@ -2,6 +2,7 @@
 // end-of-backward reduction of replica gradients into the source module.
 #include "parallel/data_parallel.h"
 
+#include <chrono>
 #include <exception>
 #include <thread>
 
@@ -11,15 +12,26 @@
 #include "tensor/ops.h"
 
 namespace minidl::dist {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+}  // namespace
 
 // Shared with the replicas' gradient hooks (held weakly): replica k's parameter j maps to the
-// source parameter j; one reduction is queued per backward.
+// source parameter j; one reduction is queued per backward. Also holds the statistics, which
+// the reduction (run at the end of backward) adds to.
 struct DataParallel::GradState {
   std::vector<Tensor> source;                // source parameters
   std::vector<std::vector<Tensor>> replica;  // [replica k >= 1][j]
   bool queued = false;
+  DataParallelStats stats;
 
   void reduce() {
+    const auto t0 = Clock::now();
     queued = false;
     NoGradGuard no_grad;
     for (size_t j = 0; j < source.size(); ++j) {
@@ -38,6 +50,8 @@ struct DataParallel::GradState {
       else
         source[j].set_grad(total);
     }
+    ++stats.backwards;
+    stats.reduce_seconds += seconds_since(t0);
   }
 };
 
@@ -102,16 +116,21 @@ Tensor DataParallel::forward(const Tensor& x) {
   MINIDL_CHECK(batch > 0, "DataParallel: empty batch (input shape ", x.shape_str(), ")");
   const int64_t chunk = (batch + int64_t(devices_.size()) - 1) / int64_t(devices_.size());
   const size_t n = size_t((batch + chunk - 1) / chunk);  // torch.chunk: may use fewer replicas
+  DataParallelStats& st = grad_state_->stats;
+  auto t0 = Clock::now();
   sync_replicas(n);
+  st.replicate_seconds += seconds_since(t0);
   std::vector<Tensor> outputs(n);
   std::vector<std::exception_ptr> errors(n);
   const bool grad_mode = GradMode::is_enabled();
   const amp::AutocastState autocast = amp::autocast_state();  // the replicas inherit it
+  t0 = Clock::now();
   std::vector<Tensor> parts(n);  // scatter on this thread (x's autograd state is not shared)
   for (size_t k = 0; k < n; ++k) {
     const int64_t start = int64_t(k) * chunk;
     parts[k] = x.narrow(0, start, std::min(chunk, batch - start)).to(devices_[k]);
   }
+  st.scatter_seconds += seconds_since(t0);
   auto run = [&](size_t k) {
     try {
       AutoGradMode mode(grad_mode);
@@ -121,10 +140,12 @@ Tensor DataParallel::forward(const Tensor& x) {
       errors[k] = std::current_exception();
     }
   };
+  t0 = Clock::now();
   std::vector<std::thread> workers;
   for (size_t k = 1; k < n; ++k) workers.emplace_back(run, k);
   run(0);
   for (auto& w : workers) w.join();
+  st.parallel_apply_seconds += seconds_since(t0);
   for (size_t k = 0; k < n; ++k)
     if (errors[k]) {
       try {
@@ -133,11 +154,24 @@ Tensor DataParallel::forward(const Tensor& x) {
         MINIDL_FAIL("DataParallel: replica ", k, " on ", devices_[k].str(), " failed: ", e.what());
       }
     }
+  t0 = Clock::now();
   for (auto& o : outputs) {
     o = o.to(output_device_);
     if (o.dim() == 0) o = o.unsqueeze(0);
   }
-  return n == 1 ? outputs[0] : cat(outputs, 0);
+  Tensor out = n == 1 ? outputs[0] : cat(outputs, 0);
+  st.gather_seconds += seconds_since(t0);
+  ++st.forwards;
+  st.replicas = int(n);
+  return out;
+}
+
+DataParallelStats DataParallel::stats() const {
+  return grad_state_->stats;
+}
+
+void DataParallel::reset_stats() {
+  grad_state_->stats = DataParallelStats{};
 }
 
 std::vector<std::pair<Device, MemoryStats>> DataParallel::memory_per_device() const {

@@ -4,6 +4,7 @@
 #include "parallel/ddp.h"
 
 #include <algorithm>
+#include <chrono>
 #include <condition_variable>
 #include <exception>
 #include <iostream>
@@ -273,8 +274,33 @@ Tensor DistributedDataParallel::forward(const Tensor& x) {
     ++join_iterations_;
   }
   reducer_->prepare_for_forward(sync);
-  guard_collective([this] { broadcast_buffers(); });
+  if (multi && opts_.broadcast_buffers && has_buffers_) {
+    const auto t0 = std::chrono::steady_clock::now();
+    guard_collective([this] { broadcast_buffers(); });
+    broadcast_seconds_ +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
   return module_->forward(x);
+}
+
+DDPStats DistributedDataParallel::stats() const {
+  const ReducerStats& r = reducer_->stats();
+  DDPStats s;
+  s.steps = r.steps;
+  if (group_->size() > 1) {
+    s.bucket_bytes = reducer_->bucket_bytes();
+    s.num_buckets = int(s.bucket_bytes.size());
+    for (int64_t b : s.bucket_bytes) s.bytes_per_step += b;
+  }
+  s.comm_seconds = r.total_comm_seconds;
+  s.exposed_seconds = r.total_exposed_seconds;
+  s.broadcast_seconds = broadcast_seconds_;
+  return s;
+}
+
+void DistributedDataParallel::reset_stats() {
+  reducer_->reset_totals();
+  broadcast_seconds_ = 0;
 }
 
 Join::Join(DistributedDataParallel& ddp) : ddp_(ddp) {

@@ -31,6 +31,8 @@ struct DDPOptions {
 
 // Communication statistics for speedup reports (minidl-compare): totals since construction or
 // reset_stats(), over synchronised steps (forward + backward that allreduced gradients).
+// no_sync() backwards and a joined rank's stand-in steps are not counted. At world size 1
+// nothing is communicated: steps are counted, everything else stays 0 (no buckets reported).
 struct DDPStats {
   int64_t steps = 0;                  // synchronised backward passes
   int num_buckets = 0;                // current bucket layout
@@ -114,6 +116,7 @@ class DistributedDataParallel : public ModuleWrapper {
   int buffer_root_ = 0;          // rank whose buffers forward broadcasts
   bool has_buffers_ = false;
   int64_t steps_ = 0;                         // forwards that talked to the other ranks
+  double broadcast_seconds_ = 0;              // DDPStats::broadcast_seconds
   std::shared_ptr<Store> store_;              // where steps_ is published (null: nowhere)
   std::string step_prefix_;                   // "ddp/<instance>/steps/"
   std::unique_ptr<StepPublisher> publisher_;  // sets store_ key step_prefix_ + rank

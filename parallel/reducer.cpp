@@ -95,6 +95,17 @@ std::vector<std::vector<size_t>> Reducer::bucket_indices() const {
   return out;
 }
 
+std::vector<int64_t> Reducer::bucket_bytes() const {
+  std::vector<int64_t> out;
+  for (const Bucket& b : buckets_) out.push_back(int64_t(b.flat.nbytes()));
+  return out;
+}
+
+void Reducer::reset_totals() {
+  stats_.steps = 0;
+  stats_.total_comm_seconds = stats_.total_exposed_seconds = 0;
+}
+
 Tensor Reducer::slot(size_t i) const {
   const Bucket& b = buckets_[bucket_of_[i]];
   return b.flat.narrow(0, b.offsets[pos_in_bucket_[i]], params_[i].numel())
@@ -228,7 +239,14 @@ void Reducer::finalize_backward() {
     if (b.work) wait(*b.work);
   const auto t_done = Clock::now();
   stats_.comm_seconds = std::chrono::duration<double>(t_done - first_launch_).count();
-  stats_.exposed_seconds = std::chrono::duration<double>(t_done - t_end).count();
+  // A first bucket launched only here (find_unused_parameters) hides nothing: exposed = comm.
+  stats_.exposed_seconds =
+      std::chrono::duration<double>(t_done - std::max(t_end, first_launch_)).count();
+  ++stats_.steps;
+  if (multi) {  // at world size 1 nothing was communicated
+    stats_.total_comm_seconds += stats_.comm_seconds;
+    stats_.total_exposed_seconds += stats_.exposed_seconds;
+  }
   if (multi)
     for (size_t i = 0; i < params_.size(); ++i) {
       if (used_map.defined() && used_map.data_ptr<int32_t>()[i] == 0)

@@ -24,11 +24,14 @@ struct ReducerOptions {
   bool gradient_as_bucket_view = false;
 };
 
-// Timings of the last synchronised backward (seconds, steady clock).
+// Timings of the last synchronised backward (seconds, steady clock), and totals over the
+// synchronised backwards since construction or Reducer::reset_totals().
 struct ReducerStats {
   int num_buckets = 0;
   double comm_seconds = 0;     // first bucket launch -> all allreduces done
   double exposed_seconds = 0;  // end of backward compute (callback) -> all allreduces done
+  int64_t steps = 0;           // synchronised backwards that finished (not join's shadows)
+  double total_comm_seconds = 0, total_exposed_seconds = 0;  // sums; 0 at world size 1
   double hidden_fraction() const {
     return comm_seconds > 0 ? 1.0 - exposed_seconds / comm_seconds : 0.0;
   }
@@ -56,6 +59,9 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
   }
 
   const ReducerStats& stats() const { return stats_; }
+  void reset_totals();  // zeroes steps and the total_* sums
+  // Bytes of each bucket's flat gradient, in bucket order.
+  std::vector<int64_t> bucket_bytes() const;
   // Bucket layout: parameter indices of each bucket, in bucket order.
   std::vector<std::vector<size_t>> bucket_indices() const;
 

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "apps/common/accelerate.h"
 #include "apps/common/checkpoints.h"
 #include "nn/checkpoint.h"
 #include "nn/safetensors.h"
@@ -72,34 +73,29 @@ void check_model_matches(const std::map<std::string, std::string>& meta, const G
 
 }  // namespace
 
-void save_training_checkpoint(const std::string& path, GPT& model, optim::Optimizer& opt,
-                              const apps::AmpRun* amp, const GPTConfig& cfg, const ByteVocab& vocab,
-                              int64_t iter, const Options& o, int world_size,
-                              std::map<std::string, std::string> meta) {
-  meta.insert({{"iter", std::to_string(iter)},
-               {"gpt.block_size", std::to_string(cfg.block_size)},
-               {"gpt.vocab_size", std::to_string(cfg.vocab_size)},
-               {"gpt.n_layer", std::to_string(cfg.n_layer)},
-               {"gpt.n_head", std::to_string(cfg.n_head)},
-               {"gpt.n_embd", std::to_string(cfg.n_embd)},
-               {"gpt.vocab", join_bytes(vocab.bytes())},
-               {"seed", std::to_string(o.seed)},
-               {"batch_size", std::to_string(o.batch_size)},
-               {"world_size", std::to_string(world_size)},
-               {"amp", amp ? amp->name() : "off"}});
-  std::map<std::string, Tensor> amp_state;
-  if (amp) amp_state = amp->amp().state_dict();
-  nn::save_checkpoint(path, model, &opt, nullptr, meta, amp ? &amp_state : nullptr);
+std::map<std::string, std::string> checkpoint_metadata(const GPTConfig& cfg, const ByteVocab& vocab,
+                                                       int64_t iter, const Options& o,
+                                                       const Accelerator& acc) {
+  return {{"iter", std::to_string(iter)},
+          {"gpt.block_size", std::to_string(cfg.block_size)},
+          {"gpt.vocab_size", std::to_string(cfg.vocab_size)},
+          {"gpt.n_layer", std::to_string(cfg.n_layer)},
+          {"gpt.n_head", std::to_string(cfg.n_head)},
+          {"gpt.n_embd", std::to_string(cfg.n_embd)},
+          {"gpt.vocab", join_bytes(vocab.bytes())},
+          {"seed", std::to_string(o.seed)},
+          {"batch_size", std::to_string(o.batch_size)},
+          {"world_size", std::to_string(acc.num_processes())},
+          {"amp", acc.amp() ? apps::amp_name(acc) : "off"}};
 }
 
-std::map<std::string, std::string> load_training_checkpoint(const std::string& path, GPT& model,
-                                                            optim::Optimizer& opt,
-                                                            apps::AmpRun* amp, bool main_rank,
+std::map<std::string, std::string> load_training_checkpoint(Accelerator& acc,
+                                                            const std::string& path,
                                                             const ByteVocab& vocab) {
-  std::map<std::string, Tensor> amp_state;
+  const GPT& model = dynamic_cast<const GPT&>(acc.unwrap_model());
   std::map<std::string, std::string> meta;
   try {
-    meta = nn::load_checkpoint(path, model, &opt, nullptr, true, amp ? &amp_state : nullptr);
+    meta = acc.load_state(path);
   } catch (const Error&) {
     // A GPT of another size fails there on its keys or shapes: name the configs instead (the
     // file is read a second time only on this failure path).
@@ -115,7 +111,6 @@ std::map<std::string, std::string> load_training_checkpoint(const std::string& p
     throw;
   }
   check_model_matches(meta, model.config, vocab, path);
-  if (amp) amp->restore(amp_state, path, main_rank);
   meta_int(meta, "iter", path);
   return meta;
 }

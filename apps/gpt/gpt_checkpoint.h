@@ -6,24 +6,25 @@
 #include <memory>
 #include <string>
 
-#include "apps/common/amp_run.h"
+#include "parallel/accelerator.h"
 #include "apps/gpt/gpt_model.h"
 #include "apps/gpt/gpt_trainer.h"
 #include "apps/gpt/text_data.h"
 
 namespace gpt {
 
-void save_training_checkpoint(const std::string& path, GPT& model, optim::Optimizer& opt,
-                              const apps::AmpRun* amp, const GPTConfig& cfg, const ByteVocab& vocab,
-                              int64_t iter, const Options& o, int world_size,
-                              std::map<std::string, std::string> meta);
+// The metadata a training checkpoint (Accelerator::save_state) carries besides the state: the
+// iteration, the model config and byte vocabulary (so `gpt sample` can rebuild the model from
+// the file alone), seed, batch size, world size and AMP level.
+std::map<std::string, std::string> checkpoint_metadata(const GPTConfig& cfg, const ByteVocab& vocab,
+                                                       int64_t iter, const Options& o,
+                                                       const Accelerator& acc);
 
-// Checks that the file holds a GPT of the run's config and vocabulary (else throws naming the
-// file and both configs), then restores model, optimizer and AMP state; returns the metadata
-// (with "iter").
-std::map<std::string, std::string> load_training_checkpoint(const std::string& path, GPT& model,
-                                                            optim::Optimizer& opt,
-                                                            apps::AmpRun* amp, bool main_rank,
+// acc.load_state(path) after checking that the file holds a GPT of the run's config and
+// vocabulary (else throws naming the file and both configs); returns the metadata (with
+// "iter").
+std::map<std::string, std::string> load_training_checkpoint(Accelerator& acc,
+                                                            const std::string& path,
                                                             const ByteVocab& vocab);
 
 struct LoadedModel {

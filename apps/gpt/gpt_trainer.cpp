@@ -1,5 +1,5 @@
-// The gpt training loop (gpt_trainer.h): nanoGPT's recipe on minidl, with the apps' shared
-// layout, AMP step, checkpoints, progress bar and JSON-lines metrics.
+// The gpt training loop (gpt_trainer.h): nanoGPT's recipe on minidl, written once on the
+// Accelerator (single, dp, ddp; AMP), with checkpoints, progress bar and JSON-lines metrics.
 #include "apps/gpt/gpt_trainer.h"
 
 #include <chrono>
@@ -8,9 +8,8 @@
 #include <filesystem>
 #include <numbers>
 
-#include "apps/common/amp_run.h"
+#include "apps/common/accelerate.h"
 #include "apps/common/checkpoints.h"
-#include "apps/common/layout.h"
 #include "apps/common/metrics.h"
 #include "apps/common/progress.h"
 #include "apps/gpt/gpt_checkpoint.h"
@@ -36,9 +35,10 @@ Tensor lm_loss(const Tensor& logits, const Tensor& targets) {
 }
 
 // Mean loss of eval_iters random batches of each split (averaged over ranks under DDP).
-std::pair<double, double> estimate_loss(GPT& model, const TextDataset& data, const Options& o,
-                                        const apps::Layout& L, const apps::AmpRun* amp) {
+std::pair<double, double> estimate_loss(const Accelerator& acc, const TextDataset& data,
+                                        const Options& o) {
   NoGradGuard no_grad;
+  nn::Module& model = acc.unwrap_model();
   model.eval();
   double out[2] = {0, 0};
   const char* splits[2] = {"train", "val"};
@@ -46,12 +46,10 @@ std::pair<double, double> estimate_loss(GPT& model, const TextDataset& data, con
     double sum = 0;
     for (int64_t k = 0; k < o.eval_iters; ++k) {
       Batch b = data.get_batch(splits[s], o.batch_size, default_generator());
-      Tensor x = b.x.to(L.device), y = b.y.to(L.device);
-      Tensor logits = amp ? amp->eval_forward(model, x) : model(x);
-      sum += lm_loss(logits, y).item<double>();
+      Tensor x = b.x.to(acc.device()), y = b.y.to(acc.device());
+      sum += lm_loss(apps::eval_forward(acc, x), y).item<double>();
     }
-    out[s] = sum / double(o.eval_iters);
-    if (L.distributed()) out[s] = dist::all_reduce_mean(out[s]);
+    out[s] = acc.reduce(sum / double(o.eval_iters), "mean");
   }
   model.train();
   return {out[0], out[1]};
@@ -94,10 +92,8 @@ void Options::validate() const {
 
 Result run_training(const Options& o) {
   o.validate();
-  apps::LayoutGuard layout_guard(o);
-  const apps::Layout& L = layout_guard.layout();
-  const bool main_rank = L.rank == 0, verbose = main_rank && !o.quiet;
-  apps::set_intra_op_threads(o, L);
+  Accelerator acc(apps::accelerator_options(o));
+  const bool main_rank = acc.is_main_process(), verbose = main_rank && !o.quiet;
 
   TextDataset data(o.data, o.block_size);
   GPTConfig cfg;
@@ -106,36 +102,32 @@ Result run_training(const Options& o) {
   cfg.n_layer = o.n_layer, cfg.n_head = o.n_head, cfg.n_embd = o.n_embd;
   cfg.dropout = o.dropout;
 
-  // The same initial weights on every rank; then a distinct data/dropout stream per rank.
+  // The same initial weights on every rank; prepare() then gives each rank its own data and
+  // dropout stream, sets up --amp and wraps the model for the mode.
   manual_seed(o.seed);
   auto model = std::make_shared<GPT>(cfg);
-  model->to(L.device);
-  manual_seed(dist::rank_seed(o.seed, L.rank));
+  model->to(acc.device());
   auto groups = optim::weight_decay_groups(*model, o.weight_decay);
   auto optimizer = std::make_unique<optim::AdamW>(groups, o.lr, std::pair{o.beta1, o.beta2}, 1e-8,
                                                   o.weight_decay);
-  std::unique_ptr<apps::AmpRun> amp = apps::AmpRun::create(o, *model, *optimizer, L.rank, verbose);
+  const std::shared_ptr<nn::Module> train_module = acc.prepare(model, *optimizer);
+  const bool amp = acc.amp() != nullptr;
 
   int64_t first_iter = 0;
   if (!o.resume.empty()) {
     std::string path = apps::resolve_resume(o.resume, "iter");
-    auto meta =
-        load_training_checkpoint(path, *model, *optimizer, amp.get(), main_rank, data.vocab());
+    auto meta = load_training_checkpoint(acc, path, data.vocab());
     first_iter = std::stoll(meta.at("iter"));
-    apps::restore_rank_rng(L, meta);
     if (verbose)
       std::printf("resumed from %s (iteration %lld done)\n", path.c_str(), (long long)first_iter);
   }
-
-  const apps::TrainModule wrapped = apps::wrap_for_layout(L, model);
-  const std::shared_ptr<nn::Module>& train_module = wrapped.module;
 
   if (!o.checkpoint_dir.empty() && main_rank) fs::create_directories(o.checkpoint_dir);
   apps::JsonLinesLog log;
   if (!o.log_json.empty() && main_rank) log = apps::JsonLinesLog(o.log_json, !o.resume.empty());
   apps::TrainingCurves curves;
   curves.x_label = "iteration", curves.eval_label = "val";
-  const int64_t tokens_per_iter = o.batch_size * o.block_size * L.world_size;
+  const int64_t tokens_per_iter = o.batch_size * o.block_size * acc.num_processes();
   const int64_t n_params = model->num_parameters();
   if (verbose)
     std::printf(
@@ -143,31 +135,28 @@ Result run_training(const Options& o) {
         "%s; batch %lld x %lld tokens per process; AdamW lr %g; %d thread(s)%s%s\n",
         o.data.c_str(), (long long)data.file_bytes(), (long long)data.train_tokens(),
         (long long)data.val_tokens(), (long long)data.vocab().size(), cfg.describe().c_str(),
-        double(n_params) / 1e6, L.describe().c_str(), (long long)o.batch_size,
+        double(n_params) / 1e6, acc.describe().c_str(), (long long)o.batch_size,
         (long long)o.block_size, o.lr, get_num_threads(), amp ? "; " : "",
-        amp ? amp->describe().c_str() : "");
+        apps::amp_describe(acc).c_str());
 
   Result result;
   result.main_rank = main_rank;
-  result.layout = L.describe();
+  result.layout = acc.describe();
   double train_seconds = 0, loss_sum = 0;
   int64_t loss_count = 0;
   auto save = [&](int64_t iter) {
     if (o.checkpoint_dir.empty()) return;
-    auto meta = apps::gather_rng_states(L);  // collective
-    dist::save_on_main([&] {
-      save_training_checkpoint(apps::checkpoint_path(o.checkpoint_dir, "iter", iter), *model,
-                               *optimizer, amp.get(), cfg, data.vocab(), iter, o, L.world_size,
-                               meta);
-      apps::remove_older_checkpoints(o.checkpoint_dir, "iter", iter);
-    });
+    // Collective: rank 0 writes atomically; every rank fails if the write failed.
+    acc.save_state(apps::checkpoint_path(o.checkpoint_dir, "iter", iter),
+                   checkpoint_metadata(cfg, data.vocab(), iter, o, acc));
+    if (main_rank) apps::remove_older_checkpoints(o.checkpoint_dir, "iter", iter);
   };
   auto evaluate = [&](int64_t iter) {
-    auto [train_loss, val_loss] = estimate_loss(*model, data, o, L, amp.get());
+    auto [train_loss, val_loss] = estimate_loss(acc, data, o);
     result.train_loss = train_loss, result.val_loss = val_loss;
     if (verbose)
       std::printf("iter %lld: train loss %.4f, val loss %.4f%s\n", (long long)iter, train_loss,
-                  val_loss, amp ? amp->epoch_suffix().c_str() : "");
+                  val_loss, apps::amp_suffix(acc).c_str());
     curves.epoch.push_back(double(iter));
     curves.test_loss.push_back(val_loss);
     log.write({{"event", "eval"},
@@ -190,21 +179,16 @@ Result run_training(const Options& o) {
     for (auto& g : optimizer->param_groups()) g.lr() = lr;
     auto t_step = Clock::now();
     Batch b = data.get_batch("train", o.batch_size, default_generator());
-    Tensor x = b.x.to(L.device), y = b.y.to(L.device);
+    Tensor x = b.x.to(acc.device()), y = b.y.to(acc.device());
+    acc.zero_grad();
     Tensor loss;
-    double grad_norm = 0;
-    if (amp) {
-      bool applied = true;
-      loss = amp->train_step(
-          *optimizer, [&] { return lm_loss(amp->forward(*train_module, x), y); }, applied,
-          o.grad_clip, &grad_norm);
-    } else {
-      optimizer->zero_grad();
-      loss = lm_loss((*train_module)(x), y);
-      loss.backward();
-      if (o.grad_clip > 0) grad_norm = optim::clip_grad_norm_(model->parameters(), o.grad_clip);
-      optimizer->step();
+    {
+      auto region = acc.autocast();
+      loss = lm_loss(acc.forward(x), y);
     }
+    acc.backward(loss);
+    const double grad_norm = o.grad_clip > 0 ? acc.clip_grad_norm_(o.grad_clip) : 0.0;
+    acc.step();
     const double loss_value = loss.item<double>();  // also waits for the device
     train_seconds += seconds_since(t_step);
     loss_sum += loss_value, ++loss_count;
@@ -214,7 +198,7 @@ Result run_training(const Options& o) {
       std::fprintf(stderr,
                    "gpt: warning: the training loss became inf/NaN at iteration %lld "
                    "(rank %d)\n",
-                   (long long)it, L.rank);
+                   (long long)it, acc.process_index());
     }
     bar.update(it - first_iter + 1, loss_value);
     if ((it + 1) % o.log_interval == 0) {
@@ -242,19 +226,19 @@ Result run_training(const Options& o) {
     if (it > first_iter) save(it);
     if (!o.plot.empty() && main_rank) apps::write_training_plot(o.plot, curves, "gpt");
   }
-  if (L.distributed() && !result.interrupted) dist::barrier();
-  result.peak_memory = apps::peak_memory_summary(L, wrapped);
+  if (!result.interrupted) acc.wait_for_everyone();
+  result.peak_memory = acc.peak_memory_summary();
   if (result.iters_run > 0 && train_seconds > 0) {
     result.step_ms = 1e3 * train_seconds / double(result.iters_run);
     result.tokens_per_s = double(tokens_per_iter) * double(result.iters_run) / train_seconds;
-    const double peak = peak_flops(L.device, o.amp);
+    const double peak = peak_flops(acc.device(), o.amp);
     if (peak > 0)
-      result.mfu = result.tokens_per_s / double(std::max(1, L.world_size)) *
+      result.mfu = result.tokens_per_s / double(acc.num_processes()) *
                    cfg.flops_per_token(n_params, o.block_size) / peak;
   }
   if (amp) {
-    result.amp = amp->name() + amp->epoch_suffix();
-    result.skipped_steps = amp->skipped_steps();
+    result.amp = apps::amp_name(acc) + apps::amp_suffix(acc);
+    result.skipped_steps = apps::amp_skipped_steps(acc);
   }
   log.write({{"event", "summary"},
              {"iter", result.iter},
