@@ -32,8 +32,8 @@ struct Options {
   std::string json, plot;
   std::string links = "nvlink,pcie,ib100,eth10";
   double bandwidth_gbps = 0, latency_us = -1;
-  double tolerance = 0;     // 0: 1e-4 in f32, 3e-2 with AMP
-  int dp_threads = 0;       // 0: --devices
+  double tolerance = 0;  // 0: 1e-4 in f32, 3e-2 with AMP
+  int dp_threads = 1;
   std::string worker, out;  // internal: run one mode and write its JSON row to `out`
 };
 
@@ -298,7 +298,9 @@ int main(int argc, char** argv) {
   bw->needs("--latency");
   app.add_option("--dp-threads", o.dp_threads,
                  "CPU dp: intra-op threads of the calling thread, which runs the replicas' "
-                 "joint backward (default --devices; forwards use 1 per replica)")
+                 "joint backward (forwards use 1 per replica; more threads spin against the "
+                 "replica threads)")
+      ->capture_default_str()
       ->check(CLI::Range(1, 1024));
   app.add_option("--json", o.json, "write the rows, projection and check as JSON");
   app.add_option("--plot", o.plot, "bar chart + projection: .png (gnuplot) or .svg");
@@ -317,7 +319,6 @@ int main(int argc, char** argv) {
     return 2;
   }
   c.devices = devices;
-  if (o.dp_threads == 0) o.dp_threads = devices;
   if (c.data.empty()) c.data = default_data(c.model);
   if (c.global_batch == 0) c.global_batch = (c.model == "gpt" ? 8 : 64) * devices;
   // f32 modes agree to ~1e-7 over 20 steps (measured on mnist-cnn/SGD and gpt/AdamW); half
