@@ -152,6 +152,13 @@ int run_worker(const Options& o) {
   return 0;
 }
 
+// The 1-minute load average ("?" when unreadable).
+std::string loadavg() {
+  std::ifstream f("/proc/loadavg");
+  std::string a;
+  return (f >> a) ? a : "?";
+}
+
 int run_compare(Options& o) {
   const auto t0 = std::chrono::steady_clock::now();
   RunConfig& c = o.run;
@@ -227,6 +234,7 @@ int run_compare(Options& o) {
                 c.model.c_str(), (long long)c.global_batch, (long long)c.steps, (long long)c.warmup,
                 c.device.c_str(), c.amp == "off" ? "" : (", amp " + c.amp).c_str());
   rep.title = title;
+  rep.load_after = loadavg();
   rep.consistency = check_consistency(rep.rows, o.tolerance);
   if (rep.consistency.error.empty()) build_projection(rep, links);
   if (!o.json.empty()) write_file_atomic(o.json, report_json(rep).dump(2) + "\n");
@@ -240,7 +248,8 @@ int run_compare(Options& o) {
   if (!o.plot.empty()) std::printf("\nplot: %s\n", write_compare_plot(o.plot, rep).c_str());
   if (!o.json.empty()) std::printf("json: %s\n", o.json.c_str());
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("wall time: %.1f s\n", wall);
+  std::printf("wall time: %.1f s (%d cores, load average %s before, %s after)\n", wall, cores,
+              rep.load_before.c_str(), rep.load_after.c_str());
   return 0;
 }
 

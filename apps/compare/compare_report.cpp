@@ -167,6 +167,22 @@ std::vector<std::string> explain(const Report& rep) {
     lines.push_back("Fastest: " + best->label + " at " + fmt("%.2fx", rep.speedup(*best)) +
                     " the throughput of " + rep.rows[0].label + " (" +
                     fmt("%.0f%%", 100 * rep.efficiency(*best)) + " scaling efficiency).");
+  const RunResult* ddp = nullptr;
+  for (const RunResult& r : rep.rows)
+    if (r.mode == "ddp" && !ddp) ddp = &r;
+  if (rep.has_model && ddp) {
+    // Compute of one DDP rank (its step without the exposed allreduce) against one device alone.
+    const Breakdown& b = ddp->breakdown;
+    const double compute = b.forward + b.backward + b.optimizer + b.data_wait;
+    const double ratio = compute / rep.model.compute_s;
+    if (ratio > 1.15)
+      lines.push_back("Each DDP rank computed " + fmt("%.2fx", ratio) + " slower than one " +
+                      "process alone (" + fmt("%.1f", compute * 1e3) + " vs " +
+                      fmt("%.1f", rep.model.compute_s * 1e3) + " ms): its " +
+                      std::to_string(ddp->devices) + " processes shared the cores (" +
+                      std::to_string(rep.cores) + " here, load average " + rep.load_before +
+                      " before the runs, " + rep.load_after + " after).");
+  }
   if (rep.has_model) {
     const double err = rep.predicted_step_s / rep.measured_step_s - 1;
     lines.push_back("Cost model: the " + std::to_string(rep.measured_devices) +
@@ -248,6 +264,8 @@ nlohmann::json report_json(const Report& rep) {
         {"max_rel_diff", rep.consistency.max_rel_diff},
         {"error", rep.consistency.error}}},
       {"explanation", explain(rep)},
+      {"cores", rep.cores},
+      {"load_average", {rep.load_before, rep.load_after}},
   };
   if (rep.has_model)
     out["model"] = {{"compute_ms", rep.model.compute_s * 1e3},

@@ -31,6 +31,8 @@ struct ProjectionSet {
 
 struct Report {
   std::string title;  // "mnist-cnn, global batch 128, 20 steps after 3 warm-up, cpu"
+  std::string load_before, load_after;  // /proc/loadavg's 1-minute figure around the runs
+  int cores = 1;
   std::vector<RunResult> rows;
   Consistency consistency;
   // The cost model (absent when no ddp row with a single row to take T_c from).
