@@ -32,14 +32,15 @@ struct Options {
   std::string json, plot;
   std::string links = "nvlink,pcie,ib100,eth10";
   double bandwidth_gbps = 0, latency_us = -1;
-  double tolerance = 0;  // 0: 1e-4 in f32, 3e-2 with AMP
-  int dp_threads = 1;
+  double tolerance = 0;     // 0: 1e-4 in f32, 3e-2 with AMP
+  int dp_threads = 0;       // 0: --devices
   std::string worker, out;  // internal: run one mode and write its JSON row to `out`
 };
 
 const char* kHelpFooter = R"HELP(Modes (same model, data, initial weights and global batch in each):
   single  one device (on CPU: one thread; a reference row "single (N threads)" uses all cores)
-  dp      DataParallel, --devices replicas in one process (CPU: 1 intra-op thread each)
+  dp      DataParallel, --devices replicas in one process (CPU: each replica's forward on its
+          own thread with 1 intra-op thread; backward and optimizer with --dp-threads)
   ddp     DistributedDataParallel, --devices processes through the launcher (1 thread each)
 Every mode first runs --warmup steps, then --steps timed steps. The losses of every step must
 agree with the first row's within --tolerance (relative), else the run fails naming the modes.
@@ -306,10 +307,9 @@ int main(int argc, char** argv) {
       ->needs(bw);
   bw->needs("--latency");
   app.add_option("--dp-threads", o.dp_threads,
-                 "CPU dp: intra-op threads of the calling thread, which runs the replicas' "
-                 "joint backward (forwards use 1 per replica; more threads spin against the "
-                 "replica threads)")
-      ->capture_default_str()
+                 "CPU dp: intra-op threads of the joint backward of all replicas (one graph, "
+                 "run by the calling thread) and the optimizer; forwards use 1 per replica "
+                 "(default --devices)")
       ->check(CLI::Range(1, 1024));
   app.add_option("--json", o.json, "write the rows, projection and check as JSON");
   app.add_option("--plot", o.plot, "bar chart + projection: .png (gnuplot) or .svg");
@@ -328,6 +328,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   c.devices = devices;
+  if (o.dp_threads == 0) o.dp_threads = devices;
   if (c.data.empty()) c.data = default_data(c.model);
   if (c.global_batch == 0) c.global_batch = (c.model == "gpt" ? 8 : 64) * devices;
   // f32 modes agree to ~1e-7 over 20 steps (measured on mnist-cnn/SGD and gpt/AdamW); half

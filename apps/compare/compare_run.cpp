@@ -173,6 +173,13 @@ RunResult run_mode(const RunConfig& c) {
 
   dist::DistributedDataParallel* ddp = acc.ddp();
   dist::DataParallel* dp = acc.data_parallel();
+  // CPU DataParallel with c.threads > 1: the replicas' forwards run on their own threads with
+  // 1 intra-op thread each (more would oversubscribe the cores), while the joint backward of
+  // every replica, which the calling thread runs alone, and the optimizer use c.threads.
+  const bool split_threads = dp && !cuda && c.threads > 1;
+  auto phase_threads = [&](int n) {
+    if (split_threads) set_num_threads(n);
+  };
   std::vector<Tensor> losses;
   double fwd = 0, bwd = 0, opt = 0, wait = 0;
   std::optional<PreparedLoader::Iterator> it;
@@ -193,11 +200,13 @@ RunResult run_mode(const RunConfig& c) {
     data::Example& b = **it;
     const double t1 = now_s();
     acc.zero_grad();
+    phase_threads(1);
     Tensor loss;
     {
       auto ac = acc.autocast();
       loss = loss_of(task, acc.forward(b.data), b.target);
     }
+    phase_threads(c.threads);
     sync();
     const double t2 = now_s();
     // The test hook: three times the gradient, while the recorded loss stays the true one.
