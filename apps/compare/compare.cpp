@@ -189,6 +189,8 @@ int run_compare(Options& o) {
   const bool with_ddp = std::find(modes.begin(), modes.end(), "ddp") != modes.end();
 
   Report rep;
+  rep.cores = cores;
+  rep.load_before = loadavg();
   // threads: the worker's intra-op threads (the calling thread's); omp: OMP_NUM_THREADS, the
   // default of every other thread (DataParallel's replica threads).
   auto run_one = [&](const std::string& mode, const std::string& label, int devices, int threads,
