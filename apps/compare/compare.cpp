@@ -56,7 +56,7 @@ JSON (--json): {"title", "rows": [{mode, label, device, devices, threads, global
   samples_per_s, speedup, efficiency}], "model": {compute_ms, backward_ms, bucket_bytes,
   hidden_fraction, per_rank_batch, local_bandwidth_GBps, local_latency_us, measured_devices,
   measured_step_ms, predicted_step_ms}, "consistency": {ok, reference, steps, tolerance,
-  max_rel_diff, error}, "explanation": [lines]}
+  max_rel_diff, error}, "explanation": [lines], "cores", "load_average": [before, after]}
 Projection: step(N) = T_c + T_ar(N) - min(h T_ar(N), T_bw), ring T_ar = 2(N-1)/N bytes/bw +
   2(N-1) latency per bucket; T_c and T_bw from the single device at the per-rank batch, h from
   DDP, the local link fitted from allreduces timed between the DDP ranks.)HELP";
