@@ -118,7 +118,13 @@ std::string format_table(const Report& rep) {
        "device (single rows: per thread). Loss check: "
     << rep.consistency.steps << " steps, largest relative difference to "
     << rep.consistency.reference << " " << fmt("%.1e", rep.consistency.max_rel_diff)
-    << " (tolerance " << fmt("%.0e", rep.consistency.tolerance) << ").\n";
+    << " (tolerance " << fmt("%.0e", rep.consistency.tolerance) << ").";
+  for (const RunResult& r : rep.rows)
+    if (r.mode == "dp" && r.device == "cpu") {
+      o << " CPU dp: the replicas share the cpu memory counter, so its peak is theirs together.";
+      break;
+    }
+  o << "\n";
   return o.str();
 }
 
