@@ -1,0 +1,144 @@
+// minidl-compare's report on synthetic rows: the loss check names the disagreeing modes, the
+// explanations come from the numbers, the projection reproduces a known link, and a row
+// survives the JSON round trip between the worker and the parent.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "apps/compare/compare_report.h"
+
+using namespace minidl::compare;
+
+namespace {
+
+RunResult row(const std::string& mode, int devices, double step_s, std::vector<double> losses) {
+  RunResult r;
+  r.mode = r.label = mode;
+  r.device = "cpu";
+  r.devices = devices;
+  r.threads = 1;
+  r.global_batch = 128;
+  r.per_rank_batch = 128 / devices;
+  r.step_s = {step_s, step_s, step_s * 1.5};
+  r.losses = std::move(losses);
+  return r;
+}
+
+}  // namespace
+
+TEST_SUITE("compare_report") {
+  TEST_CASE("loss check: agreement, a named disagreement, NaN and different lengths") {
+    std::vector<RunResult> rows = {row("single", 1, 0.08, {2.30, 2.20, 2.10}),
+                                   row("dp", 2, 0.05, {2.30, 2.20001, 2.10}),
+                                   row("ddp", 2, 0.045, {2.30, 2.20, 2.1000001})};
+    Consistency ok = check_consistency(rows, 1e-4);
+    CHECK(ok.error.empty());
+    CHECK(ok.steps == 3);
+    CHECK(ok.reference == "single");
+    CHECK(ok.max_rel_diff == doctest::Approx(0.00001 / 2.2).epsilon(1e-3));
+
+    rows[2].losses[1] = 2.3;
+    Consistency bad = check_consistency(rows, 1e-4);
+    CHECK(bad.error.find("modes single and ddp disagree at step 1") != std::string::npos);
+    CHECK(bad.error.find("2.2 vs 2.3") != std::string::npos);
+
+    rows[2].losses[1] = std::numeric_limits<double>::quiet_NaN();
+    CHECK(check_consistency(rows, 1e-4).error.find("single and ddp") != std::string::npos);
+
+    rows[2].losses = {2.3, 2.2};
+    CHECK(check_consistency(rows, 1e-4).error.find("different numbers of steps") !=
+          std::string::npos);
+  }
+
+  TEST_CASE("speedup, efficiency and explanations from the numbers") {
+    Report rep;
+    rep.rows = {row("single", 1, 0.080, {1}), row("dp", 2, 0.050, {1}), row("ddp", 2, 0.040, {1})};
+    rep.rows[1].breakdown.dp_replicate = 0.010;  // 10 ms of a 50 ms step (mean 55 ms)
+    rep.rows[2].comm_s = 0.010;
+    rep.rows[2].exposed_s = 0.001;
+    rep.rows[2].hidden_fraction = 0.9;
+    rep.rows[2].bucket_bytes = {1000000, 3800000};
+    CHECK(rep.speedup(rep.rows[0]) == doctest::Approx(1.0));
+    CHECK(rep.speedup(rep.rows[2]) == doctest::Approx(2.0));
+    CHECK(rep.efficiency(rep.rows[2]) == doctest::Approx(1.0));
+    CHECK(rep.efficiency(rep.rows[1]) == doctest::Approx(0.8));
+    std::vector<std::string> lines = explain(rep);
+    auto has = [&](const std::string& s) {
+      for (const auto& l : lines)
+        if (l.find(s) != std::string::npos) return true;
+      return false;
+    };
+    // dp: mean step = 0.05 * 3.5 / 3 s; 10 ms of it re-synchronising = 17%.
+    CHECK(has("dp spends 17% of its step re-synchronising replicas"));
+    CHECK(has("ddp hides 90% of its allreduce (10.0 ms per step, 2 bucket(s), 4.8 MB)"));
+    CHECK(has("Fastest: ddp at 2.00x"));
+    const std::string table = format_table(rep);
+    CHECK(table.find("| ddp | 2 | 1 | 2743 |") != std::string::npos);
+  }
+
+  TEST_CASE("projection from measured rows recovers the link and predicts the 2-process step") {
+    Report rep;
+    RunResult single = row("single", 1, 0.080, {1});
+    single.compute_batch = 64;
+    single.compute_step_s = 0.040;
+    single.compute_backward_s = 0.025;
+    RunResult ddp = row("ddp", 2, 0.041, {1});
+    ddp.bucket_bytes = {1 << 20, 4 << 20};
+    ddp.hidden_fraction = 0.8;
+    const Link truth{"truth", 2e9, 50e-6};
+    for (double b : {3e5, 1.2e6, 4.8e6, 9.6e6}) {
+      ddp.sweep_bytes.push_back(b);
+      ddp.sweep_s.push_back(ring_allreduce_seconds(2, b, truth));
+    }
+    rep.rows = {single, ddp};
+    build_projection(rep, {named_link("eth10")});
+    REQUIRE(rep.has_model);
+    CHECK(rep.local.bandwidth_Bps == doctest::Approx(2e9));
+    CHECK(rep.local.latency_s == doctest::Approx(50e-6));
+    REQUIRE(rep.projections.size() == 2);
+    CHECK(rep.projections[1].link.name == "eth10");
+    CHECK(rep.projections[0].points.back().devices == 64);
+    const double t_ar = ring_allreduce_seconds(2, ddp.bucket_bytes, truth);
+    CHECK(rep.predicted_step_s == doctest::Approx(0.040 + 0.2 * t_ar));
+    CHECK(rep.measured_step_s == doctest::Approx(0.041));
+    nlohmann::json j = report_json(rep);
+    CHECK(j["model"]["predicted_step_ms"].get<double>() ==
+          doctest::Approx(rep.predicted_step_s * 1e3));
+    CHECK(j["projection"].size() == 14);
+    CHECK(j["rows"][1]["mode"] == "ddp");
+    CHECK(j["rows"][1]["samples_per_s"].get<double>() > 0);
+    // Without a single row there is nothing to take T_c from.
+    Report none;
+    none.rows = {ddp};
+    build_projection(none, {});
+    CHECK_FALSE(none.has_model);
+  }
+
+  TEST_CASE("a row survives the JSON round trip") {
+    RunResult r = row("ddp", 2, 0.04, {2.3, 2.2});
+    r.breakdown.forward = 0.01;
+    r.breakdown.dp_reduce = 0.002;
+    r.bucket_bytes = {10, 20};
+    r.comm_s = 0.003;
+    r.sweep_bytes = {1e6, 2e6};
+    r.sweep_s = {1e-3, 2e-3};
+    r.peak_memory_bytes = 3 << 20;
+    r.compute_batch = 64;
+    r.compute_step_s = 0.03;
+    RunResult back = run_result_from_json(to_json(r));
+    CHECK(back.mode == "ddp");
+    CHECK(back.step_s.size() == 3);
+    CHECK(back.step_s[2] == doctest::Approx(0.06));
+    CHECK(back.losses == r.losses);
+    CHECK(back.breakdown.forward == doctest::Approx(0.01));
+    CHECK(back.breakdown.dp_reduce == doctest::Approx(0.002));
+    CHECK(back.bucket_bytes == r.bucket_bytes);
+    CHECK(back.sweep_s[1] == doctest::Approx(2e-3));
+    CHECK(back.peak_memory_bytes == r.peak_memory_bytes);
+    CHECK(back.compute_step_s == doctest::Approx(0.03));
+    CHECK(back.samples_per_s() == doctest::Approx(r.samples_per_s()));
+    CHECK(back.step_p(0.5) == doctest::Approx(0.04));
+    CHECK(back.step_p(1.0) == doctest::Approx(0.06));
+  }
+}
