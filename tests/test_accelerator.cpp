@@ -305,6 +305,9 @@ TEST_CASE("accelerator: ddp (2 ranks) trains bitwise like hand-written DDP with 
         train_with(acc, *loader, 2);
         if (!bitwise_equal(*ref, *model)) return "Accelerator differs from hand-written DDP";
         if (acc.optimizer_steps() != 6) return "steps " + std::to_string(acc.optimizer_steps());
+        // 10 micro-batches, 6 windows: only the windows' last backward synchronised (no_sync).
+        if (acc.ddp()->stats().steps != 6)
+          return "synchronised steps " + std::to_string(acc.ddp()->stats().steps);
         // Collectives.
         Tensor mine = full({2, 1}, double(rank + 1));
         Tensor g = acc.gather(mine);  // [4,1] = 1 1 2 2
