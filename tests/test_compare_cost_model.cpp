@@ -89,6 +89,13 @@ TEST_SUITE("compare_cost_model") {
     Projection p1 = project_step(m, 1, l);
     CHECK(p1.step_s == doctest::Approx(m.compute_s));
     CHECK(p1.speedup == doctest::Approx(1.0));
+    // Ranks slowed down by sharing a machine: N = 1 is the device alone, the base of speedups.
+    StepModel shared = m;
+    shared.single_s = 0.025;
+    CHECK(project_step(shared, 1, l).step_s == doctest::Approx(0.025));
+    CHECK(project_step(shared, 1, l).speedup == doctest::Approx(1.0));
+    CHECK(project_step(shared, 2, l).step_s == doctest::Approx(30.4e-3));
+    CHECK(project_step(shared, 2, l).speedup == doctest::Approx(2 * 25.0 / 30.4));
     // A slow link: hiding is capped by the backward time (20 ms).
     Projection slow = project_step(m, 2, Link{"slow", 1e8, 0});  // T_ar = 40 ms
     CHECK(slow.exposed_s == doctest::Approx(0.040 - 0.020));

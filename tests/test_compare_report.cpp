@@ -84,6 +84,10 @@ TEST_SUITE("compare_report") {
     single.compute_step_s = 0.040;
     single.compute_backward_s = 0.025;
     RunResult ddp = row("ddp", 2, 0.041, {1});
+    ddp.breakdown.forward = 0.015;  // a rank's compute: 44 ms (slower than the 40 ms alone)
+    ddp.breakdown.backward = 0.026;
+    ddp.breakdown.optimizer = 0.002;
+    ddp.breakdown.data_wait = 0.001;
     ddp.bucket_bytes = {1 << 20, 4 << 20};
     ddp.hidden_fraction = 0.8;
     const Link truth{"truth", 2e9, 50e-6};
@@ -100,7 +104,13 @@ TEST_SUITE("compare_report") {
     CHECK(rep.projections[1].link.name == "eth10");
     CHECK(rep.projections[0].points.back().devices == 64);
     const double t_ar = ring_allreduce_seconds(2, ddp.bucket_bytes, truth);
-    CHECK(rep.predicted_step_s == doctest::Approx(0.040 + 0.2 * t_ar));
+    CHECK(rep.model.compute_s == doctest::Approx(0.044));
+    CHECK(rep.model.single_s == doctest::Approx(0.040));
+    CHECK(rep.model.backward_s == doctest::Approx(0.026));
+    CHECK(rep.predicted_step_s == doctest::Approx(0.044 + 0.2 * t_ar));
+    CHECK(rep.projections[0].points[0].step_s == doctest::Approx(0.040));
+    CHECK(rep.projections[0].points[1].speedup ==
+          doctest::Approx(2 * 0.040 / rep.predicted_step_s));
     CHECK(rep.measured_step_s == doctest::Approx(0.041));
     nlohmann::json j = report_json(rep);
     CHECK(j["model"]["predicted_step_ms"].get<double>() ==

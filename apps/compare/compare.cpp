@@ -53,13 +53,14 @@ JSON (--json): {"title", "rows": [{mode, label, device, devices, threads, global
   dp_reduce_ms}, ddp: {bucket_bytes[], comm_ms, exposed_ms, hidden_fraction,
   allreduce_sweep_bytes[], allreduce_sweep_ms[]}, compute: {batch, step_ms, backward_ms}}],
   "projection": [{link, bandwidth_GBps, latency_us, devices, step_ms, allreduce_ms, exposed_ms,
-  samples_per_s, speedup, efficiency}], "model": {compute_ms, backward_ms, bucket_bytes,
+  samples_per_s, speedup, efficiency}], "model": {compute_ms, single_ms, backward_ms, bucket_bytes,
   hidden_fraction, per_rank_batch, local_bandwidth_GBps, local_latency_us, measured_devices,
   measured_step_ms, predicted_step_ms}, "consistency": {ok, reference, steps, tolerance,
   max_rel_diff, error}, "explanation": [lines], "cores", "load_average": [before, after]}
 Projection: step(N) = T_c + T_ar(N) - min(h T_ar(N), T_bw), ring T_ar = 2(N-1)/N bytes/bw +
-  2(N-1) latency per bucket; T_c and T_bw from the single device at the per-rank batch, h from
-  DDP, the local link fitted from allreduces timed between the DDP ranks.)HELP";
+  2(N-1) latency per bucket; T_c, T_bw (a DDP rank's compute and backward) and h measured in
+  the ddp run, the local link fitted from allreduces timed between its ranks; step(1) = T_1, one
+  device alone at the per-rank batch; speedup(N) = N T_1 / step(N) (weak scaling).)HELP";
 
 std::vector<std::string> split(const std::string& s) {
   std::vector<std::string> out;

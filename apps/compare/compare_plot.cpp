@@ -42,9 +42,9 @@ std::string xml_escape(const std::string& s) {
   return o;
 }
 
-// The measured point on the speedup panel: N * T_c / measured step.
+// The measured point on the speedup panel: N * T_1 / measured step.
 double measured_speedup(const Report& r) {
-  return double(r.measured_devices) * r.model.compute_s / r.measured_step_s;
+  return double(r.measured_devices) * r.model.single_s / r.measured_step_s;
 }
 
 std::string svg_chart(const Report& rep) {

@@ -95,9 +95,10 @@ Projection project_step(const StepModel& m, int n, const Link& link) {
   const double h = std::clamp(m.hidden_fraction, 0.0, 1.0);
   const double hidden = std::min(h * p.allreduce_s, std::max(m.backward_s, 0.0));
   p.exposed_s = p.allreduce_s - hidden;
-  p.step_s = m.compute_s + p.exposed_s;
+  const double single = m.single_s > 0 ? m.single_s : m.compute_s;
+  p.step_s = n == 1 ? single : m.compute_s + p.exposed_s;
   p.samples_per_s = double(n) * double(m.per_rank_batch) / p.step_s;
-  p.speedup = double(n) * m.compute_s / p.step_s;
+  p.speedup = double(n) * single / p.step_s;
   p.efficiency = p.speedup / double(n);
   return p;
 }

@@ -42,22 +42,26 @@ Link fit_link(int n, const std::vector<double>& bytes, const std::vector<double>
 
 // What was measured on this machine, per step of one rank at the per-rank batch.
 struct StepModel {
-  double compute_s = 0;   // one device's step without communication (T_c)
-  double backward_s = 0;  // its backward compute (the most communication can hide behind)
+  // T_c: a DDP rank's step without its exposed communication, measured while the ranks run
+  // side by side (on a shared machine they slow each other down; separate devices would not).
+  double compute_s = 0;
+  double single_s = 0;    // one device alone (the N = 1 step and the speedup's base; 0: T_c)
+  double backward_s = 0;  // a rank's backward compute (the most communication can hide behind)
   std::vector<int64_t> bucket_bytes;  // DDP's gradient buckets (bytes allreduced per step)
   double hidden_fraction = 0;         // share of the allreduce hidden behind backward (measured)
   int64_t per_rank_batch = 1;
 };
 
-// DDP step on n devices: T_c + exposed, exposed = T_ar(n) - min(h * T_ar(n), T_backward):
+// DDP step on n >= 2 devices: T_c + exposed, exposed = T_ar(n) - min(h * T_ar(n), T_backward):
 // the measured share h of the allreduce overlaps backward, but never more than backward lasts.
+// n = 1 is the single device's step.
 struct Projection {
   int devices = 1;
   double allreduce_s = 0;  // T_ar(n)
   double exposed_s = 0;    // allreduce time not hidden behind backward
   double step_s = 0;
   double samples_per_s = 0;
-  double speedup = 1;     // n * T_c / step (weak scaling: fixed per-rank batch)
+  double speedup = 1;     // n * T_single / step (weak scaling: fixed per-rank batch)
   double efficiency = 1;  // speedup / n
 };
 Projection project_step(const StepModel& m, int n, const Link& link);
