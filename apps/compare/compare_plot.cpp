@@ -149,7 +149,7 @@ void gnuplot_png(const std::string& path, const Report& rep) {
         gp << "'" << (dir / "proj.dat").string() << "' index " << k << " with linespoints title '"
            << rep.projections[k].link.describe() << "', ";
       gp << "'" << (dir / "measured.dat").string()
-         << "' with points pt 7 ps 1.5 lc 'black' title 'measured'\n";
+         << "' with points pt 7 ps 1.5 lc rgb 'black' title 'measured'\n";
     }
     gp << "unset multiplot\n";
   }
