@@ -121,6 +121,13 @@ std::string format_table(const Report& rep) {
     << rep.consistency.steps << " steps, largest relative difference to "
     << rep.consistency.reference << " " << fmt("%.1e", rep.consistency.max_rel_diff)
     << " (tolerance " << fmt("%.0e", rep.consistency.tolerance) << ").";
+  if (!rep.rows.empty() && rep.rows[0].round_samples_per_s.size() > 1) {
+    o << " Each row: the median of " << rep.rows[0].round_samples_per_s.size()
+      << " rounds by samples/s (range:";
+    for (const RunResult& r : rep.rows)
+      o << " " << r.label << " " << fmt("%.0f", r.round_samples_per_s.front()) << "-"
+        << fmt("%.0f", r.round_samples_per_s.back()) << (&r == &rep.rows.back() ? ")." : ",");
+  }
   for (const RunResult& r : rep.rows)
     if (r.mode == "dp" && r.device == "cpu") {
       o << " CPU dp: the replicas share the cpu memory counter, so its peak is theirs together.";
@@ -243,6 +250,7 @@ nlohmann::json report_json(const Report& rep) {
   nlohmann::json rows = nlohmann::json::array();
   for (const RunResult& r : rep.rows) {
     nlohmann::json j = to_json(r);
+    j["samples_per_s_rounds"] = r.round_samples_per_s;
     j["speedup"] = rep.speedup(r);
     j["efficiency"] = rep.efficiency(r);
     rows.push_back(std::move(j));

@@ -51,6 +51,8 @@ struct RunResult {
   int64_t compute_batch = 0;
   double compute_step_s = 0, compute_backward_s = 0;
 
+  std::vector<double> round_samples_per_s;  // parent: every round's throughput (sorted)
+
   double step_p(double q) const;  // quantile q in [0,1] of step_s
   double samples_per_s() const;   // global batch / mean step
 };

@@ -9,7 +9,8 @@ WORK=$(mktemp -d /tmp/compare_test.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 [ -d "$DATA/mnist" ] || fail "$DATA/mnist is missing (tools/fetch-mnist.sh fetches it)"
-QUICK=(--model mnist-cnn --data "$DATA/mnist" --devices 2 --global-batch 32 --steps 4 --warmup 1)
+QUICK=(--model mnist-cnn --data "$DATA/mnist" --devices 2 --global-batch 32 --steps 4 --warmup 1
+  --rounds 1)
 run() {
   "$BIN" "$@" >"$WORK/out" 2>"$WORK/err"
   echo $?
@@ -24,7 +25,7 @@ expect_error() {  # rc pattern args...
 
 case $CASE in
 table)
-  rc=$(run "${QUICK[@]}" --modes single,dp,ddp --json "$WORK/c.json" --plot "$WORK/c.svg")
+  rc=$(run "${QUICK[@]}" --modes single,dp,ddp --rounds 2 --json "$WORK/c.json" --plot "$WORK/c.svg")
   cat "$WORK/out"
   [ "$rc" -eq 0 ] || { cat "$WORK/err" >&2; fail "exit $rc"; }
   grep -q '| mode | devices | threads | samples/s | step ms p50 | p90 | speedup' "$WORK/out" ||
@@ -36,6 +37,7 @@ table)
   grep -q 'of its step re-synchronising replicas' "$WORK/out" || fail "no DP explanation"
   grep -q '## Projection' "$WORK/out" || fail "no projection"
   grep -q '^| 64 |' "$WORK/out" || fail "the projection has no N = 64 row"
+  grep -q 'the median of 2 rounds' "$WORK/out" || fail "no rounds note"
   grep -q '<rect class=.bar' "$WORK/c.svg" || fail "the SVG has no bars"
   grep -q '<polyline' "$WORK/c.svg" || fail "the SVG has no projection curve"
   python3 - "$WORK/c.json" <<'EOF' || fail "JSON fields"
@@ -50,6 +52,8 @@ for r in rows:
         assert k in r, (k, r["label"])
     assert r["samples_per_s"] > 0 and r["step_ms_p90"] >= r["step_ms_p50"] > 0, r["label"]
     assert len(r["losses"]) == 5 and len(r["step_ms"]) == 4, r["label"]
+    assert len(r["samples_per_s_rounds"]) == 2, r["label"]
+    assert r["samples_per_s_rounds"][0] <= r["samples_per_s"] <= r["samples_per_s_rounds"][1]
     for k in ("forward_ms", "backward_ms", "reduce_exposed_ms", "reduce_hidden_ms", "optimizer_ms",
               "data_wait_ms", "dp_replicate_ms", "dp_scatter_ms", "dp_gather_ms", "dp_reduce_ms"):
         assert r["breakdown"][k] >= 0, (k, r["label"])
