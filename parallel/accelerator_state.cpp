@@ -114,19 +114,14 @@ void Accelerator::wait_for_everyone() const {
 }
 
 void Accelerator::print(const std::string& text) const {
-  if (!is_main_process()) return;
-  std::fputs(text.c_str(), stdout);
-  std::fputc('\n', stdout);
-  std::fflush(stdout);
+  dist::print_main(text);
 }
 
 void Accelerator::printf(const char* fmt, ...) const {
-  if (!is_main_process()) return;
   va_list args;
   va_start(args, fmt);
-  std::vprintf(fmt, args);
+  dist::vprintf_main(fmt, args);
   va_end(args);
-  std::fflush(stdout);
 }
 
 std::string Accelerator::peak_memory_summary() const {

@@ -124,11 +124,15 @@ void print_main(const std::string& text) {
 }
 
 void printf_main(const char* fmt, ...) {
-  if (!is_main_process()) return;
   va_list args;
   va_start(args, fmt);
-  std::vprintf(fmt, args);
+  vprintf_main(fmt, args);
   va_end(args);
+}
+
+void vprintf_main(const char* fmt, va_list args) {
+  if (!is_main_process()) return;
+  std::vprintf(fmt, args);
   std::fflush(stdout);
 }
 

@@ -2,6 +2,7 @@
 // group, rank-0-only printing and saving helpers, metric reductions that count every sample once.
 #pragma once
 #include <chrono>
+#include <cstdarg>
 #include <functional>
 #include <memory>
 #include <string>
@@ -40,6 +41,7 @@ void barrier();
 // print; printf_main prints exactly its format). Not collective: other ranks return at once.
 void print_main(const std::string& text);
 void printf_main(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+void vprintf_main(const char* fmt, va_list args);
 // Rank 0 runs `write` (e.g. saving a checkpoint); then, collectively, every rank learns
 // whether it succeeded. On failure every rank throws: rank 0 rethrows its own exception, the
 // others a minidl::Error quoting it. On success all ranks return after rank 0's write has
