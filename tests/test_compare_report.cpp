@@ -118,6 +118,18 @@ TEST_SUITE("compare_report") {
     CHECK(j["projection"].size() == 14);
     CHECK(j["rows"][1]["mode"] == "ddp");
     CHECK(j["rows"][1]["samples_per_s"].get<double>() > 0);
+    // Allreduce times that do not grow with size (a burst of other work): named links only.
+    Report noisy;
+    noisy.rows = {single, ddp};
+    noisy.rows[1].sweep_s = {4e-3, 3e-3, 2e-3, 1e-3};
+    build_projection(noisy, {named_link("pcie")});
+    CHECK(noisy.has_model);
+    CHECK_FALSE(noisy.has_local);
+    CHECK(noisy.local_error.find("does not grow") != std::string::npos);
+    REQUIRE(noisy.projections.size() == 1);
+    CHECK(noisy.projections[0].link.name == "pcie");
+    CHECK(report_json(noisy)["model"]["predicted_step_ms"].is_null());
+    CHECK(format_projection(noisy).find("no fitted link") != std::string::npos);
     // Without a single row there is nothing to take T_c from.
     Report none;
     none.rows = {ddp};

@@ -84,13 +84,20 @@ void build_projection(Report& rep, const std::vector<Link>& links) {
   rep.model.bucket_bytes = ddp->bucket_bytes;
   rep.model.hidden_fraction = ddp->hidden_fraction;
   rep.model.per_rank_batch = single->compute_batch;
-  rep.local = fit_link(ddp->devices, ddp->sweep_bytes, ddp->sweep_s);
   rep.measured_devices = ddp->devices;
   rep.measured_step_s = ddp->step_p(0.5);
-  rep.predicted_step_s = project_step(rep.model, ddp->devices, rep.local).step_s;
   const std::vector<int> ns = {1, 2, 4, 8, 16, 32, 64};
   rep.projections.clear();
-  rep.projections.push_back({rep.local, project(rep.model, ns, rep.local)});
+  try {  // a burst of other work during the sweep can leave nothing to fit: named links only
+    rep.local = fit_link(ddp->devices, ddp->sweep_bytes, ddp->sweep_s);
+    rep.has_local = true;
+    rep.predicted_step_s = project_step(rep.model, ddp->devices, rep.local).step_s;
+    rep.projections.push_back({rep.local, project(rep.model, ns, rep.local)});
+  } catch (const std::exception& e) {
+    rep.has_local = false;
+    rep.local_error = e.what();
+    rep.predicted_step_s = 0;
+  }
   for (const Link& l : links) rep.projections.push_back({l, project(rep.model, ns, l)});
 }
 
@@ -196,7 +203,10 @@ std::vector<std::string> explain(const Report& rep) {
                       std::to_string(rep.cores) + " here, load average " + rep.load_before +
                       " before the runs, " + rep.load_after + " after).");
   }
-  if (rep.has_model) {
+  if (rep.has_model && !rep.has_local)
+    lines.push_back("Cost model: no local link could be fitted (" + rep.local_error +
+                    "), so the 2-process step is not predicted; named links only.");
+  if (rep.has_model && rep.has_local) {
     const double err = rep.predicted_step_s / rep.measured_step_s - 1;
     lines.push_back("Cost model: the " + std::to_string(rep.measured_devices) +
                     "-process step predicted from the ranks' compute and the fitted link's "
@@ -222,8 +232,8 @@ std::string format_projection(const Report& rep) {
     << " ms (a DDP rank's compute and backward, measured), T_1 = " << fmt("%.2f", m.single_s * 1e3)
     << " ms (one device alone: the N = 1 step; speedup = N T_1 "
     << "/ step), " << m.bucket_bytes.size() << " bucket(s), " << fmt("%.2f", double(bytes) / 1e6)
-    << " MB, h = " << fmt("%.0f%%", 100 * m.hidden_fraction)
-    << " (measured). Fitted local link: " << rep.local.describe() << ".\n\n";
+    << " MB, h = " << fmt("%.0f%%", 100 * m.hidden_fraction) << " (measured). Fitted local link: "
+    << (rep.has_local ? rep.local.describe() : "none (" + rep.local_error + ")") << ".\n\n";
   o << "| N |";
   for (const auto& p : rep.projections) o << " " << p.link.name << " step ms | speedup |";
   o << "\n|---:|";
@@ -238,9 +248,13 @@ std::string format_projection(const Report& rep) {
     o << "\n";
   }
   o << "\nMeasured here: " << rep.measured_devices << " processes, step "
-    << fmt("%.2f", rep.measured_step_s * 1e3) << " ms; the model with the fitted link predicts "
-    << fmt("%.2f", rep.predicted_step_s * 1e3) << " ms ("
-    << fmt("%+.1f%%", 100 * (rep.predicted_step_s / rep.measured_step_s - 1)) << ").\n";
+    << fmt("%.2f", rep.measured_step_s * 1e3) << " ms";
+  if (rep.has_local)
+    o << "; the model with the fitted link predicts " << fmt("%.2f", rep.predicted_step_s * 1e3)
+      << " ms (" << fmt("%+.1f%%", 100 * (rep.predicted_step_s / rep.measured_step_s - 1))
+      << ").\n";
+  else
+    o << "; no fitted link to predict it.\n";
   o << "Named links are assumptions (nvlink 150 GB/s 5 us, pcie 12 GB/s 10 us, ib100 10 GB/s "
        "5 us, eth10 1.1 GB/s 50 us) with this machine's compute time.\n";
   return o.str();
@@ -284,17 +298,22 @@ nlohmann::json report_json(const Report& rep) {
       {"load_average", {rep.load_before, rep.load_after}},
   };
   if (rep.has_model)
-    out["model"] = {{"compute_ms", rep.model.compute_s * 1e3},
-                    {"single_ms", rep.model.single_s * 1e3},
-                    {"backward_ms", rep.model.backward_s * 1e3},
-                    {"bucket_bytes", rep.model.bucket_bytes},
-                    {"hidden_fraction", rep.model.hidden_fraction},
-                    {"per_rank_batch", rep.model.per_rank_batch},
-                    {"local_bandwidth_GBps", rep.local.bandwidth_Bps / 1e9},
-                    {"local_latency_us", rep.local.latency_s * 1e6},
-                    {"measured_devices", rep.measured_devices},
-                    {"measured_step_ms", rep.measured_step_s * 1e3},
-                    {"predicted_step_ms", rep.predicted_step_s * 1e3}};
+    out["model"] = {
+        {"compute_ms", rep.model.compute_s * 1e3},
+        {"single_ms", rep.model.single_s * 1e3},
+        {"backward_ms", rep.model.backward_s * 1e3},
+        {"bucket_bytes", rep.model.bucket_bytes},
+        {"hidden_fraction", rep.model.hidden_fraction},
+        {"per_rank_batch", rep.model.per_rank_batch},
+        {"local_bandwidth_GBps",
+         rep.has_local ? nlohmann::json(rep.local.bandwidth_Bps / 1e9) : nlohmann::json()},
+        {"local_latency_us",
+         rep.has_local ? nlohmann::json(rep.local.latency_s * 1e6) : nlohmann::json()},
+        {"local_error", rep.local_error},
+        {"measured_devices", rep.measured_devices},
+        {"measured_step_ms", rep.measured_step_s * 1e3},
+        {"predicted_step_ms",
+         rep.has_local ? nlohmann::json(rep.predicted_step_s * 1e3) : nlohmann::json()}};
   return out;
 }
 

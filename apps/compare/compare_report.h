@@ -38,7 +38,9 @@ struct Report {
   // The cost model (absent when no ddp row with a single row to take T_c from).
   bool has_model = false;
   StepModel model;
-  Link local;  // fitted from the DDP rank's allreduce sweep
+  Link local;  // fitted from the DDP rank's allreduce sweep (when has_local)
+  bool has_local = false;
+  std::string local_error;  // why the fit failed (e.g. times not growing with size under load)
   std::vector<ProjectionSet> projections;
   int measured_devices = 0;                     // the DDP row's world size
   double measured_step_s = 0;                   // its p50 step

@@ -68,8 +68,12 @@ c = d["consistency"]
 assert c["ok"] and c["max_rel_diff"] <= c["tolerance"], c
 p = d["projection"]
 assert sorted({q["devices"] for q in p}) == [1, 2, 4, 8, 16, 32, 64]
-assert {"local (fitted)", "nvlink", "pcie", "ib100", "eth10"} <= {q["link"] for q in p}
-assert d["model"]["predicted_step_ms"] > 0 and d["model"]["measured_devices"] == 2
+assert {"nvlink", "pcie", "ib100", "eth10"} <= {q["link"] for q in p}
+m = d["model"]
+assert m["measured_devices"] == 2 and m["compute_ms"] > 0 and m["single_ms"] > 0
+# The local link is fitted unless other work on the machine scrambled the allreduce timings.
+if not m["local_error"]:
+    assert "local (fitted)" in {q["link"] for q in p} and m["predicted_step_ms"] > 0
 assert d["explanation"]
 EOF
   ;;
