@@ -55,8 +55,8 @@ JSON (--json): {"title", "rows": [{mode, label, device, devices, threads, global
   allreduce_sweep_bytes[], allreduce_sweep_ms[]}, compute: {batch, step_ms, backward_ms}}],
   "projection": [{link, bandwidth_GBps, latency_us, devices, step_ms, allreduce_ms, exposed_ms,
   samples_per_s, speedup, efficiency}], "model": {compute_ms, single_ms, backward_ms, bucket_bytes,
-  hidden_fraction, per_rank_batch, local_bandwidth_GBps, local_latency_us, measured_devices,
-  measured_step_ms, predicted_step_ms}, "consistency": {ok, reference, steps, tolerance,
+  hidden_fraction, per_rank_batch, local_bandwidth_GBps, local_latency_us, local_error,
+  measured_devices, measured_step_ms, predicted_step_ms (null without a fitted link)}, "consistency": {ok, reference, steps, tolerance,
   max_rel_diff, error}, "explanation": [lines], "cores", "load_average": [before, after]}
 Projection: step(N) = T_c + T_ar(N) - min(h T_ar(N), T_bw), ring T_ar = 2(N-1)/N bytes/bw +
   2(N-1) latency per bucket; T_c, T_bw (a DDP rank's compute and backward) and h measured in
