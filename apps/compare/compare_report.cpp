@@ -98,7 +98,14 @@ void build_projection(Report& rep, const std::vector<Link>& links) {
     rep.local_error = e.what();
     rep.predicted_step_s = 0;
   }
-  for (const Link& l : links) rep.projections.push_back({l, project(rep.model, ns, l)});
+  // Named links join separate devices, which do not share this machine's cores: their ranks
+  // compute like one device alone (T_c = T_1, the backward scaled alike).
+  StepModel separate = rep.model;
+  if (separate.single_s > 0 && separate.compute_s > separate.single_s) {
+    separate.backward_s *= separate.single_s / separate.compute_s;
+    separate.compute_s = separate.single_s;
+  }
+  for (const Link& l : links) rep.projections.push_back({l, project(separate, ns, l)});
 }
 
 std::string format_table(const Report& rep) {
@@ -256,7 +263,10 @@ std::string format_projection(const Report& rep) {
   else
     o << "; no fitted link to predict it.\n";
   o << "Named links are assumptions (nvlink 150 GB/s 5 us, pcie 12 GB/s 10 us, ib100 10 GB/s "
-       "5 us, eth10 1.1 GB/s 50 us) with this machine's compute time.\n";
+       "5 us, eth10 1.1 GB/s 50 us) between separate devices, each computing like one device "
+       "alone here (T_c = T_1 = "
+    << fmt("%.2f", m.single_s * 1e3)
+    << " ms, T_bw scaled alike); the fitted local link keeps this machine's shared-core T_c.\n";
   return o.str();
 }
 
