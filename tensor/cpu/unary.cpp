@@ -15,6 +15,28 @@
 namespace minidl::cpu {
 namespace {
 
+// m elements of type T at src (byte stride) as opmath_t<T> into buf, and back. Contiguous runs
+// take a plain pointer loop, which the compiler vectorises (16-bit float conversions included).
+template <typename T>
+void gather_opmath(const char* src, int64_t stride, int64_t m, opmath_t<T>* buf) {
+  using C = opmath_t<T>;
+  if (stride == int64_t(sizeof(T))) {
+    const T* a = reinterpret_cast<const T*>(src);
+    for (int64_t i = 0; i < m; ++i) buf[i] = C(a[i]);
+  } else {
+    for (int64_t i = 0; i < m; ++i) buf[i] = C(*reinterpret_cast<const T*>(src + i * stride));
+  }
+}
+template <typename T>
+void scatter_opmath(const opmath_t<T>* buf, int64_t m, char* dst, int64_t stride) {
+  if (stride == int64_t(sizeof(T))) {
+    T* o = reinterpret_cast<T*>(dst);
+    for (int64_t i = 0; i < m; ++i) o[i] = T(buf[i]);
+  } else {
+    for (int64_t i = 0; i < m; ++i) *reinterpret_cast<T*>(dst + i * stride) = T(buf[i]);
+  }
+}
+
 // out = ef(in) for floating T, where ef maps an Eigen array expression of opmath_t<T> values to
 // another (e.g. [](const auto& a) { return a.exp(); }).
 template <typename T, typename EF>
@@ -38,11 +60,11 @@ void eigen_map(const Tensor& in, Tensor& out, EF ef) {
       const int64_t m = std::min(kChunk, n - i0);
       const char* src = p[1] + i0 * s[1];
       char* dst = p[0] + i0 * s[0];
-      for (int64_t i = 0; i < m; ++i) bin[i] = C(*reinterpret_cast<const T*>(src + i * s[1]));
+      gather_opmath<T>(src, s[1], m, bin);
       Eigen::Map<const Arr> a(bin, m);
       Eigen::Map<Arr> o(bout, m);
       o = ef(a);
-      for (int64_t i = 0; i < m; ++i) *reinterpret_cast<T*>(dst + i * s[0]) = T(bout[i]);
+      scatter_opmath<T>(bout, m, dst, s[0]);
     }
   });
 }
@@ -97,13 +119,11 @@ void eigen_map2(const Tensor& g, const Tensor& x, Tensor& out, EF ef) {
     alignas(64) C bout[kChunk];
     for (int64_t i0 = 0; i0 < n; i0 += kChunk) {
       const int64_t m = std::min(kChunk, n - i0);
-      for (int64_t i = 0; i < m; ++i) {
-        bg[i] = C(*reinterpret_cast<const T*>(p[1] + (i0 + i) * s[1]));
-        bx[i] = C(*reinterpret_cast<const T*>(p[2] + (i0 + i) * s[2]));
-      }
+      gather_opmath<T>(p[1] + i0 * s[1], s[1], m, bg);
+      gather_opmath<T>(p[2] + i0 * s[2], s[2], m, bx);
       Eigen::Map<Arr> o(bout, m);
       o = ef(Eigen::Map<const Arr>(bg, m), Eigen::Map<const Arr>(bx, m));
-      for (int64_t i = 0; i < m; ++i) *reinterpret_cast<T*>(p[0] + (i0 + i) * s[0]) = T(bout[i]);
+      scatter_opmath<T>(bout, m, p[0] + i0 * s[0], s[0]);
     }
   });
 }
