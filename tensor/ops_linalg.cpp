@@ -232,6 +232,20 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
                    [need_x, need_w, need_b, b_shape](const std::vector<Tensor>& g,
                                                      const std::vector<Tensor>& s) {
                      const Tensor& w = s[1];
+                     const Tensor& x = s[0];
+                     const DType dt = g[0].dtype();
+                     if ((dt == kBFloat16 || dt == kFloat16) && w.dim() == 2 && x.dim() >= 2) {
+                       // 16-bit floats: fold the batch dims into one GEMM per gradient, gw =
+                       // g^T x [N,K] directly: no per-batch partial products rounded to 16
+                       // bits and summed again, no transposing copy. (f32/f64 keep the batched
+                       // path below, whose summation order their results are pinned to.)
+                       const int64_t N = w.size(0), K = w.size(1);
+                       const Tensor g2 = g[0].reshape({-1, N});  // [M, N]
+                       Tensor gx = need_x ? matmul(g[0], w) : Tensor();
+                       Tensor gw = need_w ? mm(g2.t(), x.reshape({-1, K})) : Tensor();
+                       Tensor gb = need_b ? sum_to_shape(g[0], b_shape).contiguous() : Tensor();
+                       return std::vector<Tensor>{gx, gw, gb};
+                     }
                      const Tensor wt = w.dim() == 2 ? w.t() : w;
                      auto [gx, gwt] = matmul_grads(g[0], s[0], wt, need_x, need_w);
                      Tensor gw = gwt.defined() && w.dim() == 2 ? gwt.t().contiguous() : gwt;
