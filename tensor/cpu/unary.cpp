@@ -140,9 +140,38 @@ void gelu_backward_kernel(const Tensor& g, const Tensor& x, Tensor& out) {
     });
   });
 }
+// 16-bit floats: chunks widened to float with t = tanh(k (x + c x^3)) evaluated once into a
+// buffer (in the one-expression form below Eigen evaluates the tanh three times per element).
+template <typename T>
+void gelu_tanh_backward_half(const Tensor& g, const Tensor& x, Tensor& out) {
+  using Arr = Eigen::Array<float, Eigen::Dynamic, 1>;
+  for_each_row<3>({&out, &g, &x}, [&](std::array<char*, 3> p, std::array<int64_t, 3> s, int64_t n) {
+    constexpr int64_t kChunk = 512;
+    alignas(64) float bg[kChunk];
+    alignas(64) float bx[kChunk];
+    alignas(64) float bt[kChunk];
+    alignas(64) float bout[kChunk];
+    const float k = float(kSqrt2OverPi), c = 0.044715f;
+    for (int64_t i0 = 0; i0 < n; i0 += kChunk) {
+      const int64_t m = std::min(kChunk, n - i0);
+      gather_opmath<T>(p[1] + i0 * s[1], s[1], m, bg);
+      gather_opmath<T>(p[2] + i0 * s[2], s[2], m, bx);
+      const Eigen::Map<const Arr> gr(bg, m), a(bx, m);
+      Eigen::Map<Arr> t(bt, m), o(bout, m);
+      t = (k * (a + c * a * a * a)).tanh();
+      o = gr * (0.5f * (1.0f + t) + 0.5f * a * (1.0f - t * t) * k * (1.0f + 3.0f * c * a * a));
+      scatter_opmath<T>(bout, m, p[0] + i0 * s[0], s[0]);
+    }
+  });
+}
+
 void gelu_tanh_backward_kernel(const Tensor& g, const Tensor& x, Tensor& out) {
   dispatch_floating(out.dtype(), "gelu_tanh_backward", [&]<typename T>() {
     using C = opmath_t<T>;
+    if constexpr (is_reduced_float_v<T>) {
+      gelu_tanh_backward_half<T>(g, x, out);
+      return;
+    }
     eigen_map2<T>(g, x, out, [](const auto& gr, const auto& a) {
       const C k = C(kSqrt2OverPi), c = C(0.044715);
       const auto t = (k * (a + c * a * a * a)).tanh();
