@@ -5,6 +5,7 @@
 
 #include "autograd/function.h"
 #include "tensor/autocast.h"
+#include "tensor/cpu/onednn.h"
 #include "tensor/cuda/gemm.h"
 #include "tensor/ops.h"
 
@@ -195,6 +196,25 @@ Tensor cuda_linear_with_bias(const Tensor& x, const Tensor& w, const Tensor& b) 
 #endif
 }
 
+// CPU f16/bf16 linear with a bias through oneDNN, the bias added to the f32 accumulator (one
+// rounding, one pass, as torch's CPU addmm): x:[*,K] (at least 2-D) w:[N,K] b:[N]. Undefined
+// when it does not apply (f32/f64 keep matmul + add_, whose results are pinned bitwise).
+Tensor cpu_half_linear_with_bias(const Tensor& x, const Tensor& w, const Tensor& b) {
+  const DType dt = x.dtype();
+  if (!(x.device().is_cpu() && b.defined() && x.dim() >= 2 && w.dim() == 2 && b.dim() == 1 &&
+        b.size(0) == w.size(0) && w.size(1) == x.size(-1) && b.device() == x.device() &&
+        w.device() == x.device() && b.dtype() == dt && w.dtype() == dt &&
+        (dt == kBFloat16 || dt == kFloat16)))
+    return {};
+  NoGradGuard no_grad;
+  const Tensor x2d = x.dim() == 2 ? x : x.reshape({-1, x.size(-1)});  // [M,K]
+  Tensor out2d = empty({x2d.size(0), w.size(0)}, dt, x.device());
+  if (!cpu::onednn::linear_bias(x2d, w, b.contiguous(), out2d)) return {};
+  Shape s(x.shape().begin(), x.shape().end() - 1);
+  s.push_back(w.size(0));
+  return out2d.view(s);
+}
+
 }  // namespace
 
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
@@ -213,6 +233,7 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
                 "); input ", x.shape_str(), ", weight ", w.shape_str());
   }
   Tensor out = cuda_linear_with_bias(x, w, b);
+  if (!out.defined()) out = cpu_half_linear_with_bias(x, w, b);
   if (!out.defined()) {
     NoGradGuard no_grad;
     out = matmul_impl(x, w.dim() == 2 ? w.t() : w);
@@ -232,6 +253,20 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
                    [need_x, need_w, need_b, b_shape](const std::vector<Tensor>& g,
                                                      const std::vector<Tensor>& s) {
                      const Tensor& w = s[1];
+                     const Tensor& x = s[0];
+                     const DType dt = g[0].dtype();
+                     if ((dt == kBFloat16 || dt == kFloat16) && w.dim() == 2 && x.dim() >= 2) {
+                       // 16-bit floats: fold the batch dims into one GEMM per gradient, gw =
+                       // g^T x [N,K] directly: no per-batch partial products rounded to 16
+                       // bits and summed again, no transposing copy. (f32/f64 keep the batched
+                       // path below, whose summation order their results are pinned to.)
+                       const int64_t N = w.size(0), K = w.size(1);
+                       const Tensor g2 = g[0].reshape({-1, N});  // [M, N]
+                       Tensor gx = need_x ? matmul(g[0], w) : Tensor();
+                       Tensor gw = need_w ? mm(g2.t(), x.reshape({-1, K})) : Tensor();
+                       Tensor gb = need_b ? sum_to_shape(g[0], b_shape).contiguous() : Tensor();
+                       return std::vector<Tensor>{gx, gw, gb};
+                     }
                      const Tensor wt = w.dim() == 2 ? w.t() : w;
                      auto [gx, gwt] = matmul_grads(g[0], s[0], wt, need_x, need_w);
                      Tensor gw = gwt.defined() && w.dim() == 2 ? gwt.t().contiguous() : gwt;

@@ -266,6 +266,33 @@ TEST_CASE("linear with and without bias") {
   }
 }
 
+TEST_CASE("linear backward on 16-bit floats folds the batch dims into one GEMM per gradient") {
+  for (DType dt : {kBFloat16, kFloat16}) {
+    INFO("dtype ", dtype_name(dt));
+    Tensor x = random_tensor({3, 5, 6}, dt, 51).requires_grad_(true);
+    Tensor w = random_tensor({4, 6}, dt, 52).requires_grad_(true);
+    Tensor b = random_tensor({4}, dt, 53).requires_grad_(true);
+    Tensor g = random_tensor({3, 5, 4}, dt, 54);
+    linear(x, w, b).backward(g);
+    // gw is g^T x over all 15 rows in one product (rounded once), not 3 rounded partials
+    Tensor g2 = g.reshape({15, 4}), x2 = x.detach().reshape({15, 6});
+    REQUIRE(w.grad().shape() == Shape{4, 6});
+    CHECK(w.grad().is_contiguous());
+    CHECK(bitwise_equal(w.grad(), mm(g2.t(), x2)));
+    CHECK(bitwise_equal(x.grad(), matmul(g, w.detach())));
+    std::vector<double> gv = to_f64(g2), xv = to_f64(x2), gw_ref(24, 0.0), gb_ref(4, 0.0);
+    for (int64_t r = 0; r < 15; ++r)
+      for (int64_t n = 0; n < 4; ++n) {
+        gb_ref[size_t(n)] += gv[size_t(r * 4 + n)];
+        for (int64_t k = 0; k < 6; ++k)
+          gw_ref[size_t(n * 6 + k)] += gv[size_t(r * 4 + n)] * xv[size_t(r * 6 + k)];
+      }
+    const double rt = dt == kBFloat16 ? 1e-2 : 2e-3;
+    check_close(w.grad(), gw_ref, rt, rt);
+    check_close(b.grad(), gb_ref, rt, rt);
+  }
+}
+
 TEST_CASE("linalg errors name the op, shapes and dtypes") {
   Tensor a23 = random_tensor({2, 3}), a45 = random_tensor({4, 5});
   CHECK_THROWS_WITH_AS(mm(a23, a45),

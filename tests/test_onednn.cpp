@@ -218,3 +218,27 @@ TEST_CASE("bmm / matmul / linear: oneDNN, Eigen and f64 agree (layouts, broadcas
     close_to(y, ref);
   }
 }
+
+TEST_CASE("bf16 linear with a bias on oneDNN: one rounding of the f32 accumulator plus bias") {
+  if (!onednn_available()) return;
+  BackendScope s(CpuBackend::onednn);
+  // 3-D input (folded to [21,50]) and a non-contiguous weight view
+  Tensor x = random_tensor({3, 7, 50}, kBFloat16, 910);
+  Tensor w = noncontiguous(random_tensor({10, 50}, kBFloat16, 911));
+  Tensor bias = mul(random_tensor({10}, kBFloat16, 912), 8.0);
+  Tensor ref = linear(x.to(kFloat64), w.to(kFloat64), bias.to(kFloat64));
+  const int64_t before = onednn_executions();
+  Tensor y = linear(x, w, bias);
+  CHECK(onednn_executions() == before + 1);  // the bias rides on the matmul
+  REQUIRE(y.shape() == Shape{3, 7, 10});
+  // rounded once: within half a bf16 ulp (8 significant bits) of the f64 value, plus the f32
+  // accumulation error; matmul + add_ rounded twice and missed that on some elements
+  std::vector<double> r = to_f64(ref), got = to_f64(y);
+  int bad = 0;
+  for (size_t i = 0; i < r.size(); ++i) {
+    int e = 0;
+    std::frexp(r[i], &e);  // |r| in [2^(e-1), 2^e): bf16 spacing 2^(e-8)
+    if (std::abs(got[i] - r[i]) > std::ldexp(1.0, e - 9) * 1.001 + 1e-5) ++bad;
+  }
+  CHECK(bad == 0);
+}

@@ -140,6 +140,26 @@ TEST_CASE("gelu, gelu_tanh, silu, sigmoid, erf known values (PyTorch)") {
   CHECK_THROWS_WITH_AS(gelu(x, "fast"), doctest::Contains("op `gelu`"), Error);
 }
 
+TEST_CASE("gelu_tanh backward on f16/bf16 (contiguous and strided) matches the f64 derivative") {
+  // d/dx gelu_tanh = 1/2 (1 + t) + x/2 (1 - t^2) k (1 + 3c x^2), t = tanh(k (x + c x^3))
+  auto dref = [](double v) {
+    const double k = std::sqrt(2 / M_PI), c = 0.044715, t = std::tanh(k * (v + c * v * v * v));
+    return 0.5 * (1 + t) + 0.5 * v * (1 - t * t) * k * (1 + 3 * c * v * v);
+  };
+  for (DType dt : {kFloat16, kBFloat16})
+    for (bool strided : {false, true}) {
+      INFO(dtype_name(dt), strided ? " strided" : " contiguous");
+      Tensor base = random_tensor({3, 700}, dt, 61, -4.0, 4.0);
+      Tensor x = (strided ? noncontiguous(base) : base).detach().requires_grad_(true);
+      Tensor g = random_tensor({3, 700}, dt, 62);
+      gelu(x, "tanh").backward(g);
+      std::vector<double> xv = to_f64(x.detach()), gv = to_f64(g), ref(xv.size());
+      for (size_t i = 0; i < xv.size(); ++i) ref[i] = gv[i] * dref(xv[i]);
+      const double u = dt == kBFloat16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11);
+      check_close(x.grad(), ref, 2 * u, 2 * u);
+    }
+}
+
 TEST_CASE("unary special values: inf, nan, zeros") {
   Tensor x = from_f64({-kInf, -1, -0.0, 0, 1, kInf, kNaN}, {7}, kFloat32);
   check_close(exp(x), {0, std::exp(-1.0), 1, 1, std::exp(1.0), kInf, kNaN});

@@ -17,8 +17,16 @@
 namespace minidl::cpu {
 namespace {
 
-constexpr int64_t kBq = 64;   // queries per block
 constexpr int64_t kBk = 128;  // keys per block
+
+// Queries per block. 16-bit inputs take 32-query blocks, and under is_causal leave out the keys
+// after a block's last query (masked for all its rows) in backward too: at L = 64 that is 3/4
+// of the work of one 64-query block. f32/f64 keep 64-query blocks over whole key blocks: the
+// smaller products sum in another order, and their results are pinned bitwise (tests, resume).
+template <typename T>
+constexpr int64_t kBq = is_reduced_float_v<T> ? 32 : 64;
+template <typename T>
+constexpr bool kTrimCausal = is_reduced_float_v<T>;
 
 template <typename A>
 using Mat = Eigen::Matrix<A, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
@@ -122,24 +130,24 @@ void sdpa_forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out
   T* op = out.data_ptr<T>();
   A* lp = lse.data_ptr<A>();
   const Masker<A> mk(p, L, S);
-  const int64_t nqb = (L + kBq - 1) / kBq;
+  const int64_t nqb = (L + kBq<T> - 1) / kBq<T>;
   const A ninf = -std::numeric_limits<A>::infinity();
   parallel_for(BH * nqb, 1, [&](int64_t b, int64_t e) {
-    Buf<A> kbuf, vbuf, qs(static_cast<size_t>(kBq * E)), sb(static_cast<size_t>(kBq * kBk)),
+    Buf<A> kbuf, vbuf, qs(static_cast<size_t>(kBq<T> * E)), sb(static_cast<size_t>(kBq<T> * kBk)),
         z(static_cast<size_t>(kBk));
-    Buf<A> acc(static_cast<size_t>(kBq * Ev)), m(static_cast<size_t>(kBq)),
-        l(static_cast<size_t>(kBq));
+    Buf<A> acc(static_cast<size_t>(kBq<T> * Ev)), m(static_cast<size_t>(kBq<T>)),
+        l(static_cast<size_t>(kBq<T>));
     for (int64_t t = b; t < e; ++t) {
-      const int64_t bh = t / nqb, i0 = (t % nqb) * kBq, ni = std::min(kBq, L - i0);
-      const A* K = as_acc(kp + bh * S * E, S * E, kbuf);
-      const A* V = as_acc(vp + bh * S * Ev, S * Ev, vbuf);
+      const int64_t bh = t / nqb, i0 = (t % nqb) * kBq<T>, ni = std::min(kBq<T>, L - i0);
+      const int64_t kend = p.is_causal ? std::min(S, i0 + ni) : S;
+      const A* K = as_acc(kp + bh * S * E, kend * E, kbuf);  // only the keys this block sees
+      const A* V = as_acc(vp + bh * S * Ev, kend * Ev, vbuf);
       const T* Q = qp + (bh * L + i0) * E;
       for (int64_t x = 0; x < ni * E; ++x) qs[size_t(x)] = A(p.scale) * A(Q[x]);
       std::fill(m.begin(), m.end(), ninf);
       std::fill(l.begin(), l.end(), A(0));
       MMap<A> accm(acc.data(), ni, Ev);
       accm.setZero();
-      const int64_t kend = p.is_causal ? std::min(S, i0 + ni) : S;
       for (int64_t j0 = 0; j0 < kend; j0 += kBk) {
         const int64_t nj = std::min(kBk, kend - j0);
         MMap<A> sm(sb.data(), ni, nj);
@@ -197,8 +205,8 @@ void sdpa_backward(const Tensor& g, const Tensor& q, const Tensor& k, const Tens
   parallel_for(BH, 1, [&](int64_t b, int64_t e) {
     Buf<A> qbuf, kbuf, vbuf, gbuf, D(static_cast<size_t>(L)), dq(static_cast<size_t>(L * E));
     Buf<A> dk(static_cast<size_t>(kBk * E)), dv(static_cast<size_t>(kBk * Ev)),
-        pb(static_cast<size_t>(kBq * kBk));
-    Buf<A> dp(static_cast<size_t>(kBq * kBk)), z(static_cast<size_t>(kBq * kBk));
+        pb(static_cast<size_t>(kBq<T> * kBk));
+    Buf<A> dp(static_cast<size_t>(kBq<T> * kBk)), z(static_cast<size_t>(kBq<T> * kBk));
     for (int64_t bh = b; bh < e; ++bh) {
       const A* Q = as_acc(qp + bh * L * E, L * E, qbuf);
       const A* K = as_acc(kp + bh * S * E, S * E, kbuf);
@@ -218,32 +226,35 @@ void sdpa_backward(const Tensor& g, const Tensor& q, const Tensor& k, const Tens
         MMap<A> dK(dk.data(), nj, E), dV(dv.data(), nj, Ev);
         dK.setZero();
         dV.setZero();
-        const CMap<A> Kb(K + j0 * E, nj, E), Vb(V + j0 * Ev, nj, Ev);
-        for (int64_t i0 = p.is_causal ? j0 : 0; i0 < L; i0 += kBq) {
-          const int64_t ni = std::min(kBq, L - i0);
+        for (int64_t i0 = p.is_causal ? j0 : 0; i0 < L; i0 += kBq<T>) {
+          const int64_t ni = std::min(kBq<T>, L - i0);
+          // is_causal (16-bit inputs): only the keys up to the block's last query, nje.
+          const int64_t nje = p.is_causal && kTrimCausal<T> ? std::min(nj, i0 + ni - j0) : nj;
           const CMap<A> Qb(Q + i0 * E, ni, E), dOb(dO + i0 * Ev, ni, Ev);
-          MMap<A> P(pb.data(), ni, nj), dP(dp.data(), ni, nj);
+          const CMap<A> Kb(K + j0 * E, nje, E), Vb(V + j0 * Ev, nje, Ev);
+          MMap<A> P(pb.data(), ni, nje), dP(dp.data(), ni, nje);
           P.noalias() = (Qb * Kb.transpose()) * sc;
-          mk.apply(pb.data(), ni, nj, bh, i0, j0);
+          mk.apply(pb.data(), ni, nje, bh, i0, j0);
           for (int64_t ii = 0; ii < ni; ++ii) {
-            RowArr<A> row(pb.data() + ii * nj, nj);
+            RowArr<A> row(pb.data() + ii * nje, nje);
             row = (row - lrow[i0 + ii]).exp();
           }
           dP.noalias() = dOb * Vb.transpose();
           if (p.dropout_p > 0) {
-            MMap<A> Z(z.data(), ni, nj);
-            for (int64_t ii = 0; ii < ni; ++ii) mk.factors(z.data() + ii * nj, nj, bh, i0 + ii, j0);
-            dV.noalias() += P.cwiseProduct(Z).transpose() * dOb;
+            MMap<A> Z(z.data(), ni, nje);
+            for (int64_t ii = 0; ii < ni; ++ii)
+              mk.factors(z.data() + ii * nje, nje, bh, i0 + ii, j0);
+            dV.topRows(nje).noalias() += P.cwiseProduct(Z).transpose() * dOb;
             dP = dP.cwiseProduct(Z);
           } else {
-            dV.noalias() += P.transpose() * dOb;
+            dV.topRows(nje).noalias() += P.transpose() * dOb;
           }
           for (int64_t ii = 0; ii < ni; ++ii) {  // dS = P * (dP - D_i), into dP
-            RowArr<A> d(dp.data() + ii * nj, nj);
-            d = RowArr<A>(pb.data() + ii * nj, nj) * (d - D[size_t(i0 + ii)]);
+            RowArr<A> d(dp.data() + ii * nje, nje);
+            d = RowArr<A>(pb.data() + ii * nje, nje) * (d - D[size_t(i0 + ii)]);
           }
           dQ.middleRows(i0, ni).noalias() += (dP * Kb) * sc;
-          dK.noalias() += (dP.transpose() * Qb) * sc;
+          dK.topRows(nje).noalias() += (dP.transpose() * Qb) * sc;
         }
         for (int64_t x = 0; x < nj * E; ++x) gkp[(bh * S + j0) * E + x] = T(dk[size_t(x)]);
         for (int64_t x = 0; x < nj * Ev; ++x) gvp[(bh * S + j0) * Ev + x] = T(dv[size_t(x)]);

@@ -36,6 +36,9 @@ bool conv2d_backward_input(const Tensor& grad_out, const Tensor& w, Tensor& grad
 bool conv2d_backward_weight(const Tensor& grad_out, const Tensor& x, Tensor& grad_w,
                             const Conv2dParams& p);
 bool bmm(const Tensor& a, const Tensor& b, Tensor& out);
+// out[M,N] = x[M,K] w[N,K]^T + bias[N], the bias added to the f32 accumulator (one rounding);
+// any x/w strides, contiguous out and bias, one dtype.
+bool linear_bias(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out);
 
 // The ops the backend choice distinguishes.
 enum class OpClass : uint8_t { conv_forward, conv_backward_input, conv_backward_weight, matmul };

@@ -105,6 +105,9 @@ bool conv2d_backward_weight(const Tensor&, const Tensor&, Tensor&, const Conv2dP
 bool bmm(const Tensor&, const Tensor&, Tensor&) {
   return false;
 }
+bool linear_bias(const Tensor&, const Tensor&, const Tensor&, Tensor&) {
+  return false;
+}
 #else
 
 dnnl::engine& engine() {

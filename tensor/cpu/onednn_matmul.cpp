@@ -1,5 +1,6 @@
 // bmm (and so matmul, mm and linear, which lower onto it) through oneDNN's matmul primitive:
-// f32, and bf16 operands with f32 accumulation and a bf16 result. Row- or column-major
+// f32, and bf16 operands with f32 accumulation and a bf16 result; linear_bias adds the bias to
+// the f32 accumulator (one rounding). Row- or column-major
 // operands (transposed views) and broadcast batches (batch stride 0) are passed as strides.
 #ifdef MINIDL_WITH_ONEDNN
 #include <algorithm>
@@ -74,6 +75,46 @@ bool bmm(const Tensor& a, const Tensor& b, Tensor& out) {
   if (!prim) return false;
   execute(*prim, {{DNNL_ARG_SRC, ma, ac.data_ptr()},
                   {DNNL_ARG_WEIGHTS, mb, bc.data_ptr()},
+                  {DNNL_ARG_DST, mc, out.data_ptr(), true}});
+  return true;
+}
+
+bool linear_bias(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out) {
+  const DType dt = out.dtype();
+  if (!to_dnnl(dt) || x.dtype() != dt || w.dtype() != dt || bias.dtype() != dt) return false;
+  if (out.numel() == 0 || x.size(1) == 0 || !out.is_contiguous() || !bias.is_contiguous())
+    return false;
+  const int64_t M = out.size(0), N = out.size(1), K = x.size(1);
+  const int64_t cls[4] = {1, M, N, K};
+  if (!wanted(OpClass::matmul, dt, cls)) return false;
+  const auto ddt = *to_dnnl(dt);
+  Tensor xc = x.unsqueeze(0), wc = w.t().unsqueeze(0);  // [1,M,K] x [1,K,N]
+  std::optional<Operand> oa = describe(xc), ob = describe(wc);
+  if (!oa) {
+    xc = xc.contiguous();
+    oa = describe(xc);
+  }
+  if (!ob) {
+    wc = wc.contiguous();
+    ob = describe(wc);
+  }
+  MINIDL_CHECK(oa && ob, "linear (oneDNN): unexpected operand layouts ", x.shape_str(), " and ",
+               w.shape_str());
+  const md ma(oa->dims, ddt, oa->strides), mb(ob->dims, ddt, ob->strides);
+  const md mbias = plain({1, 1, N}, ddt), mc = plain({1, M, N}, ddt);
+
+  static PrimCache cache;
+  Key key;
+  key.add({int64_t(ddt), M, N, K}).add(oa->strides).add(ob->strides);
+  auto prim = cache.get(key, [&] {
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(ma, mb, mbias, mc), default_attr(),
+                                    engine());
+    return std::make_shared<const Prim>(Prim{dnnl::matmul(pd), pd});
+  });
+  if (!prim) return false;
+  execute(*prim, {{DNNL_ARG_SRC, ma, xc.data_ptr()},
+                  {DNNL_ARG_WEIGHTS, mb, wc.data_ptr()},
+                  {DNNL_ARG_BIAS, mbias, bias.data_ptr()},
                   {DNNL_ARG_DST, mc, out.data_ptr(), true}});
   return true;
 }

@@ -15,6 +15,28 @@
 namespace minidl::cpu {
 namespace {
 
+// m elements of type T at src (byte stride) as opmath_t<T> into buf, and back. Contiguous runs
+// take a plain pointer loop, which the compiler vectorises (16-bit float conversions included).
+template <typename T>
+void gather_opmath(const char* src, int64_t stride, int64_t m, opmath_t<T>* buf) {
+  using C = opmath_t<T>;
+  if (stride == int64_t(sizeof(T))) {
+    const T* a = reinterpret_cast<const T*>(src);
+    for (int64_t i = 0; i < m; ++i) buf[i] = C(a[i]);
+  } else {
+    for (int64_t i = 0; i < m; ++i) buf[i] = C(*reinterpret_cast<const T*>(src + i * stride));
+  }
+}
+template <typename T>
+void scatter_opmath(const opmath_t<T>* buf, int64_t m, char* dst, int64_t stride) {
+  if (stride == int64_t(sizeof(T))) {
+    T* o = reinterpret_cast<T*>(dst);
+    for (int64_t i = 0; i < m; ++i) o[i] = T(buf[i]);
+  } else {
+    for (int64_t i = 0; i < m; ++i) *reinterpret_cast<T*>(dst + i * stride) = T(buf[i]);
+  }
+}
+
 // out = ef(in) for floating T, where ef maps an Eigen array expression of opmath_t<T> values to
 // another (e.g. [](const auto& a) { return a.exp(); }).
 template <typename T, typename EF>
@@ -38,11 +60,11 @@ void eigen_map(const Tensor& in, Tensor& out, EF ef) {
       const int64_t m = std::min(kChunk, n - i0);
       const char* src = p[1] + i0 * s[1];
       char* dst = p[0] + i0 * s[0];
-      for (int64_t i = 0; i < m; ++i) bin[i] = C(*reinterpret_cast<const T*>(src + i * s[1]));
+      gather_opmath<T>(src, s[1], m, bin);
       Eigen::Map<const Arr> a(bin, m);
       Eigen::Map<Arr> o(bout, m);
       o = ef(a);
-      for (int64_t i = 0; i < m; ++i) *reinterpret_cast<T*>(dst + i * s[0]) = T(bout[i]);
+      scatter_opmath<T>(bout, m, dst, s[0]);
     }
   });
 }
@@ -97,13 +119,11 @@ void eigen_map2(const Tensor& g, const Tensor& x, Tensor& out, EF ef) {
     alignas(64) C bout[kChunk];
     for (int64_t i0 = 0; i0 < n; i0 += kChunk) {
       const int64_t m = std::min(kChunk, n - i0);
-      for (int64_t i = 0; i < m; ++i) {
-        bg[i] = C(*reinterpret_cast<const T*>(p[1] + (i0 + i) * s[1]));
-        bx[i] = C(*reinterpret_cast<const T*>(p[2] + (i0 + i) * s[2]));
-      }
+      gather_opmath<T>(p[1] + i0 * s[1], s[1], m, bg);
+      gather_opmath<T>(p[2] + i0 * s[2], s[2], m, bx);
       Eigen::Map<Arr> o(bout, m);
       o = ef(Eigen::Map<const Arr>(bg, m), Eigen::Map<const Arr>(bx, m));
-      for (int64_t i = 0; i < m; ++i) *reinterpret_cast<T*>(p[0] + (i0 + i) * s[0]) = T(bout[i]);
+      scatter_opmath<T>(bout, m, p[0] + i0 * s[0], s[0]);
     }
   });
 }
@@ -120,9 +140,38 @@ void gelu_backward_kernel(const Tensor& g, const Tensor& x, Tensor& out) {
     });
   });
 }
+// 16-bit floats: chunks widened to float with t = tanh(k (x + c x^3)) evaluated once into a
+// buffer (in the one-expression form below Eigen evaluates the tanh three times per element).
+template <typename T>
+void gelu_tanh_backward_half(const Tensor& g, const Tensor& x, Tensor& out) {
+  using Arr = Eigen::Array<float, Eigen::Dynamic, 1>;
+  for_each_row<3>({&out, &g, &x}, [&](std::array<char*, 3> p, std::array<int64_t, 3> s, int64_t n) {
+    constexpr int64_t kChunk = 512;
+    alignas(64) float bg[kChunk];
+    alignas(64) float bx[kChunk];
+    alignas(64) float bt[kChunk];
+    alignas(64) float bout[kChunk];
+    const float k = float(kSqrt2OverPi), c = 0.044715f;
+    for (int64_t i0 = 0; i0 < n; i0 += kChunk) {
+      const int64_t m = std::min(kChunk, n - i0);
+      gather_opmath<T>(p[1] + i0 * s[1], s[1], m, bg);
+      gather_opmath<T>(p[2] + i0 * s[2], s[2], m, bx);
+      const Eigen::Map<const Arr> gr(bg, m), a(bx, m);
+      Eigen::Map<Arr> t(bt, m), o(bout, m);
+      t = (k * (a + c * a * a * a)).tanh();
+      o = gr * (0.5f * (1.0f + t) + 0.5f * a * (1.0f - t * t) * k * (1.0f + 3.0f * c * a * a));
+      scatter_opmath<T>(bout, m, p[0] + i0 * s[0], s[0]);
+    }
+  });
+}
+
 void gelu_tanh_backward_kernel(const Tensor& g, const Tensor& x, Tensor& out) {
   dispatch_floating(out.dtype(), "gelu_tanh_backward", [&]<typename T>() {
     using C = opmath_t<T>;
+    if constexpr (is_reduced_float_v<T>) {
+      gelu_tanh_backward_half<T>(g, x, out);
+      return;
+    }
     eigen_map2<T>(g, x, out, [](const auto& gr, const auto& a) {
       const C k = C(kSqrt2OverPi), c = C(0.044715);
       const auto t = (k * (a + c * a * a * a)).tanh();
