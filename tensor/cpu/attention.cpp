@@ -14,19 +14,29 @@
 #include "tensor/dispatch.h"
 #include "tensor/random.h"
 
+#if MINIDL_WITH_ONEDNN
+#include <dnnl.h>
+#include <omp.h>
+#endif
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define MINIDL_SDPA_AVX512 1
+#endif
+
 namespace minidl::cpu {
 namespace {
 
-constexpr int64_t kBk = 128;  // keys per block
+// Keys per block: 256 keys make a GPT-sized head (T = 256) one block, so the online softmax
+// rescales nothing and the GEMMs run on [64, 256] score blocks. Scratch stays O(kBq * kBk).
+#ifndef KBK
+#define KBK 256
+#endif
+constexpr int64_t kBk = KBK;
 
-// Queries per block. 16-bit inputs take 32-query blocks, and under is_causal leave out the keys
-// after a block's last query (masked for all its rows) in backward too: at L = 64 that is 3/4
-// of the work of one 64-query block. f32/f64 keep 64-query blocks over whole key blocks: the
-// smaller products sum in another order, and their results are pinned bitwise (tests, resume).
+// Queries per block: 64 (32 for 16-bit inputs). Under is_causal every block leaves out the keys
+// after its last query (masked for all its rows), in forward and backward.
 template <typename T>
 constexpr int64_t kBq = is_reduced_float_v<T> ? 32 : 64;
-template <typename T>
-constexpr bool kTrimCausal = is_reduced_float_v<T>;
 
 template <typename A>
 using Mat = Eigen::Matrix<A, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
@@ -45,6 +55,128 @@ using Buf = std::vector<A, Eigen::aligned_allocator<A>>;
 
 template <typename T>
 using acc_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+// c[M,N] = alpha * op(a) op(b) + beta * c, row-major with leading dims (gemm.h's convention).
+// f32 runs oneDNN's sgemm (JIT, AVX-512 where the CPU has it; one thread: the callers run in
+// parallel_for tasks, so the result does not depend on the thread count), else Eigen.
+template <typename A>
+void gemm_blk(bool ta, bool tb, int64_t M, int64_t N, int64_t K, A alpha, const A* a, int64_t lda,
+              const A* b, int64_t ldb, A beta, A* c, int64_t ldc) {
+#if MINIDL_WITH_ONEDNN
+  if constexpr (std::is_same_v<A, float>) {
+    if (dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, alpha, a, lda, b, ldb, beta, c, ldc) ==
+        dnnl_success)
+      return;
+  }
+#endif
+  using S = Eigen::OuterStride<>;
+  using CM = Eigen::Map<const Mat<A>, 0, S>;
+  Eigen::Map<Mat<A>, 0, S> C(c, M, N, S(ldc));
+  if (beta == A(0))
+    C.setZero();
+  else if (beta != A(1))
+    C *= beta;
+  const CM Am(a, ta ? K : M, ta ? M : K, S(lda)), Bm(b, tb ? N : K, tb ? K : N, S(ldb));
+  if (ta && tb)
+    C.noalias() += alpha * (Am.transpose() * Bm.transpose());
+  else if (ta)
+    C.noalias() += alpha * (Am.transpose() * Bm);
+  else if (tb)
+    C.noalias() += alpha * (Am * Bm.transpose());
+  else
+    C.noalias() += alpha * (Am * Bm);
+}
+
+// Sets OpenMP's thread count to 1 on this thread while alive: oneDNN's sgemm inside a task
+// must not fan out (that would tie its summation order to the thread count).
+struct SingleThreaded {
+#if MINIDL_WITH_ONEDNN
+  int saved = omp_get_max_threads();
+  SingleThreaded() {
+    omp_set_num_threads(1);
+  }
+  ~SingleThreaded() {
+    omp_set_num_threads(saved);
+  }
+#endif
+  SingleThreaded(const SingleThreaded&) = delete;
+  SingleThreaded& operator=(const SingleThreaded&) = delete;
+};
+
+#if MINIDL_SDPA_AVX512
+// x[j] = exp(x[j] - shift) on 16 lanes (Cephes expf: n = round(y log2 e), y - n ln 2 in two
+// parts, degree-6 polynomial, times 2^n; ~1 ulp; below -87.3 (FLT_MIN) gives 0, NaN stays
+// NaN). The tail runs masked through the same code, so each result depends only on its input.
+__attribute__((target("avx512f"))) void exp_shifted_avx512(float* x, int64_t n, float shift) {
+  const __m512 sh = _mm512_set1_ps(shift), lo = _mm512_set1_ps(-87.3f), hi = _mm512_set1_ps(88.7f),
+               log2e = _mm512_set1_ps(1.44269504088896341f), c1 = _mm512_set1_ps(0.693359375f),
+               c2 = _mm512_set1_ps(-2.12194440e-4f), one = _mm512_set1_ps(1.0f);
+  const __mmask16 all = 0xffff;  // maskz forms: GCC 12 warns on the unmasked ones' undefined
+  for (int64_t j = 0; j < n; j += 16) {
+    const __mmask16 m = n - j >= 16 ? all : __mmask16((1u << (n - j)) - 1);
+    const __m512 y = _mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + j), sh);
+    const __mmask16 under = _mm512_cmp_ps_mask(y, lo, _CMP_LT_OQ);
+    const __m512 yc =
+        _mm512_maskz_max_ps(all, lo, _mm512_maskz_min_ps(all, hi, y));  // NaN passes through
+    const __m512 k =
+        _mm512_maskz_roundscale_ps(all, _mm512_mul_ps(yc, log2e), _MM_FROUND_TO_NEAREST_INT);
+    const __m512 r = _mm512_fnmadd_ps(k, c2, _mm512_fnmadd_ps(k, c1, yc));
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    const __m512 e = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, one));
+    const __m512 res =
+        _mm512_mask_mov_ps(_mm512_maskz_scalef_ps(all, e, k), under, _mm512_setzero_ps());
+    _mm512_mask_storeu_ps(x + j, m, res);
+  }
+}
+#endif
+
+// x[j] = exp(x[j] - shift) for j < n; x aligned for Eigen's packets. f32 on a CPU with
+// AVX-512 takes the 16-lane kernel above, the rest Eigen's array exp.
+template <typename A>
+void exp_shifted(A* x, int64_t n, A shift) {
+#if MINIDL_SDPA_AVX512
+  if constexpr (std::is_same_v<A, float>) {
+    static const bool avx512 = __builtin_cpu_supports("avx512f");
+    if (avx512) return exp_shifted_avx512(x, n, shift);
+  }
+#endif
+  RowArr<A> row(x, n);
+  row = (row - shift).exp();
+}
+
+// Max and sum of x[0..n) in a fixed order that vectorises: 8 lanes over the index (lane =
+// index mod 8), then the lanes in order. The order depends only on n, never on x's address
+// (Eigen's reductions peel by alignment: results would differ from run to run by an ulp).
+template <typename A>
+A lane_max(const A* x, int64_t n) {
+  constexpr int64_t W = 8;
+  A part[W];
+  for (int64_t l = 0; l < W; ++l) part[l] = -std::numeric_limits<A>::infinity();
+  int64_t j = 0;
+  for (; j + W <= n; j += W)
+    for (int64_t l = 0; l < W; ++l) part[l] = part[l] < x[j + l] ? x[j + l] : part[l];
+  for (int64_t l = 0; j < n; ++j, ++l) part[l] = part[l] < x[j] ? x[j] : part[l];
+  A r = part[0];
+  for (int64_t l = 1; l < W; ++l) r = r < part[l] ? part[l] : r;
+  return r;
+}
+template <typename A>
+A lane_sum(const A* x, int64_t n) {
+  constexpr int64_t W = 8;
+  A part[W] = {};
+  int64_t j = 0;
+  for (; j + W <= n; j += W)
+    for (int64_t l = 0; l < W; ++l) part[l] += x[j + l];
+  for (int64_t l = 0; j < n; ++j, ++l) part[l] += x[j];
+  A r = part[0];
+  for (int64_t l = 1; l < W; ++l) r += part[l];
+  return r;
+}
 
 // n elements at p as A: p itself when T == A, else a converted copy in buf.
 template <typename A, typename T>
@@ -133,6 +265,7 @@ void sdpa_forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out
   const int64_t nqb = (L + kBq<T> - 1) / kBq<T>;
   const A ninf = -std::numeric_limits<A>::infinity();
   parallel_for(BH * nqb, 1, [&](int64_t b, int64_t e) {
+    const SingleThreaded one;
     Buf<A> kbuf, vbuf, qs(static_cast<size_t>(kBq<T> * E)), sb(static_cast<size_t>(kBq<T> * kBk)),
         z(static_cast<size_t>(kBk));
     Buf<A> acc(static_cast<size_t>(kBq<T> * Ev)), m(static_cast<size_t>(kBq<T>)),
@@ -150,24 +283,19 @@ void sdpa_forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out
       accm.setZero();
       for (int64_t j0 = 0; j0 < kend; j0 += kBk) {
         const int64_t nj = std::min(kBk, kend - j0);
-        MMap<A> sm(sb.data(), ni, nj);
-        sm.noalias() = CMap<A>(qs.data(), ni, E) * CMap<A>(K + j0 * E, nj, E).transpose();
+        gemm_blk<A>(false, true, ni, nj, E, 1, qs.data(), E, K + j0 * E, E, 0, sb.data(), nj);
         mk.apply(sb.data(), ni, nj, bh, i0, j0);
         for (int64_t ii = 0; ii < ni; ++ii) {
           RowArr<A> row(sb.data() + ii * nj, nj);
-          // Max and sum in index order: Eigen's vectorised reductions peel by the address's
-          // alignment, which would make the result differ from run to run by an ulp.
-          A row_max = ninf;
-          for (int64_t jj = 0; jj < nj; ++jj) row_max = std::max(row_max, row(jj));
+          const A row_max = lane_max(row.data(), nj);
           const A mnew = std::max(m[size_t(ii)], row_max);
           if (mnew == ninf) {  // nothing attended yet
             row.setZero();
             continue;
           }
           const A alpha = std::exp(m[size_t(ii)] - mnew);
-          row = (row - mnew).exp();
-          A row_sum = 0;
-          for (int64_t jj = 0; jj < nj; ++jj) row_sum += row(jj);
+          exp_shifted(row.data(), nj, mnew);
+          const A row_sum = lane_sum(row.data(), nj);
           l[size_t(ii)] = l[size_t(ii)] * alpha + row_sum;
           if (p.dropout_p > 0) {
             mk.factors(z.data(), nj, bh, i0 + ii, j0);
@@ -176,7 +304,7 @@ void sdpa_forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out
           if (alpha != A(1)) accm.row(ii) *= alpha;
           m[size_t(ii)] = mnew;
         }
-        accm.noalias() += sm * CMap<A>(V + j0 * Ev, nj, Ev);
+        gemm_blk<A>(false, false, ni, Ev, nj, 1, sb.data(), nj, V + j0 * Ev, Ev, 1, acc.data(), Ev);
       }
       for (int64_t ii = 0; ii < ni; ++ii) {
         const A li = l[size_t(ii)];
@@ -203,6 +331,7 @@ void sdpa_backward(const Tensor& g, const Tensor& q, const Tensor& k, const Tens
   const Masker<A> mk(p, L, S);
   const A sc = A(p.scale);
   parallel_for(BH, 1, [&](int64_t b, int64_t e) {
+    const SingleThreaded one;
     Buf<A> qbuf, kbuf, vbuf, gbuf, D(static_cast<size_t>(L)), dq(static_cast<size_t>(L * E));
     Buf<A> dk(static_cast<size_t>(kBk * E)), dv(static_cast<size_t>(kBk * Ev)),
         pb(static_cast<size_t>(kBq<T> * kBk));
@@ -228,33 +357,34 @@ void sdpa_backward(const Tensor& g, const Tensor& q, const Tensor& k, const Tens
         dV.setZero();
         for (int64_t i0 = p.is_causal ? j0 : 0; i0 < L; i0 += kBq<T>) {
           const int64_t ni = std::min(kBq<T>, L - i0);
-          // is_causal (16-bit inputs): only the keys up to the block's last query, nje.
-          const int64_t nje = p.is_causal && kTrimCausal<T> ? std::min(nj, i0 + ni - j0) : nj;
-          const CMap<A> Qb(Q + i0 * E, ni, E), dOb(dO + i0 * Ev, ni, Ev);
-          const CMap<A> Kb(K + j0 * E, nje, E), Vb(V + j0 * Ev, nje, Ev);
-          MMap<A> P(pb.data(), ni, nje), dP(dp.data(), ni, nje);
-          P.noalias() = (Qb * Kb.transpose()) * sc;
+          // is_causal: only the keys up to the block's last query, nje.
+          const int64_t nje = p.is_causal ? std::min(nj, i0 + ni - j0) : nj;
+          gemm_blk<A>(false, true, ni, nje, E, sc, Q + i0 * E, E, K + j0 * E, E, 0, pb.data(), nje);
           mk.apply(pb.data(), ni, nje, bh, i0, j0);
           for (int64_t ii = 0; ii < ni; ++ii) {
-            RowArr<A> row(pb.data() + ii * nje, nje);
-            row = (row - lrow[i0 + ii]).exp();
+            exp_shifted(pb.data() + ii * nje, nje, lrow[i0 + ii]);
           }
-          dP.noalias() = dOb * Vb.transpose();
+          gemm_blk<A>(false, true, ni, nje, Ev, 1, dO + i0 * Ev, Ev, V + j0 * Ev, Ev, 0, dp.data(),
+                      nje);
           if (p.dropout_p > 0) {
-            MMap<A> Z(z.data(), ni, nje);
+            MMap<A> P(pb.data(), ni, nje), dP(dp.data(), ni, nje), Z(z.data(), ni, nje);
             for (int64_t ii = 0; ii < ni; ++ii)
               mk.factors(z.data() + ii * nje, nje, bh, i0 + ii, j0);
-            dV.topRows(nje).noalias() += P.cwiseProduct(Z).transpose() * dOb;
             dP = dP.cwiseProduct(Z);
+            Z = P.cwiseProduct(Z);  // the dropped probabilities
+            gemm_blk<A>(true, false, nje, Ev, ni, 1, z.data(), nje, dO + i0 * Ev, Ev, 1, dv.data(),
+                        Ev);
           } else {
-            dV.topRows(nje).noalias() += P.transpose() * dOb;
+            gemm_blk<A>(true, false, nje, Ev, ni, 1, pb.data(), nje, dO + i0 * Ev, Ev, 1, dv.data(),
+                        Ev);
           }
           for (int64_t ii = 0; ii < ni; ++ii) {  // dS = P * (dP - D_i), into dP
             RowArr<A> d(dp.data() + ii * nje, nje);
             d = RowArr<A>(pb.data() + ii * nje, nje) * (d - D[size_t(i0 + ii)]);
           }
-          dQ.middleRows(i0, ni).noalias() += (dP * Kb) * sc;
-          dK.topRows(nje).noalias() += (dP.transpose() * Qb) * sc;
+          gemm_blk<A>(false, false, ni, E, nje, sc, dp.data(), nje, K + j0 * E, E, 1,
+                      dq.data() + i0 * E, E);
+          gemm_blk<A>(true, false, nje, E, ni, sc, dp.data(), nje, Q + i0 * E, E, 1, dk.data(), E);
         }
         for (int64_t x = 0; x < nj * E; ++x) gkp[(bh * S + j0) * E + x] = T(dk[size_t(x)]);
         for (int64_t x = 0; x < nj * Ev; ++x) gvp[(bh * S + j0) * Ev + x] = T(dv[size_t(x)]);
