@@ -11,6 +11,7 @@
 
 #include "tensor/cpu/kernels.h"
 #include "tensor/cpu/loops.h"
+#include "tensor/cpu/onednn.h"
 #include "tensor/dispatch.h"
 #include "tensor/random.h"
 
@@ -28,10 +29,7 @@ namespace {
 
 // Keys per block: 256 keys make a GPT-sized head (T = 256) one block, so the online softmax
 // rescales nothing and the GEMMs run on [64, 256] score blocks. Scratch stays O(kBq * kBk).
-#ifndef KBK
-#define KBK 256
-#endif
-constexpr int64_t kBk = KBK;
+constexpr int64_t kBk = 256;
 
 // Queries per block: 64 (32 for 16-bit inputs). Under is_causal every block leaves out the keys
 // after its last query (masked for all its rows), in forward and backward.
@@ -57,15 +55,17 @@ template <typename T>
 using acc_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
 
 // c[M,N] = alpha * op(a) op(b) + beta * c, row-major with leading dims (gemm.h's convention).
-// f32 runs oneDNN's sgemm (JIT, AVX-512 where the CPU has it; one thread: the callers run in
-// parallel_for tasks, so the result does not depend on the thread count), else Eigen.
+// Float runs oneDNN's sgemm (JIT, AVX-512 where the CPU has it; one thread: the callers run in
+// parallel_for tasks, so the result does not depend on the thread count) unless the CPU
+// backend is forced to Eigen; f64 runs Eigen.
 template <typename A>
 void gemm_blk(bool ta, bool tb, int64_t M, int64_t N, int64_t K, A alpha, const A* a, int64_t lda,
               const A* b, int64_t ldb, A beta, A* c, int64_t ldc) {
 #if MINIDL_WITH_ONEDNN
   if constexpr (std::is_same_v<A, float>) {
-    if (dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, alpha, a, lda, b, ldb, beta, c, ldc) ==
-        dnnl_success)
+    if (cpu_backend() != CpuBackend::eigen &&
+        dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, alpha, a, lda, b, ldb, beta, c, ldc) ==
+            dnnl_success)
       return;
   }
 #endif
