@@ -98,6 +98,8 @@ struct SingleThreaded {
   ~SingleThreaded() {
     omp_set_num_threads(saved);
   }
+#else
+  SingleThreaded() {}  // user-provided: no unused-variable warning at the call sites
 #endif
   SingleThreaded(const SingleThreaded&) = delete;
   SingleThreaded& operator=(const SingleThreaded&) = delete;
