@@ -97,7 +97,8 @@ struct SingleThreaded {
 // x[j] = exp(x[j] - shift) on 16 lanes (Cephes expf: n = round(y log2 e), y - n ln 2 in two
 // parts, degree-6 polynomial, times 2^n; ~1 ulp; below -87.3 (FLT_MIN) gives 0, NaN stays
 // NaN). The tail runs masked through the same code, so each result depends only on its input.
-__attribute__((target("avx512f"))) void exp_shifted_avx512(float* x, int64_t n, float shift) {
+__attribute__((target("avx512f"))) inline void exp_shifted_avx512(float* x, int64_t n,
+                                                                  float shift) {
   const __m512 sh = _mm512_set1_ps(shift), lo = _mm512_set1_ps(-87.3f), hi = _mm512_set1_ps(88.7f),
                log2e = _mm512_set1_ps(1.44269504088896341f), c1 = _mm512_set1_ps(0.693359375f),
                c2 = _mm512_set1_ps(-2.12194440e-4f), one = _mm512_set1_ps(1.0f);

@@ -39,6 +39,16 @@ std::optional<Operand> describe(const Tensor& t) {
   return o;
 }
 
+// describe(t), replacing t by a contiguous copy first when its layout does not fit.
+std::optional<Operand> describe_or_copy(Tensor& t) {
+  std::optional<Operand> o = describe(t);
+  if (!o) {
+    t = t.contiguous();
+    o = describe(t);
+  }
+  return o;
+}
+
 }  // namespace
 
 bool bmm(const Tensor& a, const Tensor& b, Tensor& out) {
@@ -51,15 +61,7 @@ bool bmm(const Tensor& a, const Tensor& b, Tensor& out) {
   const auto ddt = *to_dnnl(dt);
 
   Tensor ac = a, bc = b;  // contiguous copies only when a layout does not fit
-  std::optional<Operand> oa = describe(a), ob = describe(b);
-  if (!oa) {
-    ac = a.contiguous();
-    oa = describe(ac);
-  }
-  if (!ob) {
-    bc = b.contiguous();
-    ob = describe(bc);
-  }
+  const std::optional<Operand> oa = describe_or_copy(ac), ob = describe_or_copy(bc);
   MINIDL_CHECK(oa && ob, "bmm (oneDNN): unexpected operand layouts ", a.shape_str(), " and ",
                b.shape_str());
   const md ma(oa->dims, ddt, oa->strides), mb(ob->dims, ddt, ob->strides);
@@ -89,15 +91,7 @@ bool linear_bias(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& o
   if (!wanted(OpClass::matmul, dt, cls)) return false;
   const auto ddt = *to_dnnl(dt);
   Tensor xc = x.unsqueeze(0), wc = w.t().unsqueeze(0);  // [1,M,K] x [1,K,N]
-  std::optional<Operand> oa = describe(xc), ob = describe(wc);
-  if (!oa) {
-    xc = xc.contiguous();
-    oa = describe(xc);
-  }
-  if (!ob) {
-    wc = wc.contiguous();
-    ob = describe(wc);
-  }
+  const std::optional<Operand> oa = describe_or_copy(xc), ob = describe_or_copy(wc);
   MINIDL_CHECK(oa && ob, "linear (oneDNN): unexpected operand layouts ", x.shape_str(), " and ",
                w.shape_str());
   const md ma(oa->dims, ddt, oa->strides), mb(ob->dims, ddt, ob->strides);
