@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs minidl's build dependencies from Debian packages, skipping those already present.
+# (ocl-icd-opencl-dev: dnnl-config.cmake requires OpenCL, a recommendation apt skips here.)
 # Usage: tools/setup-deps.sh [extra-package ...]   (needs root or sudo for apt-get)
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libeigen3-dev doctest-dev nlohmann-json3-dev
-      libopenblas-dev libdnnl-dev libgloo-dev libcli11-dev zlib1g-dev openmpi-bin python3 "$@")
+      libopenblas-dev libdnnl-dev ocl-icd-opencl-dev libgloo-dev libcli11-dev zlib1g-dev openmpi-bin python3 "$@")
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
