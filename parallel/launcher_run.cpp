@@ -124,6 +124,7 @@ class Supervisor {
   void signal_all(int sig);
   void begin_stop(int sig);
   void fail_summary(const Rank& r);
+  void note_diagnosis(const Rank& r, const std::string& line);
 
   const LaunchPlan& plan_;
   const LaunchOptions& o_;
@@ -134,7 +135,15 @@ class Supervisor {
   double kill_at_ = 0, give_up_at_ = 0;
   int interrupted_ = 0;  // SIGINT/SIGTERM received by the launcher
   const Rank* failed_ = nullptr;
+  std::string diagnosis_;  // the latest heartbeat line of any rank (names unreachable peers)
 };
+
+// Keeps the latest "minidl: rank R: ... heartbeat ..." line (parallel/peer_watch.cpp): the
+// rank that fails first may not be the one that saw which peer went silent.
+void Supervisor::note_diagnosis(const Rank& r, const std::string& line) {
+  if (line.rfind("minidl: rank ", 0) != 0 || line.find("heartbeat") == std::string::npos) return;
+  diagnosis_ = "[rank " + std::to_string(r.rank) + "] " + line;
+}
 
 void Supervisor::spawn(Rank& r, int local) {
   int out[2], err[2];
@@ -190,6 +199,7 @@ void Supervisor::pump(Stream& s, Rank& r, bool is_err) {
     if (s.log_fd >= 0) write_all(s.log_fd, std::string(buf, static_cast<std::size_t>(n)));
     for (LineSplitter::Line& l : s.split.feed(buf, static_cast<std::size_t>(n))) {
       if (is_err && !l.cr) r.tail.push(l.text);
+      if (is_err && !l.cr) note_diagnosis(r, l.text);
       if (!o_.quiet_ranks || r.rank == 0) console_.line(r.rank, s.console_fd, l);
     }
     console_.flush();
@@ -257,6 +267,7 @@ void Supervisor::fail_summary(const Rank& r) {
            "'s stderr:";
     for (const std::string& l : tail) msg += "\n    " + l;
   }
+  if (!diagnosis_.empty()) msg += "\nminidl-run: heartbeat diagnosis: " + diagnosis_;
   if (!plan_.log_dir.empty()) {
     msg += "\nminidl-run: full logs: " + plan_.log_dir + "/rank" + std::to_string(r.rank) + ".err";
   }

@@ -10,11 +10,14 @@
 #include <cstring>
 #include <charconv>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <optional>
 #include <thread>
 
+#include "parallel/peer_watch.h"
+#include "parallel/socket.h"
 #include "parallel/tcp_store.h"
 #include "tensor/error.h"
 
@@ -97,8 +100,11 @@ LaunchEnv read_launch_env() {
   return e;
 }
 
-void register_rank(Store& store, RendezvousInfo& info, milliseconds timeout,
-                   const std::string& where, bool* joined) {
+namespace {
+
+// register_rank, also returning every rank's host name and address (for the heartbeat).
+void register_with_peers(Store& store, RendezvousInfo& info, milliseconds timeout,
+                         const std::string& where, bool* joined, std::vector<PeerAddress>* peers) {
   const int r = info.rank, ws = info.world_size;
   const std::string ws_text = std::to_string(ws);
   // Counted on arrival, before any check can fail: a failing rank 0 lingers until every rank
@@ -113,7 +119,11 @@ void register_rank(Store& store, RendezvousInfo& info, milliseconds timeout,
   if (store.add("rdzv/count/" + std::to_string(r), 1) > 1)
     fail_all(store, where, "rank " + std::to_string(r) + " joined twice");
   const std::string me = host_name();
-  store.set("rank/" + std::to_string(r), me);
+  std::string address;  // what peers use to reach this rank, named in their errors
+  if (!info.master_addr.empty())
+    address = net::local_address_towards(info.master_addr, std::max(info.master_port, 1));
+  store.set("rank_addr/" + std::to_string(r), address.empty() ? me : address);
+  store.set("rank/" + std::to_string(r), me);  // last: peers wait for this key
 
   std::vector<std::string> keys;
   for (int i = 0; i < ws; ++i) keys.push_back("rank/" + std::to_string(i));
@@ -141,12 +151,24 @@ void register_rank(Store& store, RendezvousInfo& info, milliseconds timeout,
   // local rank / size from the hosts that joined, unless the launcher said so
   int local_rank = 0, local_size = 0;
   for (int i = 0; i < ws; ++i) {
-    if (store.get_string(keys[size_t(i)]) != me) continue;
+    PeerAddress p{store.get_string(keys[size_t(i)]), ""};
+    if (peers) {
+      p.address = store.get_string("rank_addr/" + std::to_string(i));
+      peers->push_back(p);
+    }
+    if (p.host != me) continue;
     local_size += 1;
     if (i < r) local_rank += 1;
   }
   if (info.local_rank < 0) info.local_rank = local_rank;
   if (info.local_world_size < 0) info.local_world_size = local_size;
+}
+
+}  // namespace
+
+void register_rank(Store& store, RendezvousInfo& info, milliseconds timeout,
+                   const std::string& where, bool* joined) {
+  register_with_peers(store, info, timeout, where, joined, nullptr);
 }
 
 namespace {
@@ -169,6 +191,25 @@ void linger_for_peers(Store& store, bool self_joined) {
       std::this_thread::sleep_for(milliseconds(10));
     }
   } catch (const Error&) {
+  }
+}
+
+// Gives the store a PeerWatch (not for one rank, nor with MINIDL_HEARTBEAT=0). A failure to
+// start it costs only the diagnosis: warn and go on.
+void start_heartbeat(const RendezvousInfo& info, TcpStore& store, std::vector<PeerAddress> peers,
+                     milliseconds timeout) {
+  const char* env = std::getenv("MINIDL_HEARTBEAT");
+  if (info.world_size < 2 || (env && std::string(env) == "0")) return;
+  try {
+    store.set_peer_watch(std::make_unique<PeerWatch>(
+        store, PeerWatchOptions{.rank = info.rank,
+                                .peers = std::move(peers),
+                                .timeout = timeout,
+                                // reading every counter is O(world^2) a beat: cap it
+                                .watch_peers = info.world_size <= 64 || info.local_rank == 0}));
+  } catch (const Error& e) {
+    std::fprintf(stderr, "minidl: rank %d: no heartbeat (peers will not be named): %s\n", info.rank,
+                 e.what());
   }
 }
 
@@ -345,8 +386,9 @@ RendezvousInfo rendezvous(const std::string& init_method, const RendezvousOption
   }
   info.master_port = store->port();
   bool joined = false;
+  std::vector<PeerAddress> peers;
   try {
-    register_rank(*store, info, o.timeout, init_method, &joined);
+    register_with_peers(*store, info, o.timeout, init_method, &joined, &peers);
   } catch (const Error&) {
     if (info.rank == 0)
       linger_for_peers(*store, joined);
@@ -354,6 +396,7 @@ RendezvousInfo rendezvous(const std::string& init_method, const RendezvousOption
       acknowledge_failure(*store);
     throw;
   }
+  start_heartbeat(info, *store, std::move(peers), o.timeout);
   info.store = std::move(store);
   return info;
 }

@@ -2,6 +2,7 @@
 // and deadline-bounded whole-buffer send / receive built on poll().
 #include "parallel/socket.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -65,6 +66,23 @@ int remaining_ms(Clock::time_point deadline) {
 }
 
 }  // namespace
+
+std::string local_address_towards(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_DGRAM;
+  AddrInfoList ai;
+  if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &ai.head) != 0) return "";
+  Fd fd(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  if (!fd.valid() || ::connect(fd.get(), ai.head->ai_addr, ai.head->ai_addrlen) != 0) return "";
+  sockaddr_in local{};
+  socklen_t len = sizeof(local);
+  char buf[INET_ADDRSTRLEN] = {};
+  if (::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&local), &len) != 0 ||
+      !::inet_ntop(AF_INET, &local.sin_addr, buf, sizeof(buf)))
+    return "";
+  return buf;
+}
 
 Fd listen_tcp(const std::string& host, int port, int* bound_port) {
   MINIDL_CHECK(port >= 0 && port <= 65535, "store: port ", port, " is out of range [0, 65535]");

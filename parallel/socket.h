@@ -49,6 +49,10 @@ enum class IoResult { ok, timeout, closed };
 IoResult send_all(int fd, const void* data, size_t n, Clock::time_point deadline);
 IoResult recv_all(int fd, void* data, size_t n, Clock::time_point deadline);
 
+// The local IPv4 address the kernel would use to reach host:port (a connected UDP socket sends
+// nothing); "" when it cannot tell.
+std::string local_address_towards(const std::string& host, int port);
+
 void set_nonblocking(int fd);
 void set_nodelay(int fd);
 

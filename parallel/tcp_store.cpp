@@ -3,6 +3,11 @@
 // breaks the client with an error naming host:port and the rank, never a hang.
 #include "parallel/tcp_store.h"
 
+#include <sys/socket.h>
+
+#include <algorithm>
+
+#include "parallel/peer_watch.h"
 #include "parallel/store_protocol.h"
 #include "parallel/tcp_store_server.h"
 #include "tensor/error.h"
@@ -13,8 +18,11 @@ using namespace proto;
 
 namespace {
 
-// Grace on top of the server-side deadline before the client gives up on a silent server.
-constexpr std::chrono::milliseconds kReplyGrace{5000};
+// Grace on top of a blocking request's server-side wait before the client gives up on a
+// silent server: a tenth of the wait, within [0.2 s, 5 s].
+std::chrono::milliseconds reply_grace(std::chrono::milliseconds wait) {
+  return std::clamp(wait / 10, std::chrono::milliseconds(200), std::chrono::milliseconds(5000));
+}
 
 std::string bind_host_for(const std::string& host) {
   return host == "127.0.0.1" || host == "localhost" || host == "::1" ? host : std::string();
@@ -43,8 +51,33 @@ TcpStore::TcpStore(TcpStoreOptions o) : host_(o.host), port_(o.port) {
 }
 
 TcpStore::~TcpStore() {
-  sock_.reset();
+  watch_.reset();  // its thread may abort() this client: stop it first
+  {
+    std::lock_guard<std::mutex> lock(fd_mu_);
+    sock_.reset();
+  }
   server_.reset();
+}
+
+void TcpStore::set_peer_watch(std::unique_ptr<PeerWatch> watch) {
+  watch_ = std::move(watch);
+}
+
+void TcpStore::close_socket(const std::string& why) {
+  std::lock_guard<std::mutex> lock(fd_mu_);
+  if (broken_.empty()) broken_ = why;
+  sock_.reset();
+}
+
+void TcpStore::abort(const std::string& why) {
+  std::lock_guard<std::mutex> lock(fd_mu_);
+  if (broken_.empty()) broken_ = why;
+  if (sock_.valid()) ::shutdown(sock_.get(), SHUT_RDWR);  // wakes a request blocked in poll()
+}
+
+std::string TcpStore::broken_reason() {
+  std::lock_guard<std::mutex> lock(fd_mu_);
+  return broken_;
 }
 
 std::string TcpStore::where() const {
@@ -54,18 +87,22 @@ std::string TcpStore::where() const {
 TcpStore::Reply TcpStore::request(const Bytes& frame, std::chrono::milliseconds server_wait,
                                   const std::string& what) {
   std::lock_guard<std::mutex> lock(mu_);
-  MINIDL_CHECK(broken_.empty(), "store ", what, " at ", where(),
-               ": connection unusable: ", broken_);
+  if (std::string why = broken_reason(); !why.empty())
+    MINIDL_FAIL("store ", what, " at ", where(), ": connection unusable: ", why);
   MINIDL_CHECK(frame.size() - 4 <= kMaxFrame, "store ", what, ": message of ", frame.size(),
                " bytes exceeds the 64 MiB limit");
-  const auto deadline = net::Clock::now() + server_wait + kReplyGrace;
+  const std::chrono::milliseconds bound =
+      server_wait.count() > 0 ? server_wait + reply_grace(server_wait) : timeout_;
+  const auto deadline = net::Clock::now() + bound;
   auto fail = [&](net::IoResult r) {
-    broken_ =
-        r == net::IoResult::closed
-            ? "the store server closed the connection (did the master, rank 0, exit?)"
-            : "the store server did not answer within " + format_seconds(server_wait + kReplyGrace);
-    sock_.reset();
-    MINIDL_FAIL("store ", what, " at ", where(), ": ", broken_);
+    std::string why = broken_reason();  // set by abort(): the reason beats the symptom
+    if (why.empty())
+      why = r == net::IoResult::closed
+                ? "the store server closed the connection (did the master, rank 0, exit?)"
+                : "the store server did not answer within " + format_seconds(bound) +
+                      " (is the master, rank 0, unreachable?)";
+    close_socket(why);
+    MINIDL_FAIL("store ", what, " at ", where(), ": ", why);
   };
   if (auto r = net::send_all(sock_.get(), frame.data(), frame.size(), deadline);
       r != net::IoResult::ok)
@@ -74,8 +111,7 @@ TcpStore::Reply TcpStore::request(const Bytes& frame, std::chrono::milliseconds 
   if (auto r = net::recv_all(sock_.get(), head, 4, deadline); r != net::IoResult::ok) fail(r);
   const uint32_t len = read_u32(head);
   if (len == 0 || len > kMaxFrame) {
-    broken_ = "malformed reply";
-    sock_.reset();
+    close_socket("malformed reply");
     MINIDL_FAIL("store ", what, " at ", where(), ": malformed reply of ", len, " bytes");
   }
   Bytes body(len);
@@ -111,7 +147,7 @@ void TcpStore::set(const std::string& key, const Bytes& value) {
   Writer w;
   w.buf = frame_with_key(kSet, key);
   w.blob(value);
-  request(w.finish(), timeout_, "set('" + key + "')");
+  request(w.finish(), std::chrono::milliseconds(0), "set('" + key + "')");
 }
 
 Bytes TcpStore::get(const std::string& key) {
@@ -132,7 +168,7 @@ int64_t TcpStore::add(const std::string& key, int64_t delta) {
   Writer w;
   w.buf = frame_with_key(kAdd, key);
   w.i64(delta);
-  Reply r = request(w.finish(), timeout_, "add('" + key + "')");
+  Reply r = request(w.finish(), std::chrono::milliseconds(0), "add('" + key + "')");
   Reader rd = reader(r.payload);
   int64_t v = rd.i64();
   MINIDL_CHECK(rd.done(), "store add('", key, "'): malformed reply");
@@ -144,7 +180,7 @@ Bytes TcpStore::compare_set(const std::string& key, const Bytes& expected, const
   w.buf = frame_with_key(kCompareSet, key);
   w.blob(expected);
   w.blob(desired);
-  Reply r = request(w.finish(), timeout_, "compare_set('" + key + "')");
+  Reply r = request(w.finish(), std::chrono::milliseconds(0), "compare_set('" + key + "')");
   Reader rd = reader(r.payload);
   Bytes v = rd.blob();
   MINIDL_CHECK(rd.done(), "store compare_set('", key, "'): malformed reply");
@@ -175,20 +211,20 @@ bool TcpStore::check(const std::vector<std::string>& keys) {
   w.u8(kCheck);
   w.u32(uint32_t(keys.size()));
   for (const std::string& k : keys) w.str(k);
-  Reply r = request(w.finish(), timeout_, "check(" + key_list(keys) + ")");
+  Reply r = request(w.finish(), std::chrono::milliseconds(0), "check(" + key_list(keys) + ")");
   return !r.payload.empty() && r.payload[0] != 0;
 }
 
 bool TcpStore::delete_key(const std::string& key) {
-  Reply r =
-      request(Writer{frame_with_key(kDelete, key)}.finish(), timeout_, "delete_key('" + key + "')");
+  Reply r = request(Writer{frame_with_key(kDelete, key)}.finish(), std::chrono::milliseconds(0),
+                    "delete_key('" + key + "')");
   return !r.payload.empty() && r.payload[0] != 0;
 }
 
 int64_t TcpStore::num_keys() {
   Writer w;
   w.u8(kNumKeys);
-  Reply r = request(w.finish(), timeout_, "num_keys()");
+  Reply r = request(w.finish(), std::chrono::milliseconds(0), "num_keys()");
   Reader rd = reader(r.payload);
   return rd.i64();
 }

@@ -25,6 +25,7 @@ struct TcpStoreOptions {
 namespace detail {
 class TcpStoreServer;
 }
+class PeerWatch;
 
 class TcpStore : public Store {
  public:
@@ -49,22 +50,36 @@ class TcpStore : public Store {
   bool delete_key(const std::string& key) override;
   int64_t num_keys() override;
 
+  // Makes every request in flight and every later one fail at once with `why` (thread-safe;
+  // used when a heartbeat finds the server unreachable, so nothing waits out its timeout).
+  void abort(const std::string& why);
+  // Why the client is unusable ("" while it works).
+  std::string broken_reason();
+  // Keeps a heartbeat (parallel/peer_watch.h) watching this store's server; it is stopped
+  // first when the store is destroyed. Set by rendezvous().
+  void set_peer_watch(std::unique_ptr<PeerWatch> watch);
+  PeerWatch* peer_watch() const { return watch_.get(); }
+
  private:
   struct Reply {
     uint8_t status;
     Bytes payload;
   };
-  // Sends one request and waits for its reply; `server_wait` is how long the server may hold
-  // the request (blocking get / wait) before it answers.
+  // Sends one request and waits for its reply. `server_wait` is how long the server may hold
+  // it (blocking get / wait; zero for requests answered at once): the client waits that long
+  // plus a short grace, and a request answered at once no longer than the store's timeout.
   Reply request(const Bytes& body, std::chrono::milliseconds server_wait, const std::string& what);
   std::string where() const;
+  void close_socket(const std::string& why);  // records why, closes the fd (under fd_mu_)
 
   std::string host_;
   int port_ = 0;
   std::unique_ptr<detail::TcpStoreServer> server_;
   std::mutex mu_;
+  std::mutex fd_mu_;  // guards sock_'s fd against abort() shutting down a closed fd
   net::Fd sock_;
-  std::string broken_;  // why the connection is unusable (empty: fine)
+  std::string broken_;  // why the connection is unusable (empty: fine); under fd_mu_
+  std::unique_ptr<PeerWatch> watch_;
 };
 
 }  // namespace minidl::dist

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <optional>
 
 #include "parallel/launcher.h"
@@ -258,4 +259,33 @@ TEST_CASE("launcher self_launch re-executes this binary once per rank") {
   ScopedEnv launched("MINIDL_LAUNCHER", "1");  // nested launches are refused
   CHECK_THROWS_WITH_AS(self_launch(2, 4, argv, {"-n"}, o), doctest::Contains("already running"),
                        minidl::Error);
+}
+
+TEST_CASE("launcher failure summary repeats a heartbeat diagnosis from another rank") {
+  char path[] = "/tmp/launcher_diag.XXXXXX";
+  const int fd = ::mkstemp(path);
+  REQUIRE(fd >= 0);
+  const int saved = ::dup(2);  // the summary goes to stderr: capture it
+  ::dup2(fd, 2);
+  LaunchOptions o;
+  o.nproc_per_node = 2;
+  o.log_dir = "none";
+  o.verbose = false;
+  o.timeout_stop_s = 1;
+  // Rank 0 names a silent peer and keeps running; rank 1 fails first (its stderr is empty).
+  int rc = launch(o, {"/bin/sh", "-c",
+                      "if [ \"$RANK\" = 0 ]; then echo 'minidl: rank 0: no heartbeat for 5 s from "
+                      "rank 1 (10.9.9.9): unreachable (link down?), hung or dead' >&2; exec sleep "
+                      "30; fi; sleep 0.5; exit 3"});
+  ::dup2(saved, 2);
+  ::close(saved);
+  ::close(fd);
+  std::ifstream in(path);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::filesystem::remove(path);
+  CHECK(rc == 3);
+  CHECK_MESSAGE(text.find("rank 1 (pid") != std::string::npos, text);
+  CHECK_MESSAGE(text.find("heartbeat diagnosis: [rank 0] minidl: rank 0: no heartbeat for 5 s "
+                          "from rank 1 (10.9.9.9)") != std::string::npos,
+                text);
 }

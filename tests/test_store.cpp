@@ -276,3 +276,47 @@ TEST_CASE("store: no file descriptors leak across store lifetimes") {
   }
   CHECK(count_open_fds() == before);
 }
+
+TEST_CASE("store: abort() fails a blocked get at once, and every later request") {
+  TcpStore s = make_master(10000ms);
+  auto c = make_client(s.port(), 10000ms);
+  std::string message;
+  double seconds = 0;
+  std::thread blocked([&] {
+    Failure f = expect_error([&] { c->get("never"); });
+    message = f.message;
+    seconds = f.seconds;
+  });
+  std::this_thread::sleep_for(100ms);
+  c->abort("the link to rank 0 is down (test)");
+  blocked.join();
+  MESSAGE("blocked get failed ", seconds, " s after it started (abort at 0.1 s)");
+  CHECK(seconds < 1.0);
+  CHECK(contains(message, "store get('never') at 127.0.0.1:"));
+  CHECK(contains(message, "the link to rank 0 is down (test)"));
+  CHECK(c->broken_reason() == "the link to rank 0 is down (test)");
+  Failure again = expect_error([&] { c->add("n", 1); });
+  CHECK(again.seconds < 0.1);
+  CHECK(contains(again.message, "connection unusable: the link to rank 0 is down (test)"));
+  s.set("still", "fine");  // other clients are untouched
+  CHECK(make_client(s.port())->get_string("still") == "fine");
+}
+
+TEST_CASE("store: a silent server fails requests at the timeout, not later") {
+  // A listener that never accepts: connects complete in its backlog, nothing ever answers.
+  int port = 0;
+  net::Fd silent = net::listen_tcp("127.0.0.1", 0, &port);
+  auto c = make_client(port, 500ms, 3);
+  Failure f = expect_error([&] { c->set("k", "v"); });
+  MESSAGE("set to a silent server failed after ", f.seconds, " s (timeout 0.5 s)");
+  CHECK(f.seconds >= 0.45);
+  CHECK(f.seconds < 0.9);
+  CHECK(contains(f.message, "store set('k') at 127.0.0.1:" + std::to_string(port) + " (rank 3)"));
+  CHECK(contains(f.message, "did not answer within 0.5 s"));
+  // A blocking get may be held by the server for its timeout; a short grace on top, no more.
+  auto g = make_client(port, 500ms, 3);
+  f = expect_error([&] { g->get("k"); });
+  MESSAGE("get from a silent server failed after ", f.seconds, " s (timeout 0.5 s)");
+  CHECK(f.seconds >= 0.45);
+  CHECK(f.seconds < 1.1);
+}
