@@ -44,7 +44,7 @@ milliseconds PeerWatch::interval_for(milliseconds timeout) {
 }
 
 milliseconds PeerWatch::silence_limit(milliseconds timeout) {
-  return std::clamp(timeout / 2, milliseconds(2000), milliseconds(10000));
+  return std::clamp(timeout / 2, milliseconds(3000), milliseconds(10000));
 }
 
 PeerWatch::PeerWatch(TcpStore& main, PeerWatchOptions options)

@@ -37,7 +37,7 @@ class PeerWatch {
   PeerWatch(const PeerWatch&) = delete;
   PeerWatch& operator=(const PeerWatch&) = delete;
 
-  // Beat every timeout/10 within [0.1 s, 1 s]; silent for timeout/2 within [2 s, 10 s] means
+  // Beat every timeout/10 within [0.1 s, 1 s]; silent for timeout/2 within [3 s, 10 s] means
   // unreachable, so a broken link is known before a collective times out.
   static std::chrono::milliseconds interval_for(std::chrono::milliseconds timeout);
   static std::chrono::milliseconds silence_limit(std::chrono::milliseconds timeout);
