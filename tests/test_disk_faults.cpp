@@ -176,8 +176,10 @@ TEST_SUITE("disk_faults") {
     const std::string old = read_bytes(path);
     const auto saved = clone_state(run.model->state_dict());
 
-    // A checkpoint larger than the space left: ENOSPC, no partial file, the old one intact.
-    Run big(512);
+    // A checkpoint larger than the space left (~170 KB): ENOSPC, no partial file, the old one
+    // intact.
+    Run big(2048);
+    big.step();
     std::string msg = failed_save(big, path);
     CHECK_MESSAGE(msg.find("'" + path + "'") != std::string::npos, msg);
     CHECK_MESSAGE(msg.find("No space left on device (errno 28, ENOSPC)") != std::string::npos, msg);

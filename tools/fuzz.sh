@@ -31,6 +31,7 @@ else
 fi
 cmake --build "$BUILD_DIR" -j "$JOBS" --target "${TARGETS[@]/#/fuzz_}"
 
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}  # one thread: reproducible, cheap
 failed=()
 for t in "${TARGETS[@]}"; do
   bin="$BUILD_DIR/tests/fuzz/fuzz_$t"

@@ -54,7 +54,7 @@ int fuzz_safetensors(const uint8_t* data, size_t size) {
     invariant(!mem_ok || same(mem, lazy), "the file reader and the memory reader disagree");
     invariant(!mem_ok || f.metadata() == meta, "metadata differs between the readers");
     if (!f.names().empty()) {
-      const std::string& first = f.names().front();
+      const std::string first = f.names().front();
       invariant(same({{first, f.get(first)}}, {{first, lazy.at(first)}}), "get() differs");
     }
   } catch (const Error&) {
