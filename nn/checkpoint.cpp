@@ -152,6 +152,9 @@ std::map<std::string, std::string> load_checkpoint(const std::string& path, Modu
   // 2. Snapshot the current state, then apply; on any failure restore the snapshot.
   TensorMap model_old = snapshot(model.state_dict());
   TensorMap opt_old = opt ? snapshot(opt->state_dict()) : TensorMap{};
+  std::vector<optim::Options> opt_options_old;  // load_state_dict(opt_old) keeps added options
+  if (opt)
+    for (const optim::ParamGroup& g : opt->param_groups()) opt_options_old.push_back(g.options);
   TensorMap sched_old = sched ? snapshot(sched->state_dict()) : TensorMap{};
   Generator& gen = default_generator();
   uint64_t seed_old = gen.seed(), offset_old = gen.offset();
@@ -170,7 +173,11 @@ std::map<std::string, std::string> load_checkpoint(const std::string& path, Modu
   } catch (const std::exception& e) {
     // Rollback (each load validates before modifying, so these cannot fail on shapes).
     if (model_touched) model.load_state_dict(model_old, /*strict=*/false);
-    if (opt_touched) opt->load_state_dict(opt_old);
+    if (opt_touched) {
+      opt->load_state_dict(opt_old);
+      for (size_t g = 0; g < opt_options_old.size(); ++g)
+        opt->param_groups()[g].options = opt_options_old[g];
+    }
     if (sched_touched) sched->load_state_dict(sched_old);
     gen.set_state(seed_old, offset_old);
     MINIDL_FAIL("load_checkpoint: '", path, "': ", e.what());

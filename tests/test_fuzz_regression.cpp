@@ -55,7 +55,7 @@ size_t replay(const std::string& target, Body body) {
 }  // namespace
 
 TEST_SUITE("fuzz_regression") {
-  TEST_CASE("fuzz regression: IDX inputs replay; the seeds are valid IDX pairs") {
+  TEST_CASE("fuzz regression: IDX inputs replay, the seeds are valid IDX pairs") {
     CHECK(replay("idx", fuzz::fuzz_idx) >= 4);
     for (const fs::path& p : inputs("corpus", "idx")) {
       INFO("seed ", p.string());
@@ -75,7 +75,7 @@ TEST_SUITE("fuzz_regression") {
     }
   }
 
-  TEST_CASE("fuzz regression: safetensors inputs replay; the seeds load") {
+  TEST_CASE("fuzz regression: safetensors inputs replay, the seeds load") {
     CHECK(replay("safetensors", fuzz::fuzz_safetensors) >= 3);
     for (const fs::path& p : inputs("corpus", "safetensors")) {
       INFO("seed ", p.string());
@@ -83,7 +83,7 @@ TEST_SUITE("fuzz_regression") {
     }
   }
 
-  TEST_CASE("fuzz regression: checkpoint inputs replay; the seed checkpoints resume") {
+  TEST_CASE("fuzz regression: checkpoint inputs replay, the seed checkpoints resume") {
     CHECK(replay("checkpoint", fuzz::fuzz_checkpoint) >= 3);
     int loaded = 0;
     for (const fs::path& p : inputs("corpus", "checkpoint")) {
@@ -103,7 +103,7 @@ TEST_SUITE("fuzz_regression") {
     CHECK(loaded >= 2);
   }
 
-  TEST_CASE("fuzz regression: store message inputs replay; the seed frames all parse") {
+  TEST_CASE("fuzz regression: store message inputs replay, the seed frames all parse") {
     CHECK(replay("store_message", fuzz::fuzz_store_message) >= 5);
     for (const fs::path& p : inputs("corpus", "store_message")) {
       INFO("seed ", p.string());
