@@ -32,6 +32,8 @@ fi
 cmake --build "$BUILD_DIR" -j "$JOBS" --target "${TARGETS[@]/#/fuzz_}"
 
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}  # one thread: reproducible, cheap
+# The targets write their input to a scratch file: in memory that is ~8x faster than on disk.
+[ -d /dev/shm ] && [ -w /dev/shm ] && export TMPDIR=${FUZZ_TMPDIR:-/dev/shm}
 failed=()
 for t in "${TARGETS[@]}"; do
   bin="$BUILD_DIR/tests/fuzz/fuzz_$t"
