@@ -101,6 +101,11 @@ TEST_SUITE("fuzz_regression") {
       }
     }
     CHECK(loaded >= 2);
+    // A corrupt scheduler counter is an error, not an out-of-range float-to-int conversion.
+    const fs::path bad = kFuzzDir / "regressions/checkpoint/scheduler-last-epoch-1e300";
+    fuzz::CheckpointTarget t;
+    CHECK_THROWS_WITH_AS(nn::load_checkpoint(bad.string(), *t.model, t.opt.get(), t.sched.get()),
+                         doctest::Contains("scheduler.last_epoch is 1e+300"), Error);
   }
 
   TEST_CASE("fuzz regression: store message inputs replay, the seed frames all parse") {
