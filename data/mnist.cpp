@@ -127,7 +127,10 @@ std::string dims_str(const std::vector<int64_t>& d) {
 }  // namespace
 
 IdxArray read_idx(const std::string& path) {
-  std::vector<uint8_t> raw = read_file_bytes(path);
+  return parse_idx(read_file_bytes(path), path);
+}
+
+IdxArray parse_idx(std::vector<uint8_t> raw, const std::string& path) {
   MINIDL_CHECK(raw.size() < (size_t(1) << 32), "read_idx: '", path, "' is larger than 4 GiB");
   const bool compressed = is_gzip(raw);
   std::vector<uint8_t> b = compressed ? gunzip(raw, path) : std::move(raw);

@@ -20,6 +20,8 @@ struct IdxArray {
 // hint when the bytes look gzip-compressed or the name says .gz), truncated data (expected vs
 // actual bytes), trailing garbage, or more dims than 4. Nothing is returned half-filled.
 IdxArray read_idx(const std::string& path);
+// The same checks on a file's contents already in memory; `source` names it in errors.
+IdxArray parse_idx(std::vector<uint8_t> contents, const std::string& source);
 // Writes an IDX file of unsigned bytes atomically (gzip when the path ends in .gz).
 void write_idx(const std::string& path, const IdxArray& array);
 

@@ -19,8 +19,11 @@
 namespace minidl {
 namespace {
 
+// "... : No space left on device (errno 28, ENOSPC)": the message and the errno both.
 [[noreturn]] void fail_errno(const std::string& path, const std::string& what, int err) {
-  MINIDL_FAIL("write_file_atomic: cannot write '", path, "': ", what, ": ", std::strerror(err));
+  const char* name = ::strerrorname_np(err);
+  MINIDL_FAIL("write_file_atomic: cannot write '", path, "': ", what, ": ", std::strerror(err),
+              " (errno ", err, name ? ", " : "", name ? name : "", ")");
 }
 
 // A random-enough suffix; O_EXCL makes collisions harmless (we retry).
@@ -82,8 +85,9 @@ void write_file_atomic(const std::string& path,
 
   const ByteSink sink = [&](const void* data, size_t size) {
     if (size == 0) return;
+    errno = 0;
     if (std::fwrite(data, 1, size, tmp.f) != size) {
-      fail_errno(path, "write to '" + tmp.name + "' failed", errno);
+      fail_errno(path, "write to '" + tmp.name + "' failed", errno ? errno : EIO);
     }
   };
   produce(sink);

@@ -13,7 +13,9 @@ using ByteSink = std::function<void(const void* data, size_t size)>;
 
 // Writes `bytes` to `path` atomically. On any failure the temporary file
 // (`path + ".tmp.<pid>.<random>"`) is removed, `path` keeps its previous contents, and a
-// minidl::Error naming the path and strerror(errno) is thrown.
+// minidl::Error naming the path, the temporary file, the failed step and the errno (text,
+// number and name, e.g. "No space left on device (errno 28, ENOSPC)") is thrown. With a file
+// size limit (RLIMIT_FSIZE) the caller must ignore SIGXFSZ to get EFBIG instead of a kill.
 void write_file_atomic(const std::string& path, const std::string& bytes);
 
 // Streaming variant: `produce(sink)` writes the contents through `sink`. An exception thrown

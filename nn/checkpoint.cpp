@@ -3,6 +3,7 @@
 #include "nn/checkpoint.h"
 
 #include <bit>
+#include <cmath>
 #include <cstdint>
 #include <exception>
 #include <utility>
@@ -53,6 +54,19 @@ uint64_t read_u64(const TensorMap& sd, const std::string& key, const std::string
   return std::bit_cast<uint64_t>(t.contiguous().data_ptr<int64_t>()[0]);
 }
 
+// The scheduler turns these into integers: they must be finite integral values (a corrupt
+// file would otherwise make an out-of-range float-to-integer conversion).
+void check_scheduler_counters(const TensorMap& sd, const std::string& path) {
+  for (const char* key : {"last_epoch", "step_count"}) {
+    auto it = sd.find(key);
+    if (it == sd.end() || it->second.numel() != 1) continue;  // the scheduler names these
+    const double v = it->second.to(kFloat64).contiguous().data_ptr<double>()[0];
+    MINIDL_CHECK(std::isfinite(v) && v == std::trunc(v) && std::fabs(v) <= 0x1p53,
+                 "load_checkpoint: '", path, "': scheduler.", key, " is ", v,
+                 "; expected an integer (corrupt checkpoint?)");
+  }
+}
+
 }  // namespace
 
 void save_checkpoint(const std::string& path, Module& model, optim::Optimizer* opt,
@@ -100,7 +114,9 @@ std::map<std::string, std::string> load_checkpoint(const std::string& path, Modu
                kVersion, ")");
   TensorMap model_sd, opt_sd, sched_sd, rng, amp_sd;
   std::vector<std::string> unknown;
-  for (auto& [k, v] : all) {
+  for (const auto& kv : all) {
+    const std::string& k = kv.first;  // not a structured binding: clang 14 cannot capture one
+    const Tensor& v = kv.second;
     auto take = [&](const char* prefix, TensorMap& dst) {
       size_t n = std::char_traits<char>::length(prefix);
       if (k.compare(0, n, prefix) != 0) return false;
@@ -126,6 +142,7 @@ std::map<std::string, std::string> load_checkpoint(const std::string& path, Modu
   bool has_rng = rng.count("seed") && rng.count("offset");
   MINIDL_CHECK(has_rng || !strict, "load_checkpoint: '", path,
                "': missing the RNG state (rng.seed / rng.offset)");
+  check_scheduler_counters(sched_sd, path);
   uint64_t seed = 0, offset = 0;
   if (has_rng) {
     seed = read_u64(rng, "seed", path);
@@ -135,6 +152,9 @@ std::map<std::string, std::string> load_checkpoint(const std::string& path, Modu
   // 2. Snapshot the current state, then apply; on any failure restore the snapshot.
   TensorMap model_old = snapshot(model.state_dict());
   TensorMap opt_old = opt ? snapshot(opt->state_dict()) : TensorMap{};
+  std::vector<optim::Options> opt_options_old;  // load_state_dict(opt_old) keeps added options
+  if (opt)
+    for (const optim::ParamGroup& g : opt->param_groups()) opt_options_old.push_back(g.options);
   TensorMap sched_old = sched ? snapshot(sched->state_dict()) : TensorMap{};
   Generator& gen = default_generator();
   uint64_t seed_old = gen.seed(), offset_old = gen.offset();
@@ -153,7 +173,11 @@ std::map<std::string, std::string> load_checkpoint(const std::string& path, Modu
   } catch (const std::exception& e) {
     // Rollback (each load validates before modifying, so these cannot fail on shapes).
     if (model_touched) model.load_state_dict(model_old, /*strict=*/false);
-    if (opt_touched) opt->load_state_dict(opt_old);
+    if (opt_touched) {
+      opt->load_state_dict(opt_old);
+      for (size_t g = 0; g < opt_options_old.size(); ++g)
+        opt->param_groups()[g].options = opt_options_old[g];
+    }
     if (sched_touched) sched->load_state_dict(sched_old);
     gen.set_state(seed_old, offset_old);
     MINIDL_FAIL("load_checkpoint: '", path, "': ", e.what());

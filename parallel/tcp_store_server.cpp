@@ -89,11 +89,11 @@ bool TcpStoreServer::read_client(Client& c) {
   if (k < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
   c.in.insert(c.in.end(), buf, buf + k);
   size_t pos = 0;
-  while (c.in.size() - pos >= 4) {
-    uint32_t len = read_u32(c.in.data() + pos);
-    if (len == 0 || len > kMaxFrame) return false;  // garbage: drop this client only
-    if (c.in.size() - pos - 4 < len) break;
-    if (!handle_frame(c, c.in.data() + pos + 4, len)) return false;
+  for (;;) {
+    const int64_t len = store_frame_length(c.in.data() + pos, c.in.size() - pos);
+    if (len < 0) return false;  // garbage: drop this client only
+    if (len == 0) break;
+    if (!handle_frame(c, c.in.data() + pos + 4, size_t(len))) return false;
     pos += 4 + size_t(len);
   }
   c.in.erase(c.in.begin(), c.in.begin() + ptrdiff_t(pos));
@@ -119,32 +119,80 @@ void append(Bytes& out, Writer& w) {
 
 }  // namespace
 
-bool TcpStoreServer::handle_frame(Client& c, const uint8_t* p, size_t n) {
+int64_t store_frame_length(const uint8_t* p, size_t n) {
+  if (n < 4) return 0;
+  const uint32_t len = read_u32(p);
+  if (len == 0 || len > kMaxFrame) return -1;
+  return n - 4 < len ? 0 : int64_t(len);
+}
+
+std::optional<StoreRequest> parse_store_request(const uint8_t* p, size_t n) {
   Reader r{p, p + n};
-  const uint8_t cmd = r.u8();
+  StoreRequest q;
+  q.cmd = r.u8();
+  switch (q.cmd) {
+    case kSet:
+      q.keys.push_back(r.str());
+      q.value = r.blob();
+      break;
+    case kAdd:
+      q.keys.push_back(r.str());
+      q.delta = r.i64();
+      break;
+    case kCompareSet:
+      q.keys.push_back(r.str());
+      q.expected = r.blob();
+      q.value = r.blob();
+      break;
+    case kGet:
+    case kWait: {
+      uint32_t count = q.cmd == kGet ? 1 : r.u32();
+      if (count > kMaxFrame / 4) return std::nullopt;
+      for (uint32_t i = 0; i < count && r.ok; ++i) q.keys.push_back(r.str());
+      q.timeout_ms = r.i64();
+      if (q.timeout_ms < 0) return std::nullopt;
+      q.timeout_ms = std::min<int64_t>(q.timeout_ms, int64_t(1) << 40);
+      break;
+    }
+    case kCheck: {
+      uint32_t count = r.u32();
+      if (count > kMaxFrame / 4) return std::nullopt;
+      for (uint32_t i = 0; i < count && r.ok; ++i) q.keys.push_back(r.str());
+      break;
+    }
+    case kDelete:
+      q.keys.push_back(r.str());
+      break;
+    case kNumKeys:
+      break;
+    default:
+      return std::nullopt;
+  }
+  if (!r.done()) return std::nullopt;
+  return q;
+}
+
+bool TcpStoreServer::handle_frame(Client& c, const uint8_t* p, size_t n) {
+  std::optional<StoreRequest> q = parse_store_request(p, n);
+  if (!q) return false;
   Writer w;
-  switch (cmd) {
+  switch (q->cmd) {
     case kSet: {
-      std::string key = r.str();
-      Bytes value = r.blob();
-      if (!r.done()) return false;
-      data_[key] = std::move(value);
+      data_[q->keys[0]] = std::move(q->value);
       w.u8(kOk);
       append(c.out, w);
       notify();
       return true;
     }
     case kAdd: {
-      std::string key = r.str();
-      int64_t delta = r.i64();
-      if (!r.done()) return false;
+      const std::string& key = q->keys[0];
       int64_t cur = 0;
       auto it = data_.find(key);
       if (it != data_.end() && !parse_int(it->second, &cur)) {
         w.u8(kBadRequest);
         w.str("add('" + key + "'): the current value is not an integer");
       } else {
-        cur += delta;
+        cur += q->delta;
         data_[key] = to_bytes(format_int(cur));
         w.u8(kOk);
         w.i64(cur);
@@ -154,13 +202,11 @@ bool TcpStoreServer::handle_frame(Client& c, const uint8_t* p, size_t n) {
       return true;
     }
     case kCompareSet: {
-      std::string key = r.str();
-      Bytes expected = r.blob(), desired = r.blob();
-      if (!r.done()) return false;
-      auto it = data_.find(key);
+      const Bytes &expected = q->expected, &desired = q->value;
+      auto it = data_.find(q->keys[0]);
       Bytes result;
       if (it == data_.end()) {
-        if (expected.empty()) data_[key] = desired;
+        if (expected.empty()) data_[q->keys[0]] = desired;
         result = expected.empty() ? desired : expected;
       } else {
         if (it->second == expected) it->second = desired;
@@ -174,38 +220,25 @@ bool TcpStoreServer::handle_frame(Client& c, const uint8_t* p, size_t n) {
     }
     case kGet:
     case kWait: {
-      uint32_t count = cmd == kGet ? 1 : r.u32();
-      if (count > kMaxFrame / 4) return false;
-      std::vector<std::string> keys;
-      for (uint32_t i = 0; i < count && r.ok; ++i) keys.push_back(r.str());
-      int64_t timeout_ms = r.i64();
-      if (!r.done() || timeout_ms < 0) return false;
-      timeout_ms = std::min<int64_t>(timeout_ms, int64_t(1) << 40);
-      reply_when_ready({c.fd.get(), cmd, std::move(keys),
-                        net::Clock::now() + std::chrono::milliseconds(timeout_ms)});
+      reply_when_ready({c.fd.get(), q->cmd, std::move(q->keys),
+                        net::Clock::now() + std::chrono::milliseconds(q->timeout_ms)});
       return true;
     }
     case kCheck: {
-      uint32_t count = r.u32();
-      if (count > kMaxFrame / 4) return false;
       bool all = true;
-      for (uint32_t i = 0; i < count && r.ok; ++i) all = data_.count(r.str()) && all;
-      if (!r.done()) return false;
+      for (const std::string& k : q->keys) all = data_.count(k) && all;
       w.u8(kOk);
       w.u8(all ? 1 : 0);
       append(c.out, w);
       return true;
     }
     case kDelete: {
-      std::string key = r.str();
-      if (!r.done()) return false;
       w.u8(kOk);
-      w.u8(data_.erase(key) ? 1 : 0);
+      w.u8(data_.erase(q->keys[0]) ? 1 : 0);
       append(c.out, w);
       return true;
     }
     case kNumKeys: {
-      if (!r.done()) return false;
       w.u8(kOk);
       w.i64(int64_t(data_.size()));
       append(c.out, w);

@@ -3,6 +3,7 @@
 #pragma once
 #include <list>
 #include <map>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -11,6 +12,23 @@
 #include "parallel/store.h"
 
 namespace minidl::dist::detail {
+
+// One request frame body, parsed (wire format in store_protocol.h). Fields by command: set:
+// keys[0], value; add: keys[0], delta; compare_set: keys[0], expected, value (desired);
+// get: keys[0], timeout_ms; wait / check: keys, (wait) timeout_ms; delete: keys[0].
+struct StoreRequest {
+  uint8_t cmd = 0;
+  std::vector<std::string> keys;
+  Bytes value, expected;
+  int64_t delta = 0;
+  int64_t timeout_ms = 0;  // >= 0, capped at 2^40
+};
+// Parses one frame body of n bytes; nullopt when malformed (unknown command, a length beyond
+// the data or the limits, a negative timeout, trailing bytes). Never reads outside [p, p+n).
+std::optional<StoreRequest> parse_store_request(const uint8_t* p, size_t n);
+// The body length of the frame at the start of a receive buffer of n bytes: 0 when more bytes
+// are needed, -1 when the length field is invalid (0 or beyond kMaxFrame: drop the client).
+int64_t store_frame_length(const uint8_t* p, size_t n);
 
 class TcpStoreServer {
  public:

@@ -60,6 +60,9 @@ void install_stop_handlers() {
   sa.sa_flags = SA_RESETHAND;  // a second Ctrl-C terminates at once
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
+  // Over a file size limit (ulimit -f) a checkpoint write then fails with EFBIG and a one-line
+  // error naming the file, instead of SIGXFSZ killing the process with a core dump.
+  std::signal(SIGXFSZ, SIG_IGN);
 }
 
 bool stop_requested() {

@@ -16,7 +16,7 @@ std::string resolve_resume(const std::string& arg, const std::string& unit);
 void remove_older_checkpoints(const std::string& dir, const std::string& unit, int64_t keep);
 
 // Installs SIGINT/SIGTERM handlers that ask the training loop to stop after the current step
-// (a second signal terminates at once).
+// (a second signal terminates at once), and ignores SIGXFSZ (a write over `ulimit -f` fails).
 void install_stop_handlers();
 bool stop_requested();
 

@@ -167,7 +167,7 @@ NCS ncs_of(const Tensor& x) {
 // out[c] = sum over n, s of f(c, flat index of (n, c, s)); deterministic for any thread count.
 template <typename F>
 std::vector<double> channel_sum(const NCS& d, F&& f) {
-  const auto [N, C, S] = d;
+  const int64_t N = d.N, C = d.C, S = d.S;  // clang 14: no binding captures
   std::vector<double> out(size_t(C), 0.0);
   if (N == 0 || C == 0 || S == 0) return out;
   if (S == 1) {  // [N,C]: row chunks with [C] partials, inner loop over contiguous channels
@@ -203,7 +203,7 @@ std::vector<double> channel_sum(const NCS& d, F&& f) {
 // with a contiguous inner loop over channels.
 template <typename F>
 void for_each_nc(const NCS& d, F&& f) {
-  const auto [N, C, S] = d;
+  const int64_t N = d.N, C = d.C, S = d.S;  // clang 14: no binding captures
   if (S == 1) {
     parallel_for(N, rows_grain(C), [&](int64_t n0, int64_t n1) {
       for (int64_t n = n0; n < n1; ++n)
