@@ -56,6 +56,7 @@ void init_process_group(const InitOptions& options) {
   ProcessGroupOptions pg_options;
   pg_options.timeout = options.timeout;
   pg_options.debug = options.debug;
+  pg_options.stall_warn = options.stall_warn;
   s.group = make_process_group(backend, info.store, info.rank, info.world_size, pg_options);
   s.info = std::move(info);
 }

@@ -5,6 +5,7 @@
 #include <cstdarg>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,9 @@ struct InitOptions {
   int rank = -1, world_size = -1;      // -1: from init_method / environment
   std::chrono::milliseconds timeout = std::chrono::minutes(5);  // rendezvous and collectives
   bool debug = false;
+  // Stall inspector warning time (see ProcessGroupOptions::stall_warn; 0: off; unset:
+  // MINIDL_STALL_WARN seconds, else 60 s).
+  std::optional<std::chrono::milliseconds> stall_warn;
 };
 
 // Rendezvous + default process group. Throws on a second call without destroy_process_group().

@@ -67,7 +67,8 @@ ProcessGroupBase::ProcessGroupBase(std::shared_ptr<Store> store, int rank, int s
       size_(size),
       options_(options),
       debug_(debug_enabled(options)),
-      prefix_(next_group_prefix(*store_, rank)) {}
+      prefix_(next_group_prefix(*store_, rank)),
+      stall_(store_, prefix_, rank, size, effective_stall_warn(options)) {}
 
 std::string ProcessGroupBase::where(const std::string& op, uint64_t seq) const {
   return backend() + " " + op + " #" + std::to_string(seq) + " (rank " + std::to_string(rank_) +

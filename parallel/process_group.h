@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,11 @@ struct ProcessGroupOptions {
   // Before each collective, check op, dtype and element count against every rank through the
   // store and report both sides on a mismatch (slow; for debugging). Also MINIDL_DIST_DEBUG=1.
   bool debug = false;
+  // Stall inspector: each rank publishes the collective it is in; when one has waited this long,
+  // rank 0 prints which ranks are in it and which are missing (again at each further multiple),
+  // and a timed-out collective's error names the missing ranks. 0 turns it off. Unset:
+  // MINIDL_STALL_WARN (seconds), else 60 s.
+  std::optional<std::chrono::milliseconds> stall_warn;
 };
 
 // Collectives are issued in the same order on every rank (like c10d). Asynchronous ones run on

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "parallel/process_group.h"
+#include "parallel/stall_inspector.h"
 
 namespace minidl::dist::detail {
 
@@ -31,7 +32,8 @@ class FutureWork : public Work {
 };
 
 // State and helpers every backend shares: rank, size, options, the store and the group's key
-// prefix, and the "gloo allreduce #12 (rank 1 of 2)" naming of a collective.
+// prefix, the "gloo allreduce #12 (rank 1 of 2)" naming of a collective, and the stall
+// inspector (destroyed after the backend's own members, so after its communication thread).
 class ProcessGroupBase : public ProcessGroup {
  public:
   ProcessGroupBase(std::shared_ptr<Store> store, int rank, int size,
@@ -49,7 +51,8 @@ class ProcessGroupBase : public ProcessGroup {
   int rank_, size_;
   ProcessGroupOptions options_;
   bool debug_;
-  std::string prefix_;  // this group's keys in the store
+  std::string prefix_;    // this group's keys in the store
+  StallInspector stall_;  // started by the backend once it is connected
 };
 
 // Short dtype name for messages ("f32", "bf16", "i64").

@@ -216,6 +216,7 @@ class GlooProcessGroup final : public detail::ProcessGroupBase {
       : ProcessGroupBase(std::move(store), rank, size, options) {
     context_ = connect_gloo_context(store_, rank, size, prefix_ + "gloo/", options.timeout);
     thread_ = std::thread([this] { loop(); });
+    stall_.start("gloo");
   }
 
   ~GlooProcessGroup() override {
@@ -236,7 +237,7 @@ class GlooProcessGroup final : public detail::ProcessGroupBase {
   std::shared_ptr<Work> allreduce(Tensor& t, ReduceOp op) override {
     detail::check_tensor_arg(t, "allreduce");
     return enqueue("allreduce", detail::collective_desc("allreduce", t.dtype(), t.numel()),
-                   [this, t, op](uint32_t tag) mutable {
+                   t.nbytes(), [this, t, op](uint32_t tag) mutable {
                      Tensor wire = to_wire(t);
                      allreduce_wire(context_, wire, op, tag, options_.timeout);
                      from_wire(t, wire);
@@ -247,7 +248,7 @@ class GlooProcessGroup final : public detail::ProcessGroupBase {
     detail::check_tensor_arg(t, "broadcast");
     check_root(root, "broadcast");
     return enqueue("broadcast", detail::collective_desc("broadcast", t.dtype(), t.numel()),
-                   [this, t, root](uint32_t tag) mutable {
+                   t.nbytes(), [this, t, root](uint32_t tag) mutable {
                      if (t.numel() == 0) return;
                      Tensor wire = to_wire(t);
                      gloo::BroadcastOptions opts(context_);
@@ -278,7 +279,7 @@ class GlooProcessGroup final : public detail::ProcessGroupBase {
                  "'s output has ", outputs[size_t(rank_)].numel(), " elements but its input ",
                  input.numel());
     return enqueue("allgather", detail::collective_desc("allgather", input.dtype(), input.numel()),
-                   [this, outputs, input, counts](uint32_t tag) mutable {
+                   input.nbytes(), [this, outputs, input, counts](uint32_t tag) mutable {
                      Tensor wire_in = to_wire(input);
                      int64_t total = 0;
                      for (size_t c : counts) total += int64_t(c);
@@ -316,16 +317,16 @@ class GlooProcessGroup final : public detail::ProcessGroupBase {
     }
     // Allreduce of the concatenated inputs, then this rank's slice (simple, 2x the traffic
     // of a true reduce-scatter).
-    return enqueue("reduce_scatter",
-                   detail::collective_desc("reduce_scatter", output.dtype(), output.numel()),
-                   [this, output, inputs, op](uint32_t tag) mutable {
-                     std::vector<Tensor> flat;
-                     for (const Tensor& in : inputs) flat.push_back(to_wire(in).reshape({-1}));
-                     Tensor wire = cat(flat, 0);
-                     allreduce_wire(context_, wire, op, tag, options_.timeout);
-                     const int64_t n = output.numel();
-                     output.copy_(wire.narrow(0, rank_ * n, n).view(output.shape()));
-                   });
+    return enqueue(
+        "reduce_scatter", detail::collective_desc("reduce_scatter", output.dtype(), output.numel()),
+        output.nbytes() * uint64_t(size_), [this, output, inputs, op](uint32_t tag) mutable {
+          std::vector<Tensor> flat;
+          for (const Tensor& in : inputs) flat.push_back(to_wire(in).reshape({-1}));
+          Tensor wire = cat(flat, 0);
+          allreduce_wire(context_, wire, op, tag, options_.timeout);
+          const int64_t n = output.numel();
+          output.copy_(wire.narrow(0, rank_ * n, n).view(output.shape()));
+        });
   }
 
   std::shared_ptr<Work> gather(std::vector<Tensor>& outputs, const Tensor& input,
@@ -344,7 +345,7 @@ class GlooProcessGroup final : public detail::ProcessGroupBase {
       }
     }
     return enqueue("gather", detail::collective_desc("gather", input.dtype(), input.numel()),
-                   [this, outputs, input, root](uint32_t tag) mutable {
+                   input.nbytes(), [this, outputs, input, root](uint32_t tag) mutable {
                      if (input.numel() == 0) return;
                      Tensor wire_in = to_wire(input);
                      Tensor all;
@@ -367,7 +368,7 @@ class GlooProcessGroup final : public detail::ProcessGroupBase {
   }
 
   std::shared_ptr<Work> barrier() override {
-    return enqueue("barrier", "barrier()", [this](uint32_t tag) {
+    return enqueue("barrier", "barrier()", 0, [this](uint32_t tag) {
       gloo::BarrierOptions opts(context_);
       opts.setTag(tag);
       opts.setTimeout(options_.timeout);
@@ -381,14 +382,15 @@ class GlooProcessGroup final : public detail::ProcessGroupBase {
     std::shared_ptr<detail::FutureWork> work;
     uint64_t seq;
     std::string op, desc;
+    uint64_t bytes;  // this rank's contribution, for the stall inspector
     Job job;
   };
 
-  std::shared_ptr<Work> enqueue(const std::string& op, std::string desc, Job job) {
+  std::shared_ptr<Work> enqueue(const std::string& op, std::string desc, uint64_t bytes, Job job) {
     std::lock_guard<std::mutex> lock(mu_);
     const uint64_t seq = ++seq_;
     auto work = std::make_shared<detail::FutureWork>(seq);
-    queue_.push_back(Task{work, seq, op, std::move(desc), std::move(job)});
+    queue_.push_back(Task{work, seq, op, std::move(desc), bytes, std::move(job)});
     cv_.notify_all();
     return work;
   }
@@ -422,20 +424,28 @@ class GlooProcessGroup final : public detail::ProcessGroupBase {
   }
 
   void run(Task& task) {
+    stall_.begin(task.seq, task.op, task.bytes);
     try {
       debug_check(task.seq, task.desc);
       task.job(uint32_t(task.seq));
+      stall_.end(task.seq);
       task.work->complete();
     } catch (const gloo::Exception& e) {
       const std::string what = e.what();
       const bool timed_out = what.find("imed out") != std::string::npos;
-      const std::string why =
-          timed_out ? "timed out after " + format_seconds(options_.timeout) +
-                          "; a peer may have died, be slow, or skipped this collective"
-                    : "a peer connection failed (a peer may have died)";
+      // A timeout names the missing ranks from their published state (bounded, never throws).
+      std::string why = "a peer connection failed (a peer may have died)";
+      if (timed_out) {
+        const std::string missing = stall_.diagnose(task.seq);
+        why = "timed out after " + format_seconds(options_.timeout) +
+              (missing.empty() ? "; a peer may have died, be slow, or skipped this collective"
+                               : missing);
+      }
+      stall_.end(task.seq, /*completed=*/false);
       broken_ = where(task.op, task.seq) + " failed";
       fail(task, "failed: " + why + " (gloo: " + what + ")");
     } catch (const std::exception& e) {
+      stall_.end(task.seq, /*completed=*/false);
       broken_ = where(task.op, task.seq) + " failed";
       fail(task, std::string("failed: ") + e.what());
     }

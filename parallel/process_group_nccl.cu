@@ -111,7 +111,7 @@ class NcclWork : public Work {
       : pg_(pg), seq_(seq), op_(std::move(op)), done_(done), keep_(std::move(keep)) {}
   ~NcclWork() override { (void)cudaEventDestroy(done_); }
   void wait() override;
-  bool is_completed() override { return cudaEventQuery(done_) == cudaSuccess; }
+  bool is_completed() override;
   uint64_t sequence_number() const override { return seq_; }
 
  private:
@@ -185,6 +185,7 @@ class NcclProcessGroup final : public detail::ProcessGroupBase {
     MINIDL_NCCL_CHECK(ncclCommInitRank(&comm_, size_, id, rank_));
     MINIDL_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     MINIDL_CUDA_CHECK(cudaMalloc(&barrier_buf_, sizeof(float)));
+    stall_.start("nccl");
   }
 
   ~NcclProcessGroup() override {
@@ -219,6 +220,10 @@ class NcclProcessGroup final : public detail::ProcessGroupBase {
   std::string backend() const override { return "nccl"; }
   uint64_t sequence_number() const override { return seq_; }
 
+  // For the stall inspector, a collective is in progress from its launch until a wait() or
+  // is_completed() sees it done.
+  void observed_done(uint64_t seq) { stall_.end(seq); }
+
   // Blocks until `done` fires or the timeout passes (then aborts the communicator).
   void wait_event(cudaEvent_t done, const std::string& op, uint64_t seq) {
     const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
@@ -236,13 +241,17 @@ class NcclProcessGroup final : public detail::ProcessGroupBase {
       }
       if (std::chrono::steady_clock::now() > deadline) {
         broken_ = true;
+        const std::string missing = stall_.diagnose(seq);  // bounded, never throws
+        stall_.end(seq, /*completed=*/false);
         (void)ncclCommAbort(comm_);
         comm_ = nullptr;  // freed by the abort (ncclCommAbort/Destroy(nullptr) are no-ops)
         MINIDL_FAIL(where(op, seq), " failed: timed out after ", format_seconds(options_.timeout),
-                    "; a peer may have died, be slow, or skipped this collective");
+                    missing.empty() ? "; a peer may have died, be slow, or skipped this collective"
+                                    : missing);
       }
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
+    stall_.end(seq);
     // Later work on the compute stream is ordered after the collective.
     MINIDL_CUDA_CHECK(cudaStreamWaitEvent(compute_stream(), done, 0));
   }
@@ -446,6 +455,7 @@ class NcclProcessGroup final : public detail::ProcessGroupBase {
         if (t.defined() && t.storage()->data()) cuda::record_stream(t.storage()->data(), stream_);
       MINIDL_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
       MINIDL_CUDA_CHECK(cudaEventRecord(done, stream_));
+      stall_.begin(seq, op, keep.empty() || !keep[0].defined() ? 0 : uint64_t(keep[0].nbytes()));
       return std::make_shared<NcclWork>(this, seq, op, done, std::move(keep));
     } catch (const Error& e) {
       MINIDL_FAIL(where(op, seq), " failed: ", e.what());
@@ -483,6 +493,12 @@ class NcclProcessGroup final : public detail::ProcessGroupBase {
 
 void NcclWork::wait() {
   pg_->wait_event(done_, op_, seq_);
+}
+
+bool NcclWork::is_completed() {
+  if (cudaEventQuery(done_) != cudaSuccess) return false;
+  pg_->observed_done(seq_);
+  return true;
 }
 
 }  // namespace
