@@ -30,8 +30,8 @@ std::string encode_state(const CollectiveState& s);
 std::optional<CollectiveState> decode_state(const std::string& text);
 
 // How often the inspector publishes and when a silent rank counts as stopped, from stall_warn:
-// publish about once a second (every warn/4 for a warn under 4 s, at least every 100 ms);
-// stale after 3 publish intervals, at least 2 s.
+// publish about once a second (every warn/4 for a warn under 4 s, at least every 100 ms); stale
+// after 3 publish intervals, so that a rank stopped when the wait began is stale by the report.
 struct StallTiming {
   std::chrono::milliseconds warn{60000}, publish{1000}, stale{3000};
   static StallTiming from_warn(std::chrono::milliseconds warn);

@@ -36,7 +36,7 @@ StallTiming StallTiming::from_warn(milliseconds warn) {
   StallTiming t;
   t.warn = warn;
   t.publish = std::clamp(warn / 4, milliseconds(100), milliseconds(1000));
-  t.stale = std::max(3 * t.publish, milliseconds(2000));
+  t.stale = 3 * t.publish;
   return t;
 }
 
