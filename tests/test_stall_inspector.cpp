@@ -257,10 +257,10 @@ TEST_CASE("stall inspector: a SIGSTOPped rank is reported as stopped, with its l
 TEST_CASE("stall inspector: rank 0 reports its own lateness when the others wait for it") {
   require_ok(run_ranks(2, [](int rank, StorePtr store) {
     StderrToFile err;
-    auto pg = group(store, rank, 2, 6000ms, 1000ms);
+    auto pg = group(store, rank, 2, 8000ms, 2000ms);
     Tensor t = ones({4});
     pg->allreduce(t)->wait();                            // #1
-    if (rank == 0) std::this_thread::sleep_for(2500ms);  // rank 1 waits in #2 meanwhile
+    if (rank == 0) std::this_thread::sleep_for(4000ms);  // rank 1 waits in #2 meanwhile
     pg->allreduce(t)->wait();                            // #2 succeeds
     Checker c;
     const std::string out = err.text();
