@@ -135,8 +135,9 @@ struct StallInspector::Core {
     return out;
   }
 
-  StallView view(std::vector<std::optional<CollectiveState>> states, int64_t now) const {
-    return StallView{backend, rank, std::move(states), now, timing};
+  StallView view(std::vector<std::optional<CollectiveState>> states, int64_t now,
+                 std::string error) const {
+    return StallView{backend, rank, std::move(states), now, timing, std::move(error)};
   }
 
   void print(const std::string& report) {
@@ -203,7 +204,7 @@ void StallInspector::Core::loop() {
     std::string error;
     auto states = read_all(self, &error);
     now = now_ns();
-    StallView v = view(std::move(states), now);
+    StallView v = view(std::move(states), now, error);
     int64_t waited = 0;
     const uint64_t seq = stalled_collective(v, &waited);
     if (seq == 0) {
@@ -305,7 +306,7 @@ std::string StallInspector::diagnose(uint64_t seq) noexcept {
              format_seconds(kDiagnoseWait) + ")";
     if (!c.diag_error.empty())
       return generic + " (the other ranks' state could not be read: " + c.diag_error + ")";
-    const std::string clause = missing_ranks_clause(c.view(c.diag_states, now_ns()), seq);
+    const std::string clause = missing_ranks_clause(c.view(c.diag_states, now_ns(), ""), seq);
     return clause.empty() ? generic : " " + clause;
   } catch (...) {
     return "";

@@ -49,6 +49,7 @@ struct StallView {
   std::vector<std::optional<CollectiveState>> states;
   int64_t now_ns = 0;
   StallTiming timing;
+  std::string read_error;  // why some states could not be read (empty: all read)
 };
 
 // The collective stalled for at least timing.warn on some live rank (the lowest such sequence

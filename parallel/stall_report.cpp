@@ -119,7 +119,9 @@ std::string describe(const StallView& v, int r, Role role, const CollectiveState
   const std::string who = "rank " + std::to_string(r);
   const auto& st = v.states[size_t(r)];
   if (role == Role::unknown)
-    return who + " has published no state — not started, or it cannot reach the store";
+    return who + (v.read_error.empty()
+                      ? " has published no state — not started, or it cannot reach the store"
+                      : "'s state is unknown (the store did not answer)");
   std::string s = who + (st->done_seq ? " last completed #" + std::to_string(st->done_seq) + " " +
                                             secs(v.now_ns - st->done_ns) + " ago"
                                       : " has completed no collective yet");

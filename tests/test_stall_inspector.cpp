@@ -28,8 +28,12 @@ CollectiveState state(uint64_t seq, const std::string& op, int64_t since, uint64
 }
 
 StallView view_at(int64_t now, std::vector<std::optional<CollectiveState>> states) {
-  return StallView{"gloo", 0, std::move(states), now,
-                   StallTiming::from_warn(std::chrono::seconds(60))};
+  StallView v;
+  v.backend = "gloo";
+  v.states = std::move(states);
+  v.now_ns = now;
+  v.timing = StallTiming::from_warn(std::chrono::seconds(60));
+  return v;
 }
 
 }  // namespace
