@@ -22,7 +22,7 @@ struct InitOptions {
   bool debug = false;
   // Stall inspector warning time (see ProcessGroupOptions::stall_warn; 0: off; unset:
   // MINIDL_STALL_WARN seconds, else 60 s).
-  std::optional<std::chrono::milliseconds> stall_warn;
+  std::optional<std::chrono::milliseconds> stall_warn = std::nullopt;
 };
 
 // Rendezvous + default process group. Throws on a second call without destroy_process_group().

@@ -38,7 +38,7 @@ struct ProcessGroupOptions {
   // rank 0 prints which ranks are in it and which are missing (again at each further multiple),
   // and a timed-out collective's error names the missing ranks. 0 turns it off. Unset:
   // MINIDL_STALL_WARN (seconds), else 60 s.
-  std::optional<std::chrono::milliseconds> stall_warn;
+  std::optional<std::chrono::milliseconds> stall_warn = std::nullopt;
 };
 
 // Collectives are issued in the same order on every rank (like c10d). Asynchronous ones run on

@@ -27,12 +27,13 @@ CollectiveState state(uint64_t seq, const std::string& op, int64_t since, uint64
   return CollectiveState{seq, op, seq ? 16u : 0u, since, done, done_at, heartbeat};
 }
 
-StallView view_at(int64_t now, std::vector<std::optional<CollectiveState>> states) {
+StallView view_at(int64_t now, std::vector<std::optional<CollectiveState>> states,
+                  std::chrono::milliseconds warn = std::chrono::seconds(60)) {
   StallView v;
   v.backend = "gloo";
   v.states = std::move(states);
   v.now_ns = now;
-  v.timing = StallTiming::from_warn(std::chrono::seconds(60));
+  v.timing = StallTiming::from_warn(warn);
   return v;
 }
 
@@ -82,11 +83,13 @@ TEST_CASE("stall inspector: report and diagnosis name present and missing ranks"
   // ranks 0 and 2 wait in allreduce #123 for 10 s; rank 1 finished #122 9.8 s ago and is alive;
   // rank 3 stopped 9.5 s ago; rank 4 is in broadcast #123; rank 5 never published.
   StallView v =
-      view_at(now, {state(123, "allreduce", now - 10 * kS, 122, now - 10 * kS, now),
-                    state(0, "", 0, 122, now - 98 * kS / 10, now - kS / 2),
-                    state(123, "allreduce", now - 9 * kS, 122, now - 9 * kS, now - kS),
-                    state(0, "", 0, 122, now - 99 * kS / 10, now - 95 * kS / 10),
-                    state(123, "broadcast", now - 8 * kS, 122, now - 8 * kS, now), std::nullopt});
+      view_at(now,
+              {state(123, "allreduce", now - 10 * kS, 122, now - 10 * kS, now),
+               state(0, "", 0, 122, now - 98 * kS / 10, now - kS / 2),
+               state(123, "allreduce", now - 9 * kS, 122, now - 9 * kS, now - kS),
+               state(0, "", 0, 122, now - 99 * kS / 10, now - 95 * kS / 10),
+               state(123, "broadcast", now - 8 * kS, 122, now - 8 * kS, now), std::nullopt},
+              std::chrono::seconds(5));  // warn after 5 s, stale after 3 s
   int64_t waited = 0;
   CHECK(stalled_collective(v, &waited) == 123);
   CHECK(waited == 10 * kS);
@@ -114,7 +117,8 @@ TEST_CASE("stall inspector: report and diagnosis name present and missing ranks"
   CHECK_MESSAGE(contains(c, "; rank 5 has published no state"), c);
 }
 
-TEST_CASE("stall inspector: a stopped rank inside the collective is missing; no stall, no report") {
+TEST_CASE(
+    "stall inspector: a stopped rank inside the collective is missing, no stall gives no report") {
   const int64_t now = 500 * kS;
   // rank 1 was stopped inside #7 (its state says so, but it has been silent for 70 s)
   StallView v =
@@ -183,7 +187,7 @@ void require_ok(const std::vector<RankReport>& reports) {
 
 }  // namespace
 
-TEST_CASE("stall inspector: rank 0 reports a rank that stopped participating; timeouts name it") {
+TEST_CASE("stall inspector: rank 0 reports a rank that stopped participating, timeouts name it") {
   require_ok(run_ranks(
       3,
       [](int rank, StorePtr store) {
@@ -280,7 +284,7 @@ TEST_CASE("stall inspector: rank 0 reports its own lateness when the others wait
   }));
 }
 
-TEST_CASE("stall inspector: nothing stalls, nothing is reported; stall_warn 0 turns it off") {
+TEST_CASE("stall inspector: nothing stalls, nothing is reported, and stall_warn 0 turns it off") {
   require_ok(run_ranks(2, [](int rank, StorePtr store) {
     StderrToFile err;
     auto pg = group(store, rank, 2, 5000ms, 1000ms);
