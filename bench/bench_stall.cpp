@@ -1,14 +1,16 @@
 // Cost of the stall inspector: the recorder's price per collective (inspector on vs off), and
 // the 2-process DDP MNIST step (batch 64 per process, 1 thread) with the inspector on vs off in
 // the same processes, in alternating blocks, as a ratio. Prints a markdown table.
-// Usage: bench_stall [--steps 30] [--rounds 4] [--batch 64]
+// Usage: bench_stall [--steps 10] [--rounds 20] [--batch 64]
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <time.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <fstream>
 #include <memory>
 #include <string>
 
@@ -22,6 +24,13 @@ using namespace minidl;
 using std::chrono::milliseconds;
 
 namespace {
+
+std::string loadavg() {
+  std::ifstream f("/proc/loadavg");
+  std::string a, b, c;
+  f >> a >> b >> c;
+  return a + " " + b + " " + c;
+}
 
 double cpu_s() {
   timespec ts{};
@@ -49,8 +58,21 @@ double recorder_ns(milliseconds warn, dist::TcpStore& master) {
   return bench::median(samples);
 }
 
+// CPU seconds this process uses per wall second with an idle inspector publishing to a store
+// hosted in the same process (its thread, plus the store server's share).
+double background_cpu_per_s(dist::TcpStore& master) {
+  auto store = std::make_shared<dist::TcpStore>(dist::TcpStoreOptions{.port = master.port()});
+  dist::detail::StallInspector inspector(store, "idle/", 0, 1, milliseconds(60000));
+  inspector.start("gloo");
+  std::this_thread::sleep_for(milliseconds(1500));  // connected, publishing
+  const double c0 = cpu_s(), t0 = bench::now_s();
+  std::this_thread::sleep_for(milliseconds(10000));
+  return (cpu_s() - c0) / (bench::now_s() - t0);
+}
+
 struct Result {
-  double step_s[2], cpu_s[2];  // [off, on]: median step time, CPU seconds per step
+  double step_s[2], cpu_s[2];        // [off, on]: median step time, median CPU seconds per step
+  double ratio, ratio_lo, ratio_hi;  // per-round step-time ratios on/off: median, quartiles
   double collectives_per_step;
 };
 
@@ -71,46 +93,60 @@ struct Trainer {
   }
 };
 
-// Rank r of 2: `rounds` rounds of a block with the inspector off and one with it on (the order
-// alternates between rounds), each on a fresh group; rank 0's medians.
+// Rank r of 2: two groups, inspector off and on, each with its own DDP model; `rounds` rounds of
+// a block of `steps` steps on each (the order alternates between rounds). Rank 0 fills `out`.
 void run_rank(int r, int port, int steps, int rounds, int64_t batch, Result* out) {
   set_num_threads(1);
   auto store = std::make_shared<dist::TcpStore>(dist::TcpStoreOptions{.port = port});
-  std::vector<double> times[2], cpu[2];
-  double per_step = 0;
-  for (int round = 0; round < rounds; ++round)
+  std::shared_ptr<dist::ProcessGroup> pg[2];
+  std::unique_ptr<Trainer> trainer[2];
+  for (int on = 0; on < 2; ++on) {
+    dist::ProcessGroupOptions o;
+    o.stall_warn = on ? milliseconds(60000) : milliseconds(0);
+    pg[on] = dist::make_process_group("gloo", store, r, 2, o);
+    manual_seed(uint64_t(r));
+    trainer[on] = std::make_unique<Trainer>(
+        std::make_shared<dist::DistributedDataParallel>(std::make_shared<mnist::Net>(), pg[on]),
+        batch);
+    for (int i = 0; i < 3; ++i) trainer[on]->step();
+  }
+  std::vector<double> times[2], cpu[2], ratios;
+  const uint64_t seq0 = pg[1]->sequence_number();
+  for (int round = 0; round < rounds; ++round) {
+    double med[2];
     for (int k = 0; k < 2; ++k) {
       const int on = (round % 2) ? 1 - k : k;
-      dist::ProcessGroupOptions o;
-      o.stall_warn = on ? milliseconds(60000) : milliseconds(0);
-      auto pg = dist::make_process_group("gloo", store, r, 2, o);
-      manual_seed(uint64_t(r));
-      Trainer t(std::make_shared<dist::DistributedDataParallel>(std::make_shared<mnist::Net>(), pg),
-                batch);
-      for (int i = 0; i < 3; ++i) t.step();
-      pg->barrier()->wait();
-      const uint64_t seq0 = pg->sequence_number();
+      pg[on]->barrier()->wait();
+      std::vector<double> block;
       const double c0 = cpu_s();
       for (int i = 0; i < steps; ++i) {
         const double t0 = bench::now_s();
-        t.step();
-        times[on].push_back(bench::now_s() - t0);
+        trainer[on]->step();
+        block.push_back(bench::now_s() - t0);
       }
       cpu[on].push_back((cpu_s() - c0) / steps);
-      per_step = double(pg->sequence_number() - seq0) / steps;
-      pg->barrier()->wait();
+      times[on].insert(times[on].end(), block.begin(), block.end());
+      med[on] = bench::median(block);
     }
+    ratios.push_back(med[1] / med[0]);
+  }
+  const double per_step = double(pg[1]->sequence_number() - seq0 - uint64_t(rounds)) /
+                          double(rounds * steps);  // minus the barriers
+  std::sort(ratios.begin(), ratios.end());
   if (r == 0)
     *out = {{bench::median(times[0]), bench::median(times[1])},
             {bench::median(cpu[0]), bench::median(cpu[1])},
+            bench::median(ratios),
+            ratios[ratios.size() / 4],
+            ratios[ratios.size() * 3 / 4],
             per_step};
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int steps = bench::int_arg(argc, argv, "--steps", 30);
-  const int rounds = bench::int_arg(argc, argv, "--rounds", 4);
+  const int steps = bench::int_arg(argc, argv, "--steps", 10);
+  const int rounds = bench::int_arg(argc, argv, "--rounds", 20);
   const int64_t batch = bench::int_arg(argc, argv, "--batch", 64);
 
   auto* res = static_cast<Result*>(
@@ -141,23 +177,25 @@ int main(int argc, char** argv) {
   }
   const double off_ns = recorder_ns(milliseconds(0), master);
   const double on_ns = recorder_ns(milliseconds(60000), master);
+  const double bg = background_cpu_per_s(master);
   const Result r = *res;
-  const double ratio = r.step_s[1] / r.step_s[0];
-  const double bound = (on_ns - off_ns) * 1e-9 * r.collectives_per_step / r.step_s[0];
+  const double share = (on_ns - off_ns) * 1e-9 * r.collectives_per_step / r.step_s[0];
   std::printf("## Stall inspector cost (DDP MNIST CNN, 2 processes, batch %lld, 1 thread)\n\n",
               (long long)batch);
   std::printf("| inspector | step ms (median) | CPU ms per step (rank 0) |\n|---|---:|---:|\n");
   std::printf("| off (stall_warn 0) | %.3f | %.3f |\n", r.step_s[0] * 1e3, r.cpu_s[0] * 1e3);
   std::printf("| on (stall_warn 60 s) | %.3f | %.3f |\n\n", r.step_s[1] * 1e3, r.cpu_s[1] * 1e3);
   std::printf("| measure | value |\n|---|---:|\n");
-  std::printf("| step time on / off | %.4f (%+.2f%%) |\n", ratio, (ratio - 1) * 100);
-  std::printf("| CPU time on / off | %.4f (%+.2f%%) |\n", r.cpu_s[1] / r.cpu_s[0],
-              (r.cpu_s[1] / r.cpu_s[0] - 1) * 100);
+  std::printf("| step time on / off (median of %d paired blocks; quartiles) | %.4f (%.4f-%.4f) |\n",
+              rounds, r.ratio, r.ratio_lo, r.ratio_hi);
+  std::printf("| CPU time per step on / off | %.4f |\n", r.cpu_s[1] / r.cpu_s[0]);
   std::printf("| collectives per step | %.1f |\n", r.collectives_per_step);
   std::printf("| recorder begin+end, ns per collective (on / off) | %.1f / %.1f |\n", on_ns,
               off_ns);
-  std::printf("| recorder share of the step (critical path) | %.5f%% |\n", bound * 100);
-  std::printf("\n(%d rounds of %d steps per setting, alternating; nproc %u)\n", rounds, steps,
-              std::thread::hardware_concurrency());
+  std::printf("| recorder share of the step (critical path) | %.5f%% |\n", share * 100);
+  std::printf("| background thread + store server, CPU per second | %.1f us (%.4f%% of a core) |\n",
+              bg * 1e6, bg * 100);
+  std::printf("\n(%d rounds of %d steps per setting, alternating; nproc %u; load %s)\n", rounds,
+              steps, std::thread::hardware_concurrency(), loadavg().c_str());
   return 0;
 }
