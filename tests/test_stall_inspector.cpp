@@ -262,6 +262,40 @@ TEST_CASE("stall inspector: a SIGSTOPped rank is reported as stopped, with its l
   CHECK(reports[1].exit_code == 128 + SIGKILL);
 }
 
+TEST_CASE("stall inspector: when rank 0 is the one stopped, a waiting rank reports it") {
+  auto reports = run_ranks(
+      2,
+      [](int rank, StorePtr store) {
+        StderrToFile err;
+        auto pg = group(store, rank, 2, 6000ms, 5000ms);
+        Tensor t = ones({4});
+        pg->allreduce(t)->wait();  // #1
+        pg->allreduce(t)->wait();  // #2
+        if (rank == 0) {
+          store->set("pid0", std::to_string(::getpid()));
+          std::this_thread::sleep_for(1500ms);  // its state after #2 gets published
+          ::raise(SIGSTOP);                     // rank 1 SIGKILLs it when done
+          return std::string("rank 0 was not stopped");
+        }
+        disttest::Failure f = disttest::expect_error([&] { pg->allreduce(t)->wait(); });  // #3
+        ::kill(pid_t(std::stoi(store->get_string("pid0"))), SIGKILL);
+        Checker c;
+        const std::string out = err.text();
+        c.check(contains(out, "gloo allreduce #3 (16 B): waiting 5.") &&
+                    contains(out, " s for rank 0; in it: rank 1\n  rank 0 last completed #2 ") &&
+                    contains(out, " — stopped or hung"),
+                "report: " + out);
+        c.check(contains(f.message,
+                         "timed out after 6 s waiting for rank 0: rank 0 last "
+                         "completed #2 "),
+                "error: " + f.message);
+        return c.str();
+      },
+      12000ms);
+  CHECK(reports[0].exit_code == 128 + SIGKILL);
+  CHECK_MESSAGE(reports[1].text == "OK", reports[1].text);
+}
+
 TEST_CASE("stall inspector: rank 0 reports its own lateness when the others wait for it") {
   require_ok(run_ranks(2, [](int rank, StorePtr store) {
     StderrToFile err;
