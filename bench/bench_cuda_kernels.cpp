@@ -1,6 +1,7 @@
 // GPU kernel benchmarks: bf16 GEMM through minidl::matmul against raw cuBLASLt calls written
-// here (same process, same stream), and memory-bound kernels (add, layer_norm, softmax, AdamW
-// step) against the measured cudaMemcpy device-to-device bandwidth. One JSON line per metric.
+// here (same process, same stream), and memory-bound kernels (add, layer_norm, softmax and its
+// backward, reductions, AdamW step) against the measured cudaMemcpy device-to-device bandwidth.
+// One JSON line per metric.
 // Usage: bench_cuda_kernels [--reps 7] [--iters 20] [--mb 64] [--device 0]
 #include <cublasLt.h>
 #include <cuda_runtime.h>
@@ -125,13 +126,13 @@ void bench_gemm(int64_t M, int64_t N, int64_t K, Device dev, cudaStream_t s, int
 
 // One memory-bound kernel: GB/s = bytes moved / time, and its ratio to the copy bandwidth.
 void report_bw(const char* kernel, const std::string& shape, double bytes, double ms,
-               double copy_gbps) {
+               double copy_gbps, const char* dtype = "f32") {
   const double gbps = bytes / (ms * 1e-3) * 1e-9;
   std::printf(
-      "{\"bench\":\"membw\",\"kernel\":\"%s\",\"shape\":\"%s\",\"dtype\":\"f32\","
+      "{\"bench\":\"membw\",\"kernel\":\"%s\",\"shape\":\"%s\",\"dtype\":\"%s\","
       "\"bytes\":%.0f,\"minidl_ms\":%.4f,\"minidl_gbps\":%.1f,\"ref\":\"cudaMemcpy D2D\","
       "\"ref_gbps\":%.1f,\"ratio\":%.3f}\n",
-      kernel, shape.c_str(), bytes, ms, gbps, copy_gbps, gbps / copy_gbps);
+      kernel, shape.c_str(), dtype, bytes, ms, gbps, copy_gbps, gbps / copy_gbps);
   std::fflush(stdout);
 }
 
@@ -188,6 +189,27 @@ int main(int argc, char** argv) {
               copy_gbps);
     report_bw("softmax", rc, 2 * bytes, time_ms([&] { out = softmax(x, -1); }, s, reps, iters),
               copy_gbps);
+    report_bw("log_softmax", rc, 2 * bytes,
+              time_ms([&] { out = log_softmax(x, -1); }, s, reps, iters), copy_gbps);
+    report_bw("softmax_backward", rc, 3 * bytes,
+              time_ms([&] { out = softmax_backward(x, x, -1); }, s, reps, iters), copy_gbps);
+    // Reductions read their input once (the outputs are small).
+    report_bw("sum", flat, bytes, time_ms([&] { out = sum(src); }, s, reps, iters), copy_gbps);
+    report_bw("amax", flat, bytes, time_ms([&] { out = amax(src); }, s, reps, iters), copy_gbps);
+    report_bw("var", flat, bytes, time_ms([&] { out = var(src); }, s, reps, iters), copy_gbps);
+    report_bw("sum dim1", rc, bytes, time_ms([&] { out = sum(x, {1}); }, s, reps, iters),
+              copy_gbps);
+    report_bw("sum dim0", rc, bytes, time_ms([&] { out = sum(x, {0}); }, s, reps, iters),
+              copy_gbps);
+    report_bw("logsumexp dim1", rc, bytes,
+              time_ms([&] { out = logsumexp(x, {1}); }, s, reps, iters), copy_gbps);
+    report_bw("max(dim) dim1", rc, bytes, time_ms([&] { out = max(x, 1).first; }, s, reps, iters),
+              copy_gbps);
+    const Tensor xh = x.to(kFloat16);
+    report_bw("sum", rc, bytes / 2, time_ms([&] { out = sum(xh); }, s, reps, iters), copy_gbps,
+              "f16");
+    report_bw("softmax", rc, bytes, time_ms([&] { out = softmax(xh, -1); }, s, reps, iters),
+              copy_gbps, "f16");
 
     // AdamW (fused multi-tensor step) on one parameter of `mb` MB: reads p, g, m, v; writes
     // p, m, v.

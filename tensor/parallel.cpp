@@ -30,7 +30,8 @@ int get_num_threads() {
 
 namespace cpu {
 
-void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+void parallel_for(int64_t n, [[maybe_unused]] int64_t grain,
+                  const std::function<void(int64_t, int64_t)>& fn) {
   if (n <= 0) return;
 #ifdef _OPENMP
   int64_t max_chunks = std::max<int64_t>(1, n / std::max<int64_t>(grain, 1));

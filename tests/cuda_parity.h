@@ -1,6 +1,7 @@
 // CPU-vs-CUDA parity harness for the cuda_ops suites: a table of cases (op frontends applied to
 // seeded random inputs of several shapes, dtypes and memory layouts), each run on both devices
-// and compared with per-dtype tolerances (exact for integer/bool outputs and exact cases).
+// and compared with per-dtype tolerances (exact for integer/bool outputs and exact cases). The
+// inputs the CPU rejects are listed per case (Reject); any other CPU error fails.
 #pragma once
 #include <algorithm>
 #include <cstdio>
@@ -17,22 +18,33 @@ using testutil::random_tensor;
 
 using Fn = std::function<std::vector<Tensor>(const std::vector<Tensor>& in, Device dev, int v)>;
 
+// Inputs the CPU rejects by design (as PyTorch does): a CPU throw for one of `dtypes` (empty:
+// any) in one of `variants` (empty: any) whose message contains `error`. run() counts these
+// instead of comparing; any other CPU throw fails, and so does an entry that never matched.
+struct Reject {
+  std::vector<DType> dtypes;
+  std::vector<int> variants;
+  std::string error;
+};
+
 struct Case {
   std::string name;
   std::vector<std::string> ops;            // ops.def names this case runs (coverage)
   std::vector<std::vector<Shape>> shapes;  // input shape sets (one Shape per input)
-  std::vector<DType> dtypes;               // dtype of the inputs; CPU-unsupported ones skip
+  std::vector<DType> dtypes;               // dtype of the inputs (CPU rejections: `rejects`)
   Fn fn;                                   // variant v of the computation on `dev`
   int variants = 1;                        // fn returns {} for a variant that does not apply
   double lo = -2, hi = 2;                  // input values (u8 inputs clamp lo to 0)
   bool layouts = true;                     // also run transposed/sliced/expanded inputs
   bool exact = false;                      // bitwise equality for every output
   double tol_scale = 1;
+  std::vector<Reject> rejects = {};  // the combinations the CPU must reject (see Reject)
 };
 
 inline const std::vector<DType> kAll = {kFloat32, kFloat64, kFloat16, kBFloat16,
                                         kInt32,   kInt64,   kUInt8,   kBool};
 inline const std::vector<DType> kFloats = {kFloat32, kFloat64, kFloat16, kBFloat16};
+inline const std::vector<DType> kNonFloat = {kInt32, kInt64, kUInt8, kBool};
 
 // Relative tolerance per output dtype (0: exact).
 inline double rel_tol(DType dt) {
@@ -108,10 +120,30 @@ inline void compare(const std::vector<Tensor>& got, const std::vector<Tensor>& w
   }
 }
 
-// Runs every (shape set, dtype, layout, variant) of a case on the CPU and on `dev`; returns how
-// many were compared (dev = CPU checks the tables themselves on machines without a GPU).
-inline int run(const Case& c, Device dev = kCUDA) {
-  int compared = 0;
+// What run() did with a case's combinations.
+struct Counts {
+  int compared = 0;  // run on both devices and compared
+  int rejected = 0;  // rejected by the CPU as the case's `rejects` list (not run on `dev`)
+};
+
+// Index of the entry of c.rejects that explains a CPU error, or -1.
+inline int find_reject(const Case& c, DType dt, int v, const std::string& what) {
+  for (size_t r = 0; r < c.rejects.size(); ++r) {
+    const Reject& rj = c.rejects[r];
+    if ((rj.dtypes.empty() || std::count(rj.dtypes.begin(), rj.dtypes.end(), dt)) &&
+        (rj.variants.empty() || std::count(rj.variants.begin(), rj.variants.end(), v)) &&
+        what.find(rj.error) != std::string::npos)
+      return int(r);
+  }
+  return -1;
+}
+
+// Runs every (shape set, dtype, layout, variant) of a case on the CPU and on `dev` (dev = CPU
+// checks the tables themselves on machines without a GPU). A CPU error must be one of the
+// case's rejects, and every reject must occur.
+inline Counts run(const Case& c, Device dev = kCUDA) {
+  Counts n;
+  std::vector<int> reject_hits(c.rejects.size(), 0);
   for (size_t si = 0; si < c.shapes.size(); ++si) {
     const std::vector<Shape>& shapes = c.shapes[si];
     for (DType dt : c.dtypes) {
@@ -132,34 +164,53 @@ inline int run(const Case& c, Device dev = kCUDA) {
           try {
             want = c.fn(cpu_in, kCPU, v);
           } catch (const std::exception& e) {
-            // the CPU kernel does not support this input: nothing to mirror
-            if (std::getenv("MINIDL_PARITY_VERBOSE"))
-              std::fprintf(stderr, "[parity] %s v%d %s: CPU threw: %s\n", c.name.c_str(), v,
-                           std::string(dtype_name(dt)).c_str(), e.what());
+            const int r = find_reject(c, dt, v, e.what());
+            if (r < 0) {
+              FAIL_CHECK("the CPU threw, and the case does not list it as rejected: ",
+                         std::string(e.what()));
+            } else {
+              ++reject_hits[size_t(r)];
+              ++n.rejected;
+            }
             continue;
           }
           if (want.empty()) continue;
           try {
             got = c.fn(gpu_in, dev, v);
           } catch (const std::exception& e) {
-            FAIL_CHECK(dev, " threw where the CPU did not: ", e.what());
+            FAIL_CHECK(dev, " threw where the CPU did not: ", std::string(e.what()));
             continue;
           }
           compare(got, want, c.exact, c.tol_scale, dev);
-          ++compared;
+          ++n.compared;
         }
       }
     }
   }
-  return compared;
+  for (size_t r = 0; r < c.rejects.size(); ++r)
+    CHECK_MESSAGE(reject_hits[r] > 0, "case ", c.name, ": reject ", r, " ('", c.rejects[r].error,
+                  "') never occurred: the CPU accepts it now, or the entry is wrong");
+  return n;
 }
 
-// Runs a list of cases, each of which must compare at least once.
+// Runs a list of cases, each of which must compare at least once; prints how many
+// combinations were compared and how many the CPU rejected as listed.
 inline void run_all(const std::vector<Case>& cases, Device dev = kCUDA) {
+  Counts total;
+  int cases_rejecting = 0;
   for (const Case& c : cases) {
     CAPTURE(c.name);
-    CHECK_MESSAGE(run(c, dev) > 0, "case ", c.name, " compared nothing (every CPU run threw)");
+    const Counts n = run(c, dev);
+    CHECK_MESSAGE(n.compared > 0, "case ", c.name, " compared nothing");
+    total.compared += n.compared;
+    total.rejected += n.rejected;
+    cases_rejecting += n.rejected > 0;
   }
+  std::printf(
+      "[parity] %zu cases on %s: %d combinations compared, %d rejected by the CPU as "
+      "listed (in %d cases)\n",
+      cases.size(), dev.str().c_str(), total.compared, total.rejected, cases_rejecting);
+  std::fflush(stdout);
 }
 
 // The case tables (test_cuda_ops.cpp: copy/unary/binary/reduce/softmax/linalg;

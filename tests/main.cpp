@@ -1,23 +1,32 @@
 // Custom doctest main: excludes suites named cuda* when no GPU is present (reported as
-// skipped), and exits 77 (ctest's skip code) when a run selected only such tests.
+// skipped), reports the cases that skipped at run time (MINIDL_SKIP, tests/skip.h) with their
+// reasons, and exits 77 (ctest's skip code) when every selected case was skipped.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
-#include <atomic>
 #include <cstdio>
+#include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
+#include "skip.h"
 #include "tensor/device.h"
 
 namespace {
-std::atomic<int> g_cases_started{0};
+int g_cases_started = 0;
+std::string g_current_case;
+std::vector<std::pair<std::string, std::string>> g_skipped;  // (case, reason)
 
 struct CountingListener : doctest::IReporter {
   explicit CountingListener(const doctest::ContextOptions&) {}
   void report_query(const doctest::QueryData&) override {}
   void test_run_start() override {}
   void test_run_end(const doctest::TestRunStats&) override {}
-  void test_case_start(const doctest::TestCaseData&) override { ++g_cases_started; }
+  void test_case_start(const doctest::TestCaseData& tc) override {
+    ++g_cases_started;
+    g_current_case = tc.m_name;
+  }
   void test_case_reenter(const doctest::TestCaseData&) override {}
   void test_case_end(const doctest::CurrentTestCaseStats&) override {}
   void test_case_exception(const doctest::TestCaseException&) override {}
@@ -29,6 +38,14 @@ struct CountingListener : doctest::IReporter {
 };
 REGISTER_LISTENER("minidl_counter", 1, CountingListener);
 }  // namespace
+
+void testutil::report_skip(const std::string& reason) {
+  // Subcases re-enter a case: report it once.
+  if (!g_skipped.empty() && g_skipped.back().first == g_current_case) return;
+  g_skipped.emplace_back(g_current_case, reason);
+  std::printf("[minidl] SKIPPED \"%s\": %s\n", g_current_case.c_str(), reason.c_str());
+  std::fflush(stdout);
+}
 
 int main(int argc, char** argv) {
   doctest::Context ctx;
@@ -44,9 +61,15 @@ int main(int argc, char** argv) {
   ctx.applyCommandLine(argc, argv);
   int rc = ctx.run();
   if (ctx.shouldExit()) return rc;
-  if (!has_gpu) {
-    std::printf("[minidl] no CUDA device: suites cuda* skipped\n");
-    if (rc == 0 && g_cases_started == 0) return 77;
+  if (!has_gpu) std::printf("[minidl] no CUDA device: suites cuda* skipped\n");
+  if (!g_skipped.empty()) {
+    std::printf("[minidl] %zu of %d case(s) skipped:\n", g_skipped.size(), g_cases_started);
+    for (const auto& [name, reason] : g_skipped)
+      std::printf("[minidl]   \"%s\": %s\n", name.c_str(), reason.c_str());
   }
+  // Every selected case skipped (none ran: cuda* without a GPU; or each called MINIDL_SKIP).
+  const bool all_skipped =
+      g_cases_started == 0 ? !has_gpu : size_t(g_cases_started) == g_skipped.size();
+  if (rc == 0 && all_skipped) return 77;
   return rc;
 }

@@ -13,6 +13,7 @@
 #include "parallel/tcp_store.h"
 #include "parallel_test_models.h"
 #include "pg_test_util.h"
+#include "skip.h"
 
 using namespace minidl;
 using disttest::contains;
@@ -333,5 +334,9 @@ TEST_CASE("accelerator: ddp (2 ranks) trains bitwise like hand-written DDP with 
       20000ms);
   for (size_t r = 0; r < reports.size(); ++r)
     CHECK_MESSAGE(reports[r].text == "OK", "rank ", r, ": ", reports[r].text);
+}
+#else
+TEST_CASE("accelerator: the 2-rank ddp mode case needs Gloo") {
+  MINIDL_SKIP(testutil::kNoGloo);
 }
 #endif

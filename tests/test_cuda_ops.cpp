@@ -96,10 +96,14 @@ std::vector<Case> cases_elementwise() {
           }};
   ar.variants = 5;
   ar.layouts = false;
+  ar.rejects = {{{kBool}, {}, "arange: dtype bool is not supported"},
+                {{kInt32, kInt64, kUInt8}, {2}, "floating-point bounds with integer dtype"}};
   cs.push_back(ar);
 
   cs.push_back(unary("neg", {U(neg(x)), U(-x)}, true));
+  cs.back().rejects = {{{kBool}, {}, "negation, the `-` operator, on a bool tensor"}};
   cs.push_back(unary("abs", {U(abs(x))}, true));
+  cs.back().rejects = {{{kBool}, {}, "op `abs`: not supported for bool tensors"}};
   cs.push_back(unary("sign", {U(sign(x))}, true));
   cs.push_back(unary("exp", {U(exp(x))}));
   cs.push_back(unary("log", {U(log(x))}));  // NaN for x < 0, -inf at 0
@@ -111,6 +115,7 @@ std::vector<Case> cases_elementwise() {
   cs.push_back(unary("tanh", {U(tanh(x)), U(tanh(x * 10.0))}));
   cs.push_back(unary("sigmoid", {U(sigmoid(x)), U(sigmoid(x * 40.0))}));
   cs.push_back(unary("relu", {U(relu(x))}, true));
+  cs.back().rejects = {{{kBool}, {}, "op `relu`: not supported for bool tensors"}};
   cs.push_back(unary("gelu", {U(gelu(x)), U(gelu(x * 5.0))}));
   cs.push_back(unary("gelu_tanh", {U(gelu(x, "tanh")), U(gelu(x * 5.0, "tanh"))}));
   cs.push_back(unary("silu", {U(silu(x))}));
@@ -122,11 +127,14 @@ std::vector<Case> cases_elementwise() {
                      true));
 
   cs.push_back(binary("add", {B(add(a, b)), B(add(a, b, 2)), B(a + 1), B(add(a, b, 0.5))}));
+  cs.back().rejects = {{kNonFloat, {3}, "argument alpha must not be a floating point number"}};
   cs.push_back(binary("sub", {B(sub(a, b)), B(sub(a, b, 3)), B(1.5 - a)}));
+  cs.back().rejects = {{{kBool}, {0, 1}, "with two bool tensors is not supported"}};
   cs.push_back(binary("mul", {B(mul(a, b)), B(a * 3)}));
   cs.push_back(binary("div", {B(div(a, b)), B(a / 3), B(2.0 / b)}));
   cs.push_back(binary("pow", {B(pow(a, abs(b))), B(pow(abs(a), b * 0.5)), B(pow(a, 2)),
                               B(pow(a, 0.5)), B(pow(a, -1.5))}));
+  cs.back().rejects = {{{kBool}, {0, 1}, "op `abs`: not supported for bool tensors"}};
   cs.push_back(binary("maximum", {B(maximum(a, b)), B(maximum(a, 0.5))}, true));
   cs.push_back(binary("minimum", {B(minimum(a, b)), B(minimum(a, 0.5))}, true));
   cs.push_back(binary("eq", {B(eq(a, b)), B(a == a), B(eq(a, 1))}, true));
@@ -187,19 +195,26 @@ std::vector<Case> cases_reduce_linalg() {
     return V{sum(x, d, k), sum(x, d, k, kFloat64)};
   }));
   cs.push_back(reduction("mean", [](const Tensor& x, D d, bool k) { return V{mean(x, d, k)}; }));
+  cs.back().rejects = {{kNonFloat, {}, "op `mean`: could not infer output dtype"}};
+  // amax/amin/max(dim)/min(dim) have no identity: empty reductions are errors, as in PyTorch.
   cs.push_back(reduction(
       "amax", [](const Tensor& x, D d, bool k) { return V{amax(x, d, k)}; }, true));
+  cs.back().rejects = {{{}, {0}, "cannot compute amax over an empty tensor"},
+                       {{}, {1, 3}, "cannot compute amax over an empty dimension"}};
   cs.push_back(reduction(
       "amin",
       [](const Tensor& x, D d, bool k) {
         return x.numel() > 0 ? V{amin(x, d, k), max(x), min(x)} : V{amin(x, d, k)};
       },
       true));
+  cs.back().rejects = {{{}, {0}, "cannot compute amin over an empty tensor"},
+                       {{}, {1, 3}, "cannot compute amin over an empty dimension"}};
   cs.push_back(reduction(
       "logsumexp", [](const Tensor& x, D d, bool k) { return V{logsumexp(x * 10.0, d, k)}; }));
   cs.push_back(reduction("var", [](const Tensor& x, D d, bool k) {
     return V{var(x, d, 1, k), var(x, d, 0, k), minidl::std(x, d, 1, k)};
   }));
+  cs.back().rejects = {{kNonFloat, {}, "std and var only support floating point dtypes"}};
   // values and int64 indices along one dim; ties (frequent in ints/f16/bf16) must pick the
   // same index as the CPU kernel.
   for (const char* op : {"max_dim", "min_dim"}) {
@@ -215,6 +230,7 @@ std::vector<Case> cases_reduce_linalg() {
            }};
     c.variants = 6;
     c.exact = true;
+    c.rejects = {{{}, {0, 1}, "over an empty dimension"}};
     cs.push_back(c);
   }
 

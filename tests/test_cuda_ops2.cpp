@@ -77,6 +77,7 @@ std::vector<Case> cases_nn() {
             }};
   maxp.variants = 4;
   maxp.exact = true;  // values and indices (ties: the first maximum of the window, like CPU)
+  maxp.rejects = {{kNonFloat, {}, "op `max_pool2d`: expected a floating input"}};
   cs.push_back(maxp);
   Case maxb{"max_pool2d_backward",
             {"max_pool2d_backward"},
@@ -88,6 +89,7 @@ std::vector<Case> cases_nn() {
               return V{max_pool2d_backward(g, ix, in[0].shape(), max_params(v))};
             }};
   maxb.variants = 4;
+  maxb.rejects = maxp.rejects;
   cs.push_back(maxb);
   Case avgp{"avg_pool2d",
             {"avg_pool2d", "avg_pool2d_backward"},
@@ -99,6 +101,7 @@ std::vector<Case> cases_nn() {
               return V{y, avg_pool2d_backward(g, in[0].shape(), avg_params(v))};
             }};
   avgp.variants = 5;
+  avgp.rejects = {{kNonFloat, {}, "op `avg_pool2d`: expected a floating input"}};
   cs.push_back(avgp);
 
   Case ln{"layer_norm",
@@ -188,6 +191,7 @@ std::vector<Case> cases_index_random() {
                       embedding_backward(g, ix, w.size(0), 1)};
            }};
   emb.variants = 3;
+  emb.rejects = {{{kBool}, {}, "op `embedding_backward`: grad_out has dtype bool"}};
   cs.push_back(emb);
 
   const std::vector<std::vector<Shape>> xs = {{{6, 5}}, {{4, 5, 6}}, {{0, 3}}, {{300, 70}}};
@@ -245,6 +249,7 @@ std::vector<Case> cases_index_random() {
             return out;
           }};
   tk.variants = 4;
+  tk.rejects = {{{kBool}, {}, "op `topk`: not implemented for dtype bool"}};
   tk.exact = true;
   cs.push_back(tk);
 
@@ -270,6 +275,9 @@ std::vector<Case> cases_index_random() {
              return V{t, scalar_tensor(int64_t(g.offset()), kInt64, dev)};
            }};
   rng.variants = 5;
+  rng.rejects = {{kNonFloat, {0}, "op `rand` needs a floating dtype"},
+                 {kNonFloat, {3}, "op `dropout_mask` needs a floating dtype"},
+                 {kNonFloat, {4}, "op `uniform_` needs a floating dtype"}};
   rng.exact = true;
   cs.push_back(rng);
   Case nrm{"normal", {"normal"}, rs, kAll, [](const V& in, Device dev, int v) {
@@ -280,6 +288,8 @@ std::vector<Case> cases_index_random() {
              return V{t, scalar_tensor(int64_t(g.offset()), kInt64, dev)};
            }};
   nrm.variants = 2;
+  nrm.rejects = {{kNonFloat, {0}, "op `randn` needs a floating dtype"},
+                 {kNonFloat, {1}, "op `normal_` needs a floating dtype"}};
   cs.push_back(nrm);
   return cs;
 }

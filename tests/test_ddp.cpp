@@ -18,6 +18,7 @@
 #include "parallel/ddp.h"
 #include "parallel/tcp_store.h"
 #include "parallel_test_models.h"
+#include "skip.h"
 
 #if MINIDL_WITH_GLOO  // the ranks talk through the gloo backend
 
@@ -371,4 +372,8 @@ TEST_CASE("ddp: buckets are capped, in reverse order, and rebuilt once in gradie
   });
 }
 
+#else
+TEST_CASE("ddp: the multi-process DDP cases need Gloo") {
+  MINIDL_SKIP(testutil::kNoGloo);
+}
 #endif  // MINIDL_WITH_GLOO

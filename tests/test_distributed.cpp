@@ -17,6 +17,7 @@
 #include "parallel_test_models.h"
 #include "pg_test_util.h"
 #include "tensor/ops.h"
+#include "skip.h"
 
 using namespace minidl;
 using namespace minidl::dist;
@@ -199,6 +200,10 @@ TEST_CASE("distributed: gather_for_metrics restores dataset order and drops padd
             "too short");
     return c.str();
   }));
+}
+#else
+TEST_CASE("distributed: the multi-process cases need Gloo") {
+  MINIDL_SKIP(testutil::kNoGloo);
 }
 #endif
 

@@ -10,6 +10,7 @@
 #include "parallel/data_parallel.h"
 #include "parallel/ddp.h"
 #include "parallel_test_models.h"
+#include "skip.h"
 
 using namespace minidl;
 using namespace ptest;
@@ -173,4 +174,8 @@ TEST_CASE("ddp: stats at world size 1 count steps and nothing communicated") {
   });
 }
 
+#else
+TEST_CASE("ddp: the DDP stats cases need Gloo") {
+  MINIDL_SKIP(testutil::kNoGloo);
+}
 #endif  // MINIDL_WITH_GLOO

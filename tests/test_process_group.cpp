@@ -9,6 +9,7 @@
 #include "parallel/process_group.h"
 #include "pg_test_util.h"
 #include "tensor/ops.h"
+#include "skip.h"
 
 using namespace minidl;
 using namespace minidl::dist;
@@ -282,5 +283,9 @@ TEST_CASE("process_group: bad arguments are named before anything is sent") {
     c.check(t.at({2}) == 1.0, "world-1 allreduce");
     return c.str();
   }));
+}
+#else
+TEST_CASE("process_group: the gloo process group cases need Gloo") {
+  MINIDL_SKIP(testutil::kNoGloo);
 }
 #endif  // MINIDL_WITH_GLOO

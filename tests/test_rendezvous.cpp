@@ -10,6 +10,7 @@
 #include "dist_test_util.h"
 #include "parallel/rendezvous.h"
 #include "parallel/tcp_store.h"
+#include "skip.h"
 
 #if MINIDL_WITH_GLOO
 #include <gloo/allreduce.h>
@@ -359,5 +360,9 @@ TEST_CASE("rendezvous: GlooStore forwards keys with a prefix and bounded waits")
   CHECK(f.seconds < 0.3);
   f = expect_error([&] { g.get("absent"); });  // the wrapped store's 0.3 s timeout
   CHECK(contains(f.message, "get('pg0/absent') timed out after 0.3 s (rank 0)"));
+}
+#else
+TEST_CASE("rendezvous: the Gloo mesh cases need Gloo") {
+  MINIDL_SKIP(testutil::kNoGloo);
 }
 #endif
