@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Sanitizer builds and runs (CPU only, GCC, -O1 -g, -Werror): `asan` builds the library,
 # every test file and two apps under AddressSanitizer + UBSan and runs every test case (ctest) and
-# the apps; `tsan` builds the threaded parts' test files (process groups, DDP, DataParallel,
-# DataLoader, store, rendezvous, join) under ThreadSanitizer and runs them (tools/tsan.supp).
+# the apps; `tsan` builds the threaded parts' test files (DataParallel, DataLoader, store,
+# rendezvous, join) under ThreadSanitizer and runs them (tools/tsan.supp).
 # Usage: tools/sanitizers.sh asan|tsan   Env: BUILD_DIR (default build-asan / build-tsan),
 # JOBS (default nproc). Expects the offline MNIST digits (tools/test.sh fetches them).
 set -euo pipefail
@@ -29,8 +29,13 @@ asan)
   export ASAN_OPTIONS=detect_leaks=1:strict_string_checks=1:check_initialization_order=1
   export UBSAN_OPTIONS=print_stacktrace=1
   # One process per case (ctest): a child forked after the parent's OpenMP pool ran can hang in
-  # libgomp, and one case's finding does not hide the rest.
-  ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS"
+  # libgomp, and one case's finding does not hide the rest. The app.* tests need executables
+  # this stage does not build (the apps are smoke-run below; tools/test.sh runs those tests).
+  # A case that forks ranks can deadlock in GCC 12's ASan allocator when the parent's threads
+  # hold its locks across fork() (3 in 20 runs of one such case on a loaded machine, none in
+  # Release), so a failed case is run again up to twice (a deterministic finding fails all three).
+  ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS" -E '^app\.' \
+    --repeat until-pass:3
   stamp "tests"
   "$BUILD_DIR"/apps/tensor_demo >/dev/null
   "$BUILD_DIR"/apps/mnist_ddp --epochs 1 --max-steps 5 --test-batch-size 500 --quiet
@@ -44,12 +49,16 @@ tsan)
   # parallel loop would report races; the threads under test here are minidl's own.
   cmake -S . -B "$BUILD_DIR" "${common[@]}" -DMINIDL_ONEDNN=OFF -DMINIDL_BUILD_APPS=OFF \
     -DCMAKE_DISABLE_FIND_PACKAGE_OpenMP=ON -DMINIDL_SANITIZE=thread \
-    -DMINIDL_TEST_FILTER="test_process_group;test_ddp;test_distributed;test_data_parallel;test_data_loader;test_store;test_rendezvous;test_join" \
+    -DMINIDL_TEST_FILTER="test_data_parallel;test_data_loader;test_store;test_rendezvous;test_join" \
     >/dev/null
   cmake --build "$BUILD_DIR" -j "$JOBS" --target minidl_tests
   stamp "build"
-  # die_after_fork=0: the rank tests fork while the test's store server thread runs; the
-  # children only start fresh threads (gloo, store clients) and exit.
+  # die_after_fork=0: the store and rendezvous tests fork a client while the test's store
+  # server thread runs; the child only talks to the store and exits. The suites that fork
+  # whole ranks (process groups, DDP, distributed) are not run here: their children start
+  # gloo threads, which TSan cannot follow after a fork from a threaded parent ("dup thread
+  # with used id"); ASan/UBSan runs them above, and their store/heartbeat threads are the
+  # store and rendezvous suites' code.
   export TSAN_OPTIONS="die_after_fork=0:second_deadlock_stack=1:suppressions=$PWD/tools/tsan.supp"
   ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS"
   stamp "tests"

@@ -31,19 +31,23 @@ constexpr int64_t kLazyProductDims = 24;
 // Below this M*N*K a single thread does the whole GEMM.
 constexpr int64_t kThreadedGemmWork = int64_t(1) << 18;
 
+// Eigen sizes kc so that an mr x kc + kc x nr panel pair fits L1; twice that (kc ~512 for f32)
+// measured 5-10% faster at 1024^3 and 4096x4096x512 on Zen 4 (AMD EPYC). Set once while the
+// library loads, before any thread runs a kernel: Eigen keeps these sizes in a global that its
+// own GEMMs (conv's im2col products) read, so setting them lazily raced with those readers
+// (ThreadSanitizer, DataParallel replica threads) and made conv's blocking depend on whether
+// a matmul had run before.
+[[maybe_unused]] const bool kEigenCacheSizesTuned = [] {
+  Eigen::setCpuCacheSizes(2 * Eigen::l1CacheSize(), Eigen::l2CacheSize(), Eigen::l3CacheSize());
+  return true;
+}();
+
 // Eigen's GEMM blocking (cache block sizes from Eigen's heuristic) with the packing buffers
 // kept per thread across calls: Eigen's own gemm_blocking_space allocates and zero-fills them
 // on every call, which costs ~30% at 256^3.
 template <typename T>
 struct CachedBlocking : Eigen::internal::level3_blocking<T, T> {
   CachedBlocking(int64_t M, int64_t N, int64_t K) {
-    // Eigen sizes kc so that an mr x kc + kc x nr panel pair fits L1; twice that (kc ~512
-    // for f32) measured 5-10% faster at 1024^3 and 4096x4096x512 on Zen 4 (AMD EPYC).
-    static const bool tuned = [] {
-      Eigen::setCpuCacheSizes(2 * Eigen::l1CacheSize(), Eigen::l2CacheSize(), Eigen::l3CacheSize());
-      return true;
-    }();
-    (void)tuned;
     // Row-major C is computed as the column-major C^T = op(B)^T op(A)^T: rows N, cols M.
     Eigen::Index kc = K, mc = N, nc = M;
     Eigen::internal::computeProductBlockingSizes<T, T, 1>(kc, mc, nc, Eigen::Index(1));
