@@ -9,8 +9,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:?usage: tools/sanitizers.sh asan|tsan}
 JOBS=${JOBS:-$(nproc)}
-# GCC's sanitizer runtimes come with build-essential. (Debian 12's clang 14 cannot build minidl:
-# it rejects lambdas that capture structured bindings, a C++20 feature it gained in clang 16.)
+# GCC's sanitizer runtimes come with build-essential. (Debian 12's clang 14 builds the library,
+# which tools/fuzz.sh uses, but not every test file: it rejects lambdas that capture structured
+# bindings, a C++20 feature it gained in clang 16.)
 bash tools/setup-deps.sh
 # Debug -O0 Eigen code is several times slower under the sanitizers than -O1; asserts stay on.
 common=(-DCMAKE_CXX_COMPILER=g++ -DCMAKE_BUILD_TYPE=Debug "-DCMAKE_CXX_FLAGS_DEBUG=-O1 -g"
