@@ -72,7 +72,6 @@ struct StallInspector::Core {
         break;
       v = version.load(std::memory_order_relaxed);
     }
-    std::atomic_thread_fence(std::memory_order_release);
   }
   void write_unlock() noexcept { version.fetch_add(1, std::memory_order_release); }
 
@@ -85,13 +84,14 @@ struct StallInspector::Core {
         std::this_thread::yield();
         continue;
       }
-      s.seq = seq.load(std::memory_order_relaxed);
-      code = op.load(std::memory_order_relaxed);
-      s.bytes = bytes.load(std::memory_order_relaxed);
-      s.since_ns = since.load(std::memory_order_relaxed);
-      s.done_seq = done_seq.load(std::memory_order_relaxed);
-      s.done_ns = done_ns.load(std::memory_order_relaxed);
-      std::atomic_thread_fence(std::memory_order_acquire);
+      // Acquire loads keep the version re-check below after them (no fences: ThreadSanitizer
+      // does not model atomic_thread_fence; on x86 these are plain loads either way).
+      s.seq = seq.load(std::memory_order_acquire);
+      code = op.load(std::memory_order_acquire);
+      s.bytes = bytes.load(std::memory_order_acquire);
+      s.since_ns = since.load(std::memory_order_acquire);
+      s.done_seq = done_seq.load(std::memory_order_acquire);
+      s.done_ns = done_ns.load(std::memory_order_acquire);
       if (version.load(std::memory_order_relaxed) == v1) break;
     }
     s.op = s.seq ? kOps[code < kOps.size() ? code : 0] : "";
@@ -272,10 +272,11 @@ void StallInspector::begin(uint64_t seq, const std::string& op, uint64_t bytes) 
   const int64_t now = now_ns();
   Core& c = *core_;
   c.write_lock();
-  c.seq.store(seq, std::memory_order_relaxed);
-  c.op.store(op_code(op), std::memory_order_relaxed);
-  c.bytes.store(bytes, std::memory_order_relaxed);
-  c.since.store(now, std::memory_order_relaxed);
+  // Release stores keep the odd version (taken above) visible before each field.
+  c.seq.store(seq, std::memory_order_release);
+  c.op.store(op_code(op), std::memory_order_release);
+  c.bytes.store(bytes, std::memory_order_release);
+  c.since.store(now, std::memory_order_release);
   c.write_unlock();
 }
 
@@ -285,10 +286,10 @@ void StallInspector::end(uint64_t seq, bool completed) noexcept {
   Core& c = *core_;
   c.write_lock();
   if (completed && seq > c.done_seq.load(std::memory_order_relaxed)) {
-    c.done_seq.store(seq, std::memory_order_relaxed);
-    c.done_ns.store(now, std::memory_order_relaxed);
+    c.done_seq.store(seq, std::memory_order_release);
+    c.done_ns.store(now, std::memory_order_release);
   }
-  if (seq >= c.seq.load(std::memory_order_relaxed)) c.seq.store(0, std::memory_order_relaxed);
+  if (seq >= c.seq.load(std::memory_order_relaxed)) c.seq.store(0, std::memory_order_release);
   c.write_unlock();
 }
 
