@@ -14,11 +14,18 @@
 #include <string>
 #include <thread>
 
+#include "parallel/tcp_store.h"
 #include "tensor/error.h"
 
 namespace disttest {
 
 using Clock = std::chrono::steady_clock;
+
+// A port that was free a moment ago (the OS picked it; its listener is closed).
+inline int free_port() {
+  minidl::dist::TcpStore probe({.port = 0, .is_master = true});
+  return probe.port();
+}
 
 inline double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();

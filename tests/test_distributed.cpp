@@ -28,11 +28,6 @@ namespace {
 
 using StorePtr = std::shared_ptr<Store>;
 
-int free_port() {
-  TcpStore probe({.port = 0, .is_master = true});
-  return probe.port();
-}
-
 void require_ok(const std::vector<RankReport>& reports) {
   for (size_t r = 0; r < reports.size(); ++r)
     CHECK_MESSAGE(reports[r].text == "OK", "rank ", r, ": ", reports[r].text);
@@ -40,7 +35,7 @@ void require_ok(const std::vector<RankReport>& reports) {
 
 // Runs fn in `world` env://-initialised ranks (gloo), destroying the group afterwards.
 std::vector<RankReport> run_initialised(int world, const std::function<std::string(int)>& fn) {
-  const std::string port = std::to_string(free_port());
+  const std::string port = std::to_string(disttest::free_port());
   return run_ranks(world, [&](int rank, StorePtr) {
     ::setenv("MASTER_ADDR", "127.0.0.1", 1);
     ::setenv("MASTER_PORT", port.c_str(), 1);

@@ -16,11 +16,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-int free_port() {
-  TcpStore probe({.port = 0, .is_master = true});
-  return probe.port();
-}
-
 // Two ranks joined over tcp:// in threads.
 std::vector<RendezvousInfo> join_two(std::chrono::milliseconds timeout) {
   const std::string url = "tcp://127.0.0.1:" + std::to_string(free_port());

@@ -27,12 +27,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-// A port that was free a moment ago (the OS picked it; its listener is closed).
-int free_port() {
-  TcpStore probe({.port = 0, .is_master = true});
-  return probe.port();
-}
-
 // Clears every launcher variable for the scope of the guard.
 void clear_launch_env(EnvGuard& g) {
   for (const char* v : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
