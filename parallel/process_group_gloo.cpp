@@ -11,6 +11,7 @@
 
 #include <cstdlib>
 
+#include "parallel/socket.h"
 #include "parallel/tcp_store.h"
 #include "tensor/error.h"
 
@@ -95,6 +96,7 @@ std::shared_ptr<gloo::rendezvous::Context> connect_gloo_context(std::shared_ptr<
                                                                 int rank, int world_size,
                                                                 const std::string& prefix,
                                                                 std::chrono::milliseconds timeout) {
+  net::SigpipeBlocked no_sigpipe;  // gloo's device thread inherits the block (parallel/socket.h)
   gloo::transport::tcp::attr attr;
   const std::string host = gloo_host_address(*store);
   if (host.rfind("if:", 0) == 0)
@@ -215,7 +217,10 @@ class GlooProcessGroup final : public detail::ProcessGroupBase {
                    const ProcessGroupOptions& options)
       : ProcessGroupBase(std::move(store), rank, size, options) {
     context_ = connect_gloo_context(store_, rank, size, prefix_ + "gloo/", options.timeout);
-    thread_ = std::thread([this] { loop(); });
+    {
+      net::SigpipeBlocked no_sigpipe;  // the communication thread writes to gloo's sockets
+      thread_ = std::thread([this] { loop(); });
+    }
     stall_.start("gloo");
   }
 

@@ -1,5 +1,5 @@
 // POSIX TCP helpers: listen with a clear busy-port error, connect with retry and backoff,
-// and deadline-bounded whole-buffer send / receive built on poll().
+// deadline-bounded whole-buffer send / receive built on poll(), and the SIGPIPE guard.
 #include "parallel/socket.h"
 
 #include <arpa/inet.h>
@@ -8,6 +8,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -203,6 +204,21 @@ IoResult recv_all(int fd, void* data, size_t n, Clock::time_point deadline) {
     return IoResult::closed;  // 0: orderly shutdown; <0: reset
   }
   return IoResult::ok;
+}
+
+SigpipeBlocked::SigpipeBlocked() {
+  sigemptyset(&pipe_);
+  sigaddset(&pipe_, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_, &old_);
+}
+
+SigpipeBlocked::~SigpipeBlocked() {
+  if (!sigismember(&old_, SIGPIPE)) {
+    const timespec now{};
+    while (sigtimedwait(&pipe_, nullptr, &now) == SIGPIPE) {
+    }
+  }
+  pthread_sigmask(SIG_SETMASK, &old_, nullptr);
 }
 
 }  // namespace minidl::dist::net

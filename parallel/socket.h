@@ -1,6 +1,9 @@
 // Small POSIX TCP helpers for the store: an owning fd, listen / connect-with-retry, and
-// send / receive of whole buffers bounded by a deadline (poll based, never blocking forever).
+// send / receive of whole buffers bounded by a deadline (poll based, never blocking forever);
+// a guard that starts threads with SIGPIPE blocked (for gloo's sockets).
 #pragma once
+#include <signal.h>
+
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -55,5 +58,21 @@ std::string local_address_towards(const std::string& host, int port);
 
 void set_nonblocking(int fd);
 void set_nodelay(int fd);
+
+// Blocks SIGPIPE in the calling thread for its scope, so that threads started meanwhile inherit
+// the block. For sockets written without MSG_NOSIGNAL (gloo's writev): a write to a peer that
+// has gone then fails with EPIPE instead of killing the process (PyTorch's gloo runs under
+// Python, which ignores SIGPIPE). The caller's mask is restored, and a SIGPIPE raised by its
+// own writes meanwhile is discarded.
+class SigpipeBlocked {
+ public:
+  SigpipeBlocked();
+  ~SigpipeBlocked();
+  SigpipeBlocked(const SigpipeBlocked&) = delete;
+  SigpipeBlocked& operator=(const SigpipeBlocked&) = delete;
+
+ private:
+  sigset_t pipe_, old_;
+};
 
 }  // namespace minidl::dist::net

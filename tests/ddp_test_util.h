@@ -36,38 +36,36 @@ inline std::shared_ptr<Store>& rank_store() {
 
 // Forked children of a process whose OpenMP pool already ran can hang in libgomp: ctest runs
 // each case in its own process, where this is the first parallel work.
-// Runs fn on `world` forked ranks joined by a gloo group (store hosted by the test process);
-// every rank must return true. A rank's error is printed with its rank.
+// Runs fn on `world` forked ranks joined by a gloo group (store hosted by a
+// disttest::StoreProcess, forked first, so the test process has no thread while it forks);
+// every rank must return true within 30 s. A rank's error is printed with its rank.
 inline void run_ranks(int world, const RankFn& fn, std::chrono::milliseconds pg_timeout = 10s) {
   shared_doubles();   // map the shared page before forking
   std::cout.flush();  // a child's std::cerr (tied to cout) must not replay buffered output
   std::fflush(stdout);
-  TcpStore master({.port = 0, .is_master = true});
-  const int port = master.port();
-  std::vector<int> codes(size_t(world), -1);
-  std::vector<std::thread> threads;
+  disttest::StoreProcess host;
+  const int port = host.port();
+  std::vector<pid_t> pids;
   for (int r = 0; r < world; ++r)
-    threads.emplace_back([&, r] {
-      codes[size_t(r)] = disttest::run_child(
-          [&, r] {
-            try {
-              set_num_threads(1);
-              auto store = std::make_shared<TcpStore>(TcpStoreOptions{.port = port});
-              auto pg = make_process_group("gloo", store, r, world, {.timeout = pg_timeout});
-              rank_store() = store;
-              return fn(r, pg);
-            } catch (const std::exception& e) {
-              std::cerr << "[rank " << r << "] error: " << e.what() << "\n";
-              return false;
-            }
-          },
-          30s);
-    });
-  for (auto& t : threads) t.join();
+    pids.push_back(disttest::spawn_child([&, r] {
+      try {
+        set_num_threads(1);
+        auto store = std::make_shared<TcpStore>(TcpStoreOptions{.port = port});
+        auto pg = make_process_group("gloo", store, r, world, {.timeout = pg_timeout});
+        rank_store() = store;
+        return fn(r, pg);
+      } catch (const std::exception& e) {
+        std::cerr << "[rank " << r << "] error: " << e.what() << "\n";
+        return false;
+      }
+    }));
+  const auto deadline = disttest::Clock::now() + 30s;
   for (int r = 0; r < world; ++r) {
+    const int code = disttest::reap_child(pids[size_t(r)], deadline);
     INFO("rank " << r);
-    CHECK(codes[size_t(r)] == 0);
+    CHECK(code == 0);
   }
+  CHECK(host.stop() == 0);
 }
 
 inline bool report(int rank, bool ok, const std::string& what) {

@@ -1,6 +1,6 @@
 // Helpers for the process-group tests: run N ranks in forked children that report their
-// findings through a TcpStore hosted by the parent (always reaped, killed after a deadline),
-// and a small failure collector for code running inside a child.
+// findings through a TcpStore in a process of its own (always reaped, killed after a
+// deadline), and a small failure collector for code running inside a child.
 #pragma once
 #include <signal.h>
 #include <sys/wait.h>
@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "dist_test_util.h"
 #include "parallel/tcp_store.h"
 
 namespace pgtest {
@@ -36,16 +37,17 @@ struct RankReport {
   int exit_code = 0;
 };
 
-// Forks `world` children; child r runs fn(r, store) where `store` is a client of the parent's
-// TcpStore (for results and, when the test wants, process-group setup). fn returns "" on
-// success. Children _exit; the parent reaps all of them, killing those past `limit`.
+// Forks `world` children; child r runs fn(r, store) where `store` is a client of a TcpStore
+// hosted by a disttest::StoreProcess (for results and, when the test wants, process-group
+// setup). fn returns "" on success. Children _exit; the parent reaps all of them, killing
+// those past `limit`. A rank that reported but exited non-zero (under ThreadSanitizer: it
+// reported a race) gets its exit code appended to its text.
 inline std::vector<RankReport> run_ranks(
     int world, const std::function<std::string(int, std::shared_ptr<minidl::dist::Store>)>& fn,
     std::chrono::milliseconds limit = 8000ms) {
   using minidl::dist::TcpStore;
-  auto master = std::make_shared<TcpStore>(
-      minidl::dist::TcpStoreOptions{.port = 0, .is_master = true, .timeout = 5000ms});
-  const int port = master->port();
+  disttest::StoreProcess host(5000ms);
+  const int port = host.port();
   std::vector<pid_t> pids;
   for (int r = 0; r < world; ++r) {
     pid_t pid = ::fork();
@@ -68,25 +70,23 @@ inline std::vector<RankReport> run_ranks(
   }
   std::vector<RankReport> out(static_cast<size_t>(world));
   const auto deadline = std::chrono::steady_clock::now() + limit;
-  for (int r = 0; r < world; ++r) {
-    int status = 0;
-    for (;;) {
-      if (pids[size_t(r)] < 0) break;
-      pid_t got = ::waitpid(pids[size_t(r)], &status, WNOHANG);
-      if (got == pids[size_t(r)]) break;
-      if (std::chrono::steady_clock::now() > deadline) {
-        ::kill(pids[size_t(r)], SIGKILL);
-        ::waitpid(pids[size_t(r)], &status, 0);
-        break;
-      }
-      std::this_thread::sleep_for(2ms);
+  for (int r = 0; r < world; ++r)
+    out[size_t(r)].exit_code =
+        pids[size_t(r)] < 0 ? -1 : disttest::reap_child(pids[size_t(r)], deadline);
+  {
+    TcpStore results({.host = "127.0.0.1", .port = port, .timeout = 5000ms});
+    for (int r = 0; r < world; ++r) {
+      RankReport& report = out[size_t(r)];
+      const std::string key = "result/" + std::to_string(r);
+      const std::string code = "exit code " + std::to_string(report.exit_code);
+      if (!results.check({key}))
+        report.text = "no report (" + code + ")";
+      else
+        report.text = results.get_string(key) + (report.exit_code == 0 ? "" : " (" + code + ")");
     }
-    out[size_t(r)].exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    const std::string key = "result/" + std::to_string(r);
-    out[size_t(r)].text = master->check({key}) ? master->get_string(key)
-                                               : "no report (exit code " +
-                                                     std::to_string(out[size_t(r)].exit_code) + ")";
   }
+  const int host_code = host.stop();
+  CHECK_MESSAGE(host_code == 0, "the store process exited with ", host_code);
   return out;
 }
 

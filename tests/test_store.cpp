@@ -1,6 +1,6 @@
 // TCP store: operations, blocking get woken by set, timeouts (measured), many clients in
 // threads and in a forked process, busy-port and unreachable-store errors, garbage on the
-// socket, and a server that goes away under a blocked client.
+// socket, a server that goes away under a blocked client; the sockets' SIGPIPE guard.
 #include <doctest/doctest.h>
 #include <dirent.h>
 #include <netinet/in.h>
@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "dist_test_util.h"
+#include "parallel/socket.h"
 #include "parallel/tcp_store.h"
 
 using namespace minidl::dist;
@@ -263,6 +264,32 @@ TEST_CASE("store: clients see the server go away instead of hanging") {
   // the client is now broken and says so
   Failure again = expect_error([&] { c->set("x", "1"); });
   CHECK(contains(again.message, "connection unusable"));
+}
+
+TEST_CASE("socket: threads started under SigpipeBlocked get EPIPE from a gone peer") {
+  // In a child: SIGPIPE's default action (what gloo's writev would meet) kills it, not ctest's
+  // process. The guard's thread and the guard's caller both write, as gloo's threads do.
+  const int code = run_child(
+      [] {
+        int fds[2];
+        if (::socketpair(AF_UNIX, SOCK_STREAM, 0, fds) != 0) return false;
+        ::close(fds[1]);  // the peer has gone
+        const char byte = 'x';
+        int thread_err = 0, caller_err = 0;
+        {
+          net::SigpipeBlocked guard;
+          std::thread writer([&] {
+            if (::write(fds[0], &byte, 1) < 0) thread_err = errno;
+          });
+          writer.join();
+          if (::write(fds[0], &byte, 1) < 0) caller_err = errno;  // its SIGPIPE is discarded
+        }
+        sigset_t mask;
+        ::pthread_sigmask(SIG_BLOCK, nullptr, &mask);
+        return thread_err == EPIPE && caller_err == EPIPE && !sigismember(&mask, SIGPIPE);
+      },
+      5000ms);
+  CHECK(code == 0);
 }
 
 TEST_CASE("store: no file descriptors leak across store lifetimes") {
