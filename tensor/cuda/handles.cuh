@@ -1,12 +1,11 @@
 // Library handles per device, created lazily and bound to the device's compute stream:
 // cuBLAS, cuBLASLt (with a persistent workspace, so GEMMs are graph-capturable) and cuDNN.
 // Checks for their status codes throw with the call, file:line and the library's message.
+// cuBLAS and cuBLASLt are loaded on first use (tensor/cuda/blas_api.cuh), not linked.
 #pragma once
-#include <cublasLt.h>
-#include <cublas_v2.h>
-
 #include <cstddef>
 
+#include "tensor/cuda/blas_api.cuh"
 #include "tensor/cuda/common.cuh"
 
 #ifdef MINIDL_WITH_CUDNN
