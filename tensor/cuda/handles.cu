@@ -9,8 +9,14 @@ namespace minidl::cuda {
 
 namespace detail {
 void throw_cublas_error(cublasStatus_t st, const char* call, const char* file, int line) {
-  MINIDL_FAIL("cuBLAS error: ", call, " failed at ", file, ":", line, ": ",
-              cublasGetStatusString(st), " (status ", int(st), ")");
+  // A status comes from a loaded library; cuBLAS loads cuBLASLt as its dependency.
+  const char* text = "(cuBLASLt not loaded)";
+  try {
+    text = cublaslt_api().cublasLtGetStatusString(st);
+  } catch (const Error&) {
+  }
+  MINIDL_FAIL("cuBLAS error: ", call, " failed at ", file, ":", line, ": ", text, " (status ",
+              int(st), ")");
 }
 #ifdef MINIDL_WITH_CUDNN
 void throw_cudnn_error(cudnnStatus_t st, const char* call, const char* file, int line) {
@@ -51,7 +57,7 @@ void* lt_workspace(int device, size_t* nbytes) {
   Handles& h = handles(device);
   std::call_once(h.lt_once, [&] {
     TensorDeviceGuard guard(device);
-    MINIDL_CUBLAS_CHECK(cublasLtCreate(&h.lt));
+    MINIDL_CUBLAS_CHECK(cublaslt_api().cublasLtCreate(&h.lt));
     h.workspace = empty({int64_t(kLtWorkspace)}, DType::u8, Device(DeviceType::cuda, device));
     h.workspace_bytes = kLtWorkspace;
   });
@@ -69,12 +75,13 @@ cublasHandle_t cublas_handle(int device) {
   Handles& h = handles(device);
   std::call_once(h.blas_once, [&] {
     TensorDeviceGuard guard(device);
-    MINIDL_CUBLAS_CHECK(cublasCreate(&h.blas));
-    MINIDL_CUBLAS_CHECK(cublasSetStream(h.blas, compute_stream(device)));
+    const CublasApi& api = cublas_api();
+    MINIDL_CUBLAS_CHECK(api.cublasCreate(&h.blas));
+    MINIDL_CUBLAS_CHECK(api.cublasSetStream(h.blas, compute_stream(device)));
     // A fixed workspace keeps cuBLAS from allocating during graph capture.
     size_t n = 0;
     void* ws = lt_workspace(device, &n);
-    MINIDL_CUBLAS_CHECK(cublasSetWorkspace(h.blas, ws, n));
+    MINIDL_CUBLAS_CHECK(api.cublasSetWorkspace(h.blas, ws, n));
   });
   return h.blas;
 }

@@ -1,6 +1,9 @@
 // Library handles per device, created lazily and bound to the device's compute stream:
 // cuBLAS, cuBLASLt (with a persistent workspace, so GEMMs are graph-capturable) and cuDNN.
 // Checks for their status codes throw with the call, file:line and the library's message.
+// cuBLAS and cuBLASLt are not linked: tables of function pointers, filled on first use by
+// dlopen/dlsym (tensor/cuda/dynlib.cu), so a CPU-only run never maps them. The headers give the
+// types; calls go through the tables: cublaslt_api().cublasLtMatmul(...).
 #pragma once
 #include <cublasLt.h>
 #include <cublas_v2.h>
@@ -8,12 +11,51 @@
 #include <cstddef>
 
 #include "tensor/cuda/common.cuh"
+#include "tensor/cuda/dynlib.h"
 
 #ifdef MINIDL_WITH_CUDNN
 #include <cudnn.h>
 #endif
 
+// The functions minidl calls, by their exported names: cublas_v2.h renames cublasCreate to
+// cublasCreate_v2 with an object-like macro, so callers still write cublas_api().cublasCreate(..).
+#define MINIDL_CUBLAS_FUNCTIONS(X) \
+  X(cublasCreate_v2)               \
+  X(cublasSetStream_v2)            \
+  X(cublasSetWorkspace_v2)         \
+  X(cublasGetStatusString)
+
+#define MINIDL_CUBLASLT_FUNCTIONS(X)      \
+  X(cublasLtCreate)                       \
+  X(cublasLtDestroy)                      \
+  X(cublasLtGetStatusString)              \
+  X(cublasLtMatmulDescCreate)             \
+  X(cublasLtMatmulDescDestroy)            \
+  X(cublasLtMatmulDescSetAttribute)       \
+  X(cublasLtMatrixLayoutCreate)           \
+  X(cublasLtMatrixLayoutDestroy)          \
+  X(cublasLtMatrixLayoutSetAttribute)     \
+  X(cublasLtMatmulPreferenceCreate)       \
+  X(cublasLtMatmulPreferenceDestroy)      \
+  X(cublasLtMatmulPreferenceSetAttribute) \
+  X(cublasLtMatmulAlgoGetHeuristic)       \
+  X(cublasLtMatmul)
+
 namespace minidl::cuda {
+
+#define MINIDL_BLAS_API_MEMBER(name) decltype(&::name) name = nullptr;
+struct CublasApi {
+  MINIDL_CUBLAS_FUNCTIONS(MINIDL_BLAS_API_MEMBER)
+};
+struct CublasLtApi {
+  MINIDL_CUBLASLT_FUNCTIONS(MINIDL_BLAS_API_MEMBER)
+};
+#undef MINIDL_BLAS_API_MEMBER
+
+// Loaded on the first call (thread-safe); throws an Error naming the library or symbol that is
+// missing and dlerror()'s text, and tries again on the next call.
+const CublasApi& cublas_api();
+const CublasLtApi& cublaslt_api();
 
 namespace detail {
 [[noreturn]] void throw_cublas_error(cublasStatus_t st, const char* call, const char* file,

@@ -90,11 +90,12 @@ struct Plan {
 
 void set_layout(cublasLtMatrixLayout_t* l, cudaDataType_t type, uint64_t rows, uint64_t cols,
                 int64_t ld, int32_t batch, int64_t bstride) {
-  MINIDL_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(l, type, rows, cols, ld));
+  const CublasLtApi& lt = cublaslt_api();
+  MINIDL_CUBLAS_CHECK(lt.cublasLtMatrixLayoutCreate(l, type, rows, cols, ld));
   if (batch > 1) {
-    MINIDL_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
-                                                         &batch, sizeof(batch)));
-    MINIDL_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(
+    MINIDL_CUBLAS_CHECK(lt.cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
+                                                            &batch, sizeof(batch)));
+    MINIDL_CUBLAS_CHECK(lt.cublasLtMatrixLayoutSetAttribute(
         *l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &bstride, sizeof(bstride)));
   }
 }
@@ -153,22 +154,23 @@ Plan& get_plan(const Problem& p, const Tensor& c, const LtTypes& ty, size_t ws_b
   auto it = cache.find(key);
   if (it != cache.end()) return it->second;
 
+  const CublasLtApi& lt = cublaslt_api();
   Plan pl;
-  MINIDL_CUBLAS_CHECK(cublasLtMatmulDescCreate(&pl.desc, ty.compute, ty.scale));
+  MINIDL_CUBLAS_CHECK(lt.cublasLtMatmulDescCreate(&pl.desc, ty.compute, ty.scale));
   const cublasOperation_t opa = p.b.trans ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLAS A = b
   const cublasOperation_t opb = p.a.trans ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLAS B = a
   MINIDL_CUBLAS_CHECK(
-      cublasLtMatmulDescSetAttribute(pl.desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof(opa)));
+      lt.cublasLtMatmulDescSetAttribute(pl.desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof(opa)));
   MINIDL_CUBLAS_CHECK(
-      cublasLtMatmulDescSetAttribute(pl.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof(opb)));
+      lt.cublasLtMatmulDescSetAttribute(pl.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof(opb)));
   const cublasLtEpilogue_t epi = lt_epilogue(p.ep, p.bias != nullptr);
   if (epi != CUBLASLT_EPILOGUE_DEFAULT) {
-    MINIDL_CUBLAS_CHECK(
-        cublasLtMatmulDescSetAttribute(pl.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+    MINIDL_CUBLAS_CHECK(lt.cublasLtMatmulDescSetAttribute(pl.desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
+                                                          &epi, sizeof(epi)));
     if (p.bias) {  // set per call too; the heuristic only needs a non-null pointer
-      MINIDL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(pl.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                                         &p.bias, sizeof(p.bias)));
-      MINIDL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+      MINIDL_CUBLAS_CHECK(lt.cublasLtMatmulDescSetAttribute(
+          pl.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &p.bias, sizeof(p.bias)));
+      MINIDL_CUBLAS_CHECK(lt.cublasLtMatmulDescSetAttribute(
           pl.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &ty.data, sizeof(ty.data)));
     }
   }
@@ -179,9 +181,9 @@ Plan& get_plan(const Problem& p, const Tensor& c, const LtTypes& ty, size_t ws_b
   set_layout(&pl.lc, ty.data, N, M, p.N, batch, p.M * p.N);
 
   cublasLtMatmulPreference_t pref = nullptr;
-  MINIDL_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  MINIDL_CUBLAS_CHECK(lt.cublasLtMatmulPreferenceCreate(&pref));
   const uint64_t ws = ws_bytes;
-  MINIDL_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+  MINIDL_CUBLAS_CHECK(lt.cublasLtMatmulPreferenceSetAttribute(
       pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
   const uint32_t al[4] = {uint32_t(key[16]), uint32_t(key[15]), uint32_t(key[17]),
                           uint32_t(key[17])};
@@ -190,12 +192,12 @@ Plan& get_plan(const Problem& p, const Tensor& c, const LtTypes& ty, size_t ws_b
       CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
   for (int i = 0; i < 4; ++i)
     MINIDL_CUBLAS_CHECK(
-        cublasLtMatmulPreferenceSetAttribute(pref, al_attr[i], &al[i], sizeof(al[i])));
+        lt.cublasLtMatmulPreferenceSetAttribute(pref, al_attr[i], &al[i], sizeof(al[i])));
   cublasLtMatmulHeuristicResult_t result{};
   int returned = 0;
-  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(
+  const cublasStatus_t st = lt.cublasLtMatmulAlgoGetHeuristic(
       cublaslt_handle(dev), pl.desc, pl.la, pl.lb, pl.lc, pl.lc, pref, 1, &result, &returned);
-  cublasLtMatmulPreferenceDestroy(pref);
+  lt.cublasLtMatmulPreferenceDestroy(pref);
   pl.found = st == CUBLAS_STATUS_SUCCESS && returned > 0;
   if (!pl.found && epi == CUBLASLT_EPILOGUE_DEFAULT) {  // epilogues fall back instead
     if (st != CUBLAS_STATUS_NOT_SUPPORTED) MINIDL_CUBLAS_CHECK(st);
@@ -223,15 +225,16 @@ bool lt_matmul(const Tensor& a, const Tensor& b, Tensor& c, const void* bias, Ep
   std::lock_guard<std::mutex> lock(call_mu);
   Plan& pl = get_plan(p, c, ty, ws_bytes);
   if (!pl.found) return false;
+  const CublasLtApi& lt = cublaslt_api();
   if (bias)
-    MINIDL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(pl.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                                       &bias, sizeof(bias)));
+    MINIDL_CUBLAS_CHECK(lt.cublasLtMatmulDescSetAttribute(
+        pl.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
   const float f1 = 1.f, f0 = 0.f;
   const double d1 = 1.0, d0 = 0.0;
   const bool dbl = ty.scale == CUDA_R_64F;
   const void* alpha = dbl ? static_cast<const void*>(&d1) : &f1;
   const void* beta = dbl ? static_cast<const void*>(&d0) : &f0;
-  const cublasStatus_t st = cublasLtMatmul(
+  const cublasStatus_t st = lt.cublasLtMatmul(
       cublaslt_handle(dev), pl.desc, alpha, p.b.t.data_ptr(), pl.la, p.a.t.data_ptr(), pl.lb, beta,
       c.data_ptr(), pl.lc, c.data_ptr(), pl.lc, &pl.algo, ws, ws_bytes, stream_of(c));
   if (st != CUBLAS_STATUS_SUCCESS && ep_is_fused(p) &&

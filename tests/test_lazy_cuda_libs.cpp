@@ -1,0 +1,162 @@
+// cuBLAS / cuBLASLt are dlopen'ed on first use (tensor/cuda/dynlib.h), not linked: the test binary
+// does not name them as needed libraries, the loader resolves every symbol it uses from them, and
+// a missing library or symbol fails with an error naming it. Runs without a GPU (dlopen needs
+// none).
+#include <doctest/doctest.h>
+
+#ifdef MINIDL_TEST_WITH_CUDA
+#include <dlfcn.h>
+#include <elf.h>
+#include <link.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "skip.h"
+#include "tensor/cuda/dynlib.h"
+#include "tensor/device.h"
+#include "tensor/error.h"
+
+namespace {
+
+// The DT_NEEDED entries of an ELF64 file, read from disk (the loader's in-memory copy is
+// relocated differently by each libc).
+std::vector<std::string> needed_libraries(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  REQUIRE(bytes.size() > sizeof(Elf64_Ehdr));
+  const char* base = bytes.data();
+  Elf64_Ehdr eh;
+  std::memcpy(&eh, base, sizeof eh);
+  REQUIRE(std::memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0);
+  std::vector<Elf64_Phdr> ph(eh.e_phnum);
+  for (size_t i = 0; i < ph.size(); ++i)
+    std::memcpy(&ph[i], base + eh.e_phoff + i * eh.e_phentsize, sizeof(Elf64_Phdr));
+  auto file_offset = [&](Elf64_Addr vaddr) -> size_t {  // through the PT_LOAD that maps it
+    for (const Elf64_Phdr& p : ph)
+      if (p.p_type == PT_LOAD && vaddr >= p.p_vaddr && vaddr < p.p_vaddr + p.p_filesz)
+        return size_t(vaddr - p.p_vaddr + p.p_offset);
+    FAIL("address outside every PT_LOAD segment");
+    return 0;
+  };
+  std::vector<Elf64_Dyn> dyn;
+  for (const Elf64_Phdr& p : ph) {
+    if (p.p_type != PT_DYNAMIC) continue;
+    dyn.resize(p.p_filesz / sizeof(Elf64_Dyn));
+    std::memcpy(dyn.data(), base + p.p_offset, dyn.size() * sizeof(Elf64_Dyn));
+  }
+  size_t strtab = 0;
+  for (const Elf64_Dyn& d : dyn)
+    if (d.d_tag == DT_STRTAB) strtab = file_offset(d.d_un.d_ptr);
+  REQUIRE(strtab != 0);
+  std::vector<std::string> out;
+  for (const Elf64_Dyn& d : dyn)
+    if (d.d_tag == DT_NEEDED) out.emplace_back(base + strtab + d.d_un.d_val);
+  return out;
+}
+
+std::string file_of(const void* address) {
+  Dl_info info{};
+  REQUIRE(dladdr(address, &info) != 0);
+  return info.dli_fname ? info.dli_fname : "";
+}
+
+std::string error_of(auto&& fn) {
+  try {
+    fn();
+  } catch (const minidl::Error& e) {
+    return e.what();
+  }
+  return "(no exception)";
+}
+
+}  // namespace
+
+TEST_SUITE("lazy_cuda_libs") {
+  TEST_CASE("cuBLAS and cuBLASLt are neither linked nor loaded at start-up") {
+    const std::vector<std::string> needed = needed_libraries("/proc/self/exe");
+    CHECK(!needed.empty());  // libc at least: the parser works
+    for (const std::string& lib : needed) {
+      INFO("DT_NEEDED ", lib);
+      CHECK(lib.find("libcublas") == std::string::npos);
+    }
+    // Without a GPU nothing but the loader could map them: not before its first use.
+    if (minidl::device_count(minidl::DeviceType::cuda) > 0 || minidl::cuda::cublaslt_loaded())
+      MINIDL_SKIP("a GPU case or an earlier case may have loaded cuBLAS: mappings not checked");
+    int mapped = 0;
+    dl_iterate_phdr(
+        [](dl_phdr_info* info, size_t, void* count) {
+          if (info->dlpi_name && std::strstr(info->dlpi_name, "libcublas"))
+            ++*static_cast<int*>(count);
+          return 0;
+        },
+        &mapped);
+    CHECK(mapped == 0);
+  }
+
+  TEST_CASE("the loader resolves every cuBLASLt and cuBLAS symbol from those libraries") {
+    const std::vector<minidl::cuda::DynSymbol> lt = minidl::cuda::cublaslt_symbols();
+    CHECK(minidl::cuda::cublaslt_loaded());
+    CHECK(minidl::cuda::cublaslt_library().path.find("libcublasLt.so.") != std::string::npos);
+    CHECK(lt.size() == 14);
+    for (const auto& s : lt) {
+      INFO("symbol ", s.name);
+      REQUIRE(s.address != nullptr);
+      CHECK(std::filesystem::path(file_of(s.address))
+                .filename()
+                .string()
+                .starts_with("libcublasLt.so."));
+    }
+    const std::vector<minidl::cuda::DynSymbol> blas = minidl::cuda::cublas_symbols();
+    CHECK(blas.size() == 4);
+    for (const auto& s : blas) {
+      INFO("symbol ", s.name);
+      REQUIRE(s.address != nullptr);
+      CHECK(std::filesystem::path(file_of(s.address))
+                .filename()
+                .string()
+                .starts_with("libcublas.so."));
+    }
+  }
+
+  TEST_CASE("the fallback directories hold the toolkit that was loaded") {
+    const std::vector<std::string> dirs = minidl::cuda::cuda_library_dirs();
+    REQUIRE(!dirs.empty());
+    const std::vector<minidl::cuda::DynSymbol> lt = minidl::cuda::cublaslt_symbols();
+    REQUIRE(!lt.empty());
+    namespace fs = std::filesystem;
+    const fs::path loaded = fs::canonical(file_of(lt[0].address));
+    // The directory libcudart came from (first) or the configure-time toolkit directory holds it.
+    bool found = false;
+    for (const std::string& d : dirs) {
+      INFO("dir ", d);
+      CHECK(fs::is_directory(d));
+      found = found || fs::equivalent(fs::canonical(d), loaded.parent_path());
+    }
+    CHECK(found);
+  }
+
+  TEST_CASE("a missing library or symbol fails naming it and dlerror's text") {
+    const std::string lib_err =
+        error_of([] { minidl::cuda::open_cuda_library("cuNotThere", "libminidl_not_there.so.7"); });
+    INFO(lib_err);
+    CHECK(lib_err.find("cannot load cuNotThere (libminidl_not_there.so.7)") != std::string::npos);
+    CHECK(lib_err.find("dlopen(\"libminidl_not_there.so.7\"): libminidl_not_there.so.7: cannot "
+                       "open shared object file") != std::string::npos);
+    for (const std::string& d : minidl::cuda::cuda_library_dirs())
+      CHECK(lib_err.find("dlopen(\"" + d + "/libminidl_not_there.so.7\")") != std::string::npos);
+
+    const minidl::cuda::DynLib& lt = minidl::cuda::cublaslt_library();
+    const std::string sym_err =
+        error_of([&] { minidl::cuda::dynlib_symbol(lt, "cublasLtNoSuchFunction"); });
+    INFO(sym_err);
+    CHECK(sym_err.find("cuBLASLt (" + lt.path + ") has no symbol cublasLtNoSuchFunction") !=
+          std::string::npos);
+    CHECK(sym_err.find("undefined symbol: cublasLtNoSuchFunction") != std::string::npos);
+  }
+}
+#endif  // MINIDL_TEST_WITH_CUDA
