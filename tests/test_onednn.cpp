@@ -21,6 +21,12 @@ struct BackendScope {
   ~BackendScope() { set_cpu_backend(saved); }
 };
 
+// Sets how bf16 convolutions compute on oneDNN for a scope (back to automatic after).
+struct Bf16Scope {
+  explicit Bf16Scope(Bf16ConvCompute c) { set_onednn_bf16_conv_compute(c); }
+  ~Bf16Scope() { set_onednn_bf16_conv_compute(Bf16ConvCompute::automatic); }
+};
+
 // bf16 results: relative 2^-8 of the value plus 2^-8 of the largest reference value (the f32
 // accumulation of bf16 products cancels to small values); f16 2e-3; f32 1e-5.
 void close_to(const Tensor& got, const Tensor& ref) {
@@ -126,16 +132,56 @@ TEST_CASE("conv2d: oneDNN, Eigen and f64 agree on every shape class (f32, bf16)"
       auto eig = run(CpuBackend::eigen, x, w, b, g);
       for (int i = 0; i < 3; ++i) close_to(eig[size_t(i)], ref[size_t(i)]);
       if (!onednn_available()) continue;
-      const int64_t before = onednn_executions();
-      auto dnn = run(CpuBackend::onednn, x, w, b, g);
-      const bool routed = dt != kFloat16 && c.N > 0 && c.C > 0;
-      CHECK(onednn_executions() - before >= (routed ? 3 : 0));
-      if (!routed) CHECK(onednn_executions() == before);
-      for (int i = 0; i < 3; ++i) {
-        close_to(dnn[size_t(i)], ref[size_t(i)]);
-        close_to(dnn[size_t(i)], eig[size_t(i)].to(kFloat64));
+      // bf16 on oneDNN's bf16 kernels (native or emulated) and on its f32 kernels
+      for (Bf16ConvCompute mode : {Bf16ConvCompute::bf16, Bf16ConvCompute::f32}) {
+        if (dt != kBFloat16 && mode == Bf16ConvCompute::f32) continue;
+        INFO("bf16 compute ", mode == Bf16ConvCompute::f32 ? "f32" : "bf16");
+        Bf16Scope bf16_scope(mode);
+        const int64_t before = onednn_executions();
+        auto dnn = run(CpuBackend::onednn, x, w, b, g);
+        const bool routed = dt != kFloat16 && c.N > 0 && c.C > 0;
+        CHECK(onednn_executions() - before >= (routed ? 3 : 0));
+        if (!routed) CHECK(onednn_executions() == before);
+        for (int i = 0; i < 3; ++i) {
+          close_to(dnn[size_t(i)], ref[size_t(i)]);
+          close_to(dnn[size_t(i)], eig[size_t(i)].to(kFloat64));
+        }
       }
     }
+  }
+}
+
+TEST_CASE("bf16 conv compute: the setting, the CPU's native bf16, automatic's choice") {
+  if (!onednn_available()) {
+    CHECK_FALSE(onednn_native_bf16());
+    return;
+  }
+  {
+    Bf16Scope scope(Bf16ConvCompute::f32);
+    CHECK(onednn_bf16_conv_in_f32());
+  }
+  {
+    Bf16Scope scope(Bf16ConvCompute::bf16);
+    CHECK_FALSE(onednn_bf16_conv_in_f32());
+  }
+  Bf16Scope scope(Bf16ConvCompute::automatic);
+  CHECK(onednn_bf16_conv_in_f32() == !onednn_native_bf16());
+  // Both modes multiply bf16 values exactly and sum in f32, rounding once: on small integers
+  // (|sum| <= 288 * 16 < 2^24, exact in f32) the result is the exact sum rounded to bf16.
+  BackendScope be(CpuBackend::onednn);
+  auto ints = [](const Shape& s, uint32_t seed) {
+    std::vector<float> v(size_t(s[0] * s[1] * s[2] * s[3]));
+    for (float& f : v) {
+      seed = seed * 1664525u + 1013904223u;
+      f = float(int((seed >> 16) % 9) - 4);
+    }
+    return from_blob(v.data(), s, kFloat32).to(kBFloat16);
+  };
+  Tensor x = ints({2, 32, 6, 6}, 31), w = ints({8, 32, 3, 3}, 32);
+  Tensor want = conv2d(x.to(kFloat64), w.to(kFloat64), {}, {}).to(kBFloat16);
+  for (Bf16ConvCompute mode : {Bf16ConvCompute::bf16, Bf16ConvCompute::f32}) {
+    Bf16Scope m(mode);
+    check_close(conv2d(x, w, {}, {}), want, 0.0, 0.0);
   }
 }
 

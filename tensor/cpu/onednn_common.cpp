@@ -19,6 +19,16 @@ namespace {
 std::atomic<int64_t> g_executions{0};
 // -1: not set by set_cpu_backend (the environment decides).
 std::atomic<int> g_forced{-1};
+// -1: not set by set_onednn_bf16_conv_compute (the environment decides).
+std::atomic<int> g_bf16_conv{-1};
+
+Bf16ConvCompute bf16_conv_from_env() {
+  const char* s = std::getenv("MINIDL_ONEDNN_BF16_CONV");
+  if (!s || !*s || std::strcmp(s, "auto") == 0) return Bf16ConvCompute::automatic;
+  if (std::strcmp(s, "bf16") == 0) return Bf16ConvCompute::bf16;
+  if (std::strcmp(s, "f32") == 0) return Bf16ConvCompute::f32;
+  MINIDL_FAIL("MINIDL_ONEDNN_BF16_CONV: expected bf16, f32 or auto, got `", s, "`");
+}
 
 CpuBackend checked(CpuBackend b, const char* where) {
   MINIDL_CHECK(b != CpuBackend::onednn || onednn_available(), where,
@@ -70,6 +80,33 @@ const char* cpu_backend_name(CpuBackend backend) {
 
 int64_t onednn_executions() {
   return g_executions.load(std::memory_order_relaxed);
+}
+
+void set_onednn_bf16_conv_compute(Bf16ConvCompute compute) {
+  g_bf16_conv.store(int(compute), std::memory_order_relaxed);
+}
+
+bool onednn_native_bf16() {
+#ifdef MINIDL_WITH_ONEDNN
+  // The ISA oneDNN dispatches to (CPUID, capped by ONEDNN_MAX_CPU_ISA): avx512_core_bf16 and
+  // avx512_core_amx contain all of avx512_core_bf16's bits.
+  static const bool native = [] {
+    const auto bits = unsigned(dnnl_get_effective_cpu_isa());
+    return (bits & unsigned(dnnl_cpu_isa_avx512_core_bf16)) ==
+           unsigned(dnnl_cpu_isa_avx512_core_bf16);
+  }();
+  return native;
+#else
+  return false;
+#endif
+}
+
+bool onednn_bf16_conv_in_f32() {
+  const int forced = g_bf16_conv.load(std::memory_order_relaxed);
+  static const Bf16ConvCompute env = bf16_conv_from_env();
+  const Bf16ConvCompute c = forced >= 0 ? Bf16ConvCompute(forced) : env;
+  if (c == Bf16ConvCompute::automatic) return !onednn_native_bf16();
+  return c == Bf16ConvCompute::f32;
 }
 
 namespace cpu::onednn {
