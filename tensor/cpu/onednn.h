@@ -24,17 +24,17 @@ bool onednn_available();
 // check which path ran.
 int64_t onednn_executions();
 
-// How oneDNN computes bf16 convolutions. bf16: its bf16 kernels, native on CPUs with avx512_bf16
-// or AMX and emulated elsewhere (4-5x slower than its f32 kernels there). f32: its f32 kernels,
-// the bf16 operands widened by the reorders into its blocked layouts and the result rounded once
-// by the reorder back (the same products, f32 sums as in the bf16 kernels). automatic (default;
-// MINIDL_ONEDNN_BF16_CONV=bf16|f32|auto): bf16 where the CPU has native bf16, else f32.
-enum class Bf16ConvCompute : uint8_t { bf16, f32, automatic };
-void set_onednn_bf16_conv_compute(Bf16ConvCompute compute);
+// How oneDNN computes bf16 convolutions and matmuls. bf16: its bf16 kernels, native on CPUs with
+// avx512_bf16 or AMX, emulated elsewhere (3-8x slower than its f32 kernels there). f32: its f32
+// kernels behind reorders that widen the bf16 operands (a bounded chunk at a time) and round the
+// result once (the same exact products and f32 sums as the bf16 kernels). automatic (default;
+// MINIDL_ONEDNN_BF16=bf16|f32|auto): bf16 where the CPU has native bf16, else f32.
+enum class Bf16Compute : uint8_t { bf16, f32, automatic };
+void set_onednn_bf16_compute(Bf16Compute compute);
 // Whether this build's oneDNN runs native bf16 kernels on this CPU (avx512_bf16 or AMX).
 bool onednn_native_bf16();
-// Whether bf16 convolutions on oneDNN compute in f32 now (the setting and the CPU).
-bool onednn_bf16_conv_in_f32();
+// Whether bf16 convolutions and matmuls on oneDNN compute in f32 now (the setting, the CPU).
+bool onednn_bf16_in_f32();
 
 namespace cpu::onednn {
 

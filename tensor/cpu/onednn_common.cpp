@@ -19,15 +19,15 @@ namespace {
 std::atomic<int64_t> g_executions{0};
 // -1: not set by set_cpu_backend (the environment decides).
 std::atomic<int> g_forced{-1};
-// -1: not set by set_onednn_bf16_conv_compute (the environment decides).
-std::atomic<int> g_bf16_conv{-1};
+// -1: not set by set_onednn_bf16_compute (the environment decides).
+std::atomic<int> g_bf16{-1};
 
-Bf16ConvCompute bf16_conv_from_env() {
-  const char* s = std::getenv("MINIDL_ONEDNN_BF16_CONV");
-  if (!s || !*s || std::strcmp(s, "auto") == 0) return Bf16ConvCompute::automatic;
-  if (std::strcmp(s, "bf16") == 0) return Bf16ConvCompute::bf16;
-  if (std::strcmp(s, "f32") == 0) return Bf16ConvCompute::f32;
-  MINIDL_FAIL("MINIDL_ONEDNN_BF16_CONV: expected bf16, f32 or auto, got `", s, "`");
+Bf16Compute bf16_from_env() {
+  const char* s = std::getenv("MINIDL_ONEDNN_BF16");
+  if (!s || !*s || std::strcmp(s, "auto") == 0) return Bf16Compute::automatic;
+  if (std::strcmp(s, "bf16") == 0) return Bf16Compute::bf16;
+  if (std::strcmp(s, "f32") == 0) return Bf16Compute::f32;
+  MINIDL_FAIL("MINIDL_ONEDNN_BF16: expected bf16, f32 or auto, got `", s, "`");
 }
 
 CpuBackend checked(CpuBackend b, const char* where) {
@@ -82,8 +82,8 @@ int64_t onednn_executions() {
   return g_executions.load(std::memory_order_relaxed);
 }
 
-void set_onednn_bf16_conv_compute(Bf16ConvCompute compute) {
-  g_bf16_conv.store(int(compute), std::memory_order_relaxed);
+void set_onednn_bf16_compute(Bf16Compute compute) {
+  g_bf16.store(int(compute), std::memory_order_relaxed);
 }
 
 bool onednn_native_bf16() {
@@ -101,12 +101,12 @@ bool onednn_native_bf16() {
 #endif
 }
 
-bool onednn_bf16_conv_in_f32() {
-  const int forced = g_bf16_conv.load(std::memory_order_relaxed);
-  static const Bf16ConvCompute env = bf16_conv_from_env();
-  const Bf16ConvCompute c = forced >= 0 ? Bf16ConvCompute(forced) : env;
-  if (c == Bf16ConvCompute::automatic) return !onednn_native_bf16();
-  return c == Bf16ConvCompute::f32;
+bool onednn_bf16_in_f32() {
+  const int forced = g_bf16.load(std::memory_order_relaxed);
+  static const Bf16Compute env = bf16_from_env();
+  const Bf16Compute c = forced >= 0 ? Bf16Compute(forced) : env;
+  if (c == Bf16Compute::automatic) return !onednn_native_bf16();
+  return c == Bf16Compute::f32;
 }
 
 namespace cpu::onednn {
