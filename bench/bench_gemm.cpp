@@ -102,11 +102,13 @@ int main(int argc, char** argv) {
 
   std::vector<Shape3> shapes = {{256, 256, 256}, {1024, 1024, 1024}, {4096, 4096, 512}};
   if (mnist) shapes.clear();
-  if (!mnist) std::printf("### f32 GEMM C[M,N] = A[M,K] @ B[K,N], %d threads\n\n", threads);
-  std::printf(
-      "| M x N x K | minidl matmul GFLOP/s | minidl gemm_f32 GFLOP/s | "
-      "OpenBLAS sgemm GFLOP/s | ratio (matmul/OpenBLAS) | max rel err |\n");
-  if (!mnist) std::printf("|---|---:|---:|---:|---:|---:|\n");
+  if (!mnist) {
+    std::printf("### f32 GEMM C[M,N] = A[M,K] @ B[K,N], %d threads\n\n", threads);
+    std::printf(
+        "| M x N x K | minidl matmul GFLOP/s | minidl gemm_f32 GFLOP/s | "
+        "OpenBLAS sgemm GFLOP/s | ratio (matmul/OpenBLAS) | max rel err |\n");
+    std::printf("|---|---:|---:|---:|---:|---:|\n");
+  }
   for (Shape3 s : shapes) {
     Row r = run_shape(s, rounds, quick ? 0.1 : 0.4);
     const double gflop = 2.0 * double(s.M) * double(s.N) * double(s.K) * 1e-9;
