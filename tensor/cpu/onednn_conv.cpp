@@ -94,8 +94,7 @@ struct Geo {
 Geo make_geo(const Shape& x, const Shape& w, const Shape& out, const Conv2dParams& p, DType dt) {
   Geo g;
   g.dt = g.wdt = *to_dnnl(dt);
-  g.pdt = g.pwdt =
-      dt == kBFloat16 && onednn_bf16_in_f32() ? dnnl::memory::data_type::f32 : g.dt;
+  g.pdt = g.pwdt = dt == kBFloat16 && onednn_bf16_in_f32() ? dnnl::memory::data_type::f32 : g.dt;
   g.blocked = blocked_layouts();
   g.N = x[0];
   g.C = x[1];
