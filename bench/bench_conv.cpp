@@ -1,7 +1,8 @@
 // bench_conv: conv2d forward and backward (input, weight) through minidl's frontends on the
 // MNIST CNN shapes (batch 64, 3x3, stride 1, no padding), against an im2col + OpenBLAS sgemm
 // reference written here, in the same process; then the Eigen and oneDNN paths side by side in
-// f32 and bf16 with their peak temporaries. Usage: bench_conv [--threads 2] [--batch 64] [--quick]
+// f32 and bf16 (bf16 also on oneDNN's bf16 kernels) with their peak temporaries.
+// Usage: bench_conv [--threads 2] [--batch 64] [--quick]
 #include <cblas.h>
 
 #include <cstdio>
@@ -166,12 +167,14 @@ struct PathResult {
   double extra_mib = 0;
 };
 
-// The Eigen and oneDNN paths of the three ops in f32 and bf16 for one layer.
+// The Eigen and oneDNN paths of the three ops in f32 and bf16 for one layer; bf16 on oneDNN
+// also on its bf16 kernels (native with avx512_bf16, emulated elsewhere) when `auto` picks f32.
 void compare_paths(const ConvShape& s, int rounds, double target_s) {
   const Conv2dParams p;
   const char* ops[3] = {"forward", "backward input", "backward weight"};
-  const CpuBackend backends[2] = {CpuBackend::eigen, CpuBackend::onednn};
-  PathResult res[3][2][2];  // op, dtype (f32, bf16), backend
+  const CpuBackend backends[3] = {CpuBackend::eigen, CpuBackend::onednn, CpuBackend::onednn};
+  const Bf16Compute modes[3] = {Bf16Compute::automatic, Bf16Compute::automatic, Bf16Compute::bf16};
+  PathResult res[3][2][3];  // op, dtype (f32, bf16), path (Eigen, oneDNN, oneDNN bf16 kernels)
   for (int di = 0; di < 2; ++di) {
     const DType dt = di ? kBFloat16 : kFloat32;
     Tensor x = from_blob(bench::random_floats(size_t(s.N * s.C * s.H * s.W), 1).data(),
@@ -189,16 +192,19 @@ void compare_paths(const ConvShape& s, int rounds, double target_s) {
         if (oi == 1) return conv2d_backward_input(gy, w, x.shape(), p);
         return conv2d_backward_weight(gy, x, w.shape(), p);
       };
+      const int paths = di ? 3 : 2;
       std::vector<std::function<void()>> fns;
-      for (CpuBackend be : backends)
-        fns.push_back([&op, be] {
+      for (int bi = 0; bi < paths; ++bi)
+        fns.push_back([&op, be = backends[bi], m = modes[bi]] {
           set_cpu_backend(be);
+          set_onednn_bf16_compute(m);
           Tensor r = op();
         });
       const int block = bench::block_size(fns[0], target_s, 2, 100);
       std::vector<double> t = bench::time_alternating(fns, rounds, block);
-      for (int bi = 0; bi < 2; ++bi) {
+      for (int bi = 0; bi < paths; ++bi) {
         set_cpu_backend(backends[bi]);
+        set_onednn_bf16_compute(modes[bi]);
         const int64_t base = memory_stats(kCPU).allocated;
         reset_peak_memory_stats(kCPU);
         Tensor r = op();
@@ -208,10 +214,11 @@ void compare_paths(const ConvShape& s, int rounds, double target_s) {
     }
   }
   set_cpu_backend(CpuBackend::automatic);
+  set_onednn_bf16_compute(Bf16Compute::automatic);
   for (int oi = 0; oi < 3; ++oi) {
     std::printf("| %s | %s |", s.name, ops[oi]);
     for (int di = 0; di < 2; ++di)
-      for (int bi = 0; bi < 2; ++bi)
+      for (int bi = 0; bi < (di ? 3 : 2); ++bi)
         std::printf(" %.3f (%.1f) |", res[oi][di][bi].s * 1e3, res[oi][di][bi].extra_mib);
     std::printf(" %.2f | %.2f | %.2f |\n", res[oi][0][0].s / res[oi][0][1].s,
                 res[oi][1][0].s / res[oi][1][1].s, res[oi][0][0].s / res[oi][1][1].s);
@@ -254,14 +261,18 @@ int main(int argc, char** argv) {
       "into preallocated buffers.\n",
       rounds);
   if (!onednn_available()) return 0;
+  const char* layout = std::getenv("MINIDL_ONEDNN_LAYOUT");
+  const bool blocked = !(layout && std::string(layout) == "plain");
   std::printf(
       "\n### conv2d: Eigen (im2col) vs oneDNN paths, batch %lld, %d threads, oneDNN layouts %s\n\n"
-      "ms per op (MiB allocated beyond the output)\n\n",
-      (long long)N, threads, std::getenv("MINIDL_ONEDNN_LAYOUT") ? "blocked" : "plain");
+      "ms per op (MiB allocated beyond the output); oneDNN bf16: the `auto` choice, here %s "
+      "kernels (native bf16: %s)\n\n",
+      (long long)N, threads, blocked ? "blocked" : "plain", onednn_bf16_in_f32() ? "f32" : "bf16",
+      onednn_native_bf16() ? "yes" : "no");
   std::printf(
-      "| layer | op | Eigen f32 | oneDNN f32 | Eigen bf16 | oneDNN bf16 | f32 Eigen/oneDNN | "
-      "bf16 Eigen/oneDNN | Eigen f32 / oneDNN bf16 |\n");
-  std::printf("|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
+      "| layer | op | Eigen f32 | oneDNN f32 | Eigen bf16 | oneDNN bf16 | oneDNN bf16 kernels | "
+      "f32 Eigen/oneDNN | bf16 Eigen/oneDNN | Eigen f32 / oneDNN bf16 |\n");
+  std::printf("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   for (const ConvShape& s : layers) compare_paths(s, rounds, quick ? 0.1 : 0.3);
   return 0;
 }

@@ -1,7 +1,7 @@
 // bench_gemm: f32 GEMM throughput of minidl::matmul (public API) against OpenBLAS cblas_sgemm
 // in the same process and thread count, then matmul's Eigen and oneDNN paths in f32 and bf16;
-// prints markdown tables (see bench/README.md).
-// Usage: bench_gemm [--threads 2] [--rounds 3] [--quick]
+// prints markdown tables (see bench/README.md). --mnist: only the path table on the MNIST fc1
+// products. Usage: bench_gemm [--threads 2] [--rounds 3] [--quick] [--mnist]
 #include <cblas.h>
 
 #include <cstdio>
@@ -52,9 +52,10 @@ Row run_shape(Shape3 s, int rounds, double block_target_s) {
 }
 
 // matmul through each backend in f32 and bf16 (bf16 operands, f32 accumulation, bf16 result):
-// seconds for {Eigen f32, oneDNN f32, Eigen bf16, oneDNN bf16}, and the bf16 error.
+// seconds for {Eigen f32, oneDNN f32, Eigen bf16, oneDNN bf16 (the `auto` kernels), oneDNN bf16
+// on its bf16 kernels}, and the bf16 error.
 struct PathRow {
-  double t[4];
+  double t[5];
   double bf16_err;
 };
 
@@ -64,23 +65,27 @@ PathRow run_paths(Shape3 s, int rounds, double block_target_s) {
   std::vector<float> B = bench::random_floats(size_t(K * N), 2);
   Tensor a = from_blob(A.data(), {M, K}, kFloat32), b = from_blob(B.data(), {K, N}, kFloat32);
   Tensor a16 = a.to(kBFloat16), b16 = b.to(kBFloat16);
-  auto path = [&](CpuBackend be, bool bf16) -> std::function<void()> {
-    return [&, be, bf16] {
+  auto path = [&](CpuBackend be, bool bf16, Bf16Compute m) -> std::function<void()> {
+    return [&, be, bf16, m] {
       set_cpu_backend(be);
+      set_onednn_bf16_compute(m);
       Tensor c = bf16 ? matmul(a16, b16) : matmul(a, b);
     };
   };
+  const Bf16Compute au = Bf16Compute::automatic;
   std::vector<std::function<void()>> fns = {
-      path(CpuBackend::eigen, false), path(CpuBackend::onednn, false),
-      path(CpuBackend::eigen, true), path(CpuBackend::onednn, true)};
+      path(CpuBackend::eigen, false, au), path(CpuBackend::onednn, false, au),
+      path(CpuBackend::eigen, true, au), path(CpuBackend::onednn, true, au),
+      path(CpuBackend::onednn, true, Bf16Compute::bf16)};
   const int block = bench::block_size(fns[0], block_target_s, 3, 200);
   std::vector<double> t = bench::time_alternating(fns, rounds, block);
   set_cpu_backend(CpuBackend::eigen);
   Tensor ref = matmul(a16.to(kFloat32), b16.to(kFloat32));  // exact products of bf16 inputs
   set_cpu_backend(CpuBackend::onednn);
+  set_onednn_bf16_compute(au);
   Tensor got = matmul(a16, b16).to(kFloat32);
   set_cpu_backend(CpuBackend::automatic);
-  PathRow r{{t[0], t[1], t[2], t[3]},
+  PathRow r{{t[0], t[1], t[2], t[3], t[4]},
             bench::max_rel_err(got.data_ptr<float>(), ref.data_ptr<float>(), size_t(M * N))};
   return r;
 }
@@ -91,15 +96,19 @@ int main(int argc, char** argv) {
   const int threads = bench::int_arg(argc, argv, "--threads", 2);
   const bool quick = bench::flag_arg(argc, argv, "--quick");
   const int rounds = bench::int_arg(argc, argv, "--rounds", quick ? 1 : 3);
+  const bool mnist = bench::flag_arg(argc, argv, "--mnist");
   set_num_threads(threads);
   openblas_set_num_threads(threads);
 
   std::vector<Shape3> shapes = {{256, 256, 256}, {1024, 1024, 1024}, {4096, 4096, 512}};
-  std::printf("### f32 GEMM C[M,N] = A[M,K] @ B[K,N], %d threads\n\n", threads);
-  std::printf(
-      "| M x N x K | minidl matmul GFLOP/s | minidl gemm_f32 GFLOP/s | "
-      "OpenBLAS sgemm GFLOP/s | ratio (matmul/OpenBLAS) | max rel err |\n");
-  std::printf("|---|---:|---:|---:|---:|---:|\n");
+  if (mnist) shapes.clear();
+  if (!mnist) {
+    std::printf("### f32 GEMM C[M,N] = A[M,K] @ B[K,N], %d threads\n\n", threads);
+    std::printf(
+        "| M x N x K | minidl matmul GFLOP/s | minidl gemm_f32 GFLOP/s | "
+        "OpenBLAS sgemm GFLOP/s | ratio (matmul/OpenBLAS) | max rel err |\n");
+    std::printf("|---|---:|---:|---:|---:|---:|\n");
+  }
   for (Shape3 s : shapes) {
     Row r = run_shape(s, rounds, quick ? 0.1 : 0.4);
     const double gflop = 2.0 * double(s.M) * double(s.N) * double(s.K) * 1e-9;
@@ -108,27 +117,32 @@ int main(int argc, char** argv) {
                 gflop / r.blas_s, r.blas_s / r.minidl_s, r.err);
     std::fflush(stdout);
   }
-  std::printf(
-      "\nmedian of %d rounds of alternating blocks; matmul includes allocating its output "
-      "(gemm_f32 and sgemm write into preallocated memory).\n",
-      rounds);
+  if (!mnist)
+    std::printf(
+        "\nmedian of %d rounds of alternating blocks; matmul includes allocating its output "
+        "(gemm_f32 and sgemm write into preallocated memory).\n",
+        rounds);
   if (!onednn_available()) return 0;
   std::printf(
       "\n### matmul paths: Eigen vs oneDNN, f32 and bf16 (f32 accumulation, bf16 result), "
-      "%d threads, GFLOP/s\n\n",
-      threads);
+      "%d threads, GFLOP/s; oneDNN bf16: the `auto` choice, here %s kernels (native bf16: %s)\n\n",
+      threads, onednn_bf16_in_f32() ? "f32" : "bf16", onednn_native_bf16() ? "yes" : "no");
   std::printf(
-      "| M x N x K | Eigen f32 | oneDNN f32 | Eigen bf16 | oneDNN bf16 | oneDNN f32 / Eigen f32 | "
-      "oneDNN bf16 / Eigen f32 | bf16 max rel err |\n");
-  std::printf("|---|---:|---:|---:|---:|---:|---:|---:|\n");
+      "| M x N x K | Eigen f32 | oneDNN f32 | Eigen bf16 | oneDNN bf16 | oneDNN bf16 kernels | "
+      "oneDNN f32 / Eigen f32 | oneDNN bf16 / Eigen f32 | bf16 max rel err |\n");
+  std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   std::vector<Shape3> path_shapes = shapes;
-  path_shapes.insert(path_shapes.begin(), {{64, 64, 64}, {64, 128, 800}, {1000, 128, 1600}});
+  if (mnist)  // fc1 forward, input gradient, weight gradient at batch 64
+    path_shapes = {{64, 128, 9216}, {64, 9216, 128}, {128, 9216, 64}};
+  else
+    path_shapes.insert(path_shapes.begin(), {{64, 64, 64}, {64, 128, 800}, {1000, 128, 1600}});
   for (Shape3 s : path_shapes) {
     PathRow r = run_paths(s, rounds, quick ? 0.1 : 0.4);
     const double gflop = 2.0 * double(s.M) * double(s.N) * double(s.K) * 1e-9;
-    std::printf("| %lld x %lld x %lld | %.1f | %.1f | %.1f | %.1f | %.2f | %.2f | %.1e |\n",
+    std::printf("| %lld x %lld x %lld | %.1f | %.1f | %.1f | %.1f | %.1f | %.2f | %.2f | %.1e |\n",
                 (long long)s.M, (long long)s.N, (long long)s.K, gflop / r.t[0], gflop / r.t[1],
-                gflop / r.t[2], gflop / r.t[3], r.t[0] / r.t[1], r.t[0] / r.t[3], r.bf16_err);
+                gflop / r.t[2], gflop / r.t[3], gflop / r.t[4], r.t[0] / r.t[1], r.t[0] / r.t[3],
+                r.bf16_err);
     std::fflush(stdout);
   }
   std::printf(

@@ -21,6 +21,12 @@ struct BackendScope {
   ~BackendScope() { set_cpu_backend(saved); }
 };
 
+// Sets how bf16 convolutions compute on oneDNN for a scope (back to automatic after).
+struct Bf16Scope {
+  explicit Bf16Scope(Bf16Compute c) { set_onednn_bf16_compute(c); }
+  ~Bf16Scope() { set_onednn_bf16_compute(Bf16Compute::automatic); }
+};
+
 // bf16 results: relative 2^-8 of the value plus 2^-8 of the largest reference value (the f32
 // accumulation of bf16 products cancels to small values); f16 2e-3; f32 1e-5.
 void close_to(const Tensor& got, const Tensor& ref) {
@@ -126,16 +132,56 @@ TEST_CASE("conv2d: oneDNN, Eigen and f64 agree on every shape class (f32, bf16)"
       auto eig = run(CpuBackend::eigen, x, w, b, g);
       for (int i = 0; i < 3; ++i) close_to(eig[size_t(i)], ref[size_t(i)]);
       if (!onednn_available()) continue;
-      const int64_t before = onednn_executions();
-      auto dnn = run(CpuBackend::onednn, x, w, b, g);
-      const bool routed = dt != kFloat16 && c.N > 0 && c.C > 0;
-      CHECK(onednn_executions() - before >= (routed ? 3 : 0));
-      if (!routed) CHECK(onednn_executions() == before);
-      for (int i = 0; i < 3; ++i) {
-        close_to(dnn[size_t(i)], ref[size_t(i)]);
-        close_to(dnn[size_t(i)], eig[size_t(i)].to(kFloat64));
+      // bf16 on oneDNN's bf16 kernels (native or emulated) and on its f32 kernels
+      for (Bf16Compute mode : {Bf16Compute::bf16, Bf16Compute::f32}) {
+        if (dt != kBFloat16 && mode == Bf16Compute::f32) continue;
+        INFO("bf16 compute ", mode == Bf16Compute::f32 ? "f32" : "bf16");
+        Bf16Scope bf16_scope(mode);
+        const int64_t before = onednn_executions();
+        auto dnn = run(CpuBackend::onednn, x, w, b, g);
+        const bool routed = dt != kFloat16 && c.N > 0 && c.C > 0;
+        CHECK(onednn_executions() - before >= (routed ? 3 : 0));
+        if (!routed) CHECK(onednn_executions() == before);
+        for (int i = 0; i < 3; ++i) {
+          close_to(dnn[size_t(i)], ref[size_t(i)]);
+          close_to(dnn[size_t(i)], eig[size_t(i)].to(kFloat64));
+        }
       }
     }
+  }
+}
+
+TEST_CASE("bf16 conv compute: the setting, the CPU's native bf16, automatic's choice") {
+  if (!onednn_available()) {
+    CHECK_FALSE(onednn_native_bf16());
+    return;
+  }
+  {
+    Bf16Scope scope(Bf16Compute::f32);
+    CHECK(onednn_bf16_in_f32());
+  }
+  {
+    Bf16Scope scope(Bf16Compute::bf16);
+    CHECK_FALSE(onednn_bf16_in_f32());
+  }
+  Bf16Scope scope(Bf16Compute::automatic);
+  CHECK(onednn_bf16_in_f32() == !onednn_native_bf16());
+  // Both modes multiply bf16 values exactly and sum in f32, rounding once: on small integers
+  // (|sum| <= 288 * 16 < 2^24, exact in f32) the result is the exact sum rounded to bf16.
+  BackendScope be(CpuBackend::onednn);
+  auto ints = [](const Shape& s, uint32_t seed) {
+    std::vector<float> v(size_t(s[0] * s[1] * s[2] * s[3]));
+    for (float& f : v) {
+      seed = seed * 1664525u + 1013904223u;
+      f = float(int((seed >> 16) % 9) - 4);
+    }
+    return from_blob(v.data(), s, kFloat32).to(kBFloat16);
+  };
+  Tensor x = ints({2, 32, 6, 6}, 31), w = ints({8, 32, 3, 3}, 32);
+  Tensor want = conv2d(x.to(kFloat64), w.to(kFloat64), {}, {}).to(kBFloat16);
+  for (Bf16Compute mode : {Bf16Compute::bf16, Bf16Compute::f32}) {
+    Bf16Scope m(mode);
+    check_close(conv2d(x, w, {}, {}), want, 0.0, 0.0);
   }
 }
 
@@ -174,6 +220,9 @@ TEST_CASE("bmm / matmul / linear: oneDNN, Eigen and f64 agree (layouts, broadcas
       {"row", {1, 300}, {300, 1}, false, false},
       {"K zero", {4, 0}, {0, 5}, false, false},
       {"M zero", {0, 7}, {7, 3}, false, false},
+      // bf16 on f32 kernels widens 16 MiB at a time: row chunks of 1048, batch chunks of 2
+      {"chunked rows", {1100, 4000}, {4000, 2}, true, false},
+      {"chunked batch", {3, 400, 4000}, {3, 4000, 3}, false, true},
   };
   uint64_t seed = 500;
   for (const MmCase& c : cases) {
@@ -194,16 +243,25 @@ TEST_CASE("bmm / matmul / linear: oneDNN, Eigen and f64 agree (layouts, broadcas
       Tensor eig = run(CpuBackend::eigen, a, b);
       close_to(eig, ref);
       if (!onednn_available()) continue;
-      Tensor dnn = run(CpuBackend::onednn, a, b);
-      close_to(dnn, ref);
-      close_to(dnn, eig.to(kFloat64));
-      // non-contiguous operands (every other column): copied, then oneDNN
-      if (a.dim() == 2 && b.dim() == 2) close_to(run(CpuBackend::onednn, noncontiguous(a), b), ref);
+      for (Bf16Compute mode : {Bf16Compute::bf16, Bf16Compute::f32}) {
+        if (dt != kBFloat16 && mode == Bf16Compute::f32) continue;
+        INFO("bf16 compute ", mode == Bf16Compute::f32 ? "f32" : "bf16");
+        Bf16Scope bf16_scope(mode);
+        Tensor dnn = run(CpuBackend::onednn, a, b);
+        close_to(dnn, ref);
+        close_to(dnn, eig.to(kFloat64));
+        // non-contiguous operands (every other column): copied, then oneDNN
+        if (a.dim() == 2 && b.dim() == 2)
+          close_to(run(CpuBackend::onednn, noncontiguous(a), b), ref);
+      }
     }
   }
   // linear = x @ w^T + b with w [out, in]: the transposed-weight view goes straight to oneDNN
   if (!onednn_available()) return;
-  for (DType dt : {kFloat32, kBFloat16}) {
+  int seen_bf16 = 0;
+  for (DType dt : {kFloat32, kBFloat16, kBFloat16}) {
+    // the second bf16 pass on f32 kernels
+    Bf16Scope bf16_scope(dt == kBFloat16 && seen_bf16++ ? Bf16Compute::f32 : Bf16Compute::bf16);
     Tensor x = random_tensor({32, 50}, dt, 900), w = random_tensor({10, 50}, dt, 901);
     Tensor bias = random_tensor({10}, dt, 902);
     Tensor ref;
@@ -227,18 +285,22 @@ TEST_CASE("bf16 linear with a bias on oneDNN: one rounding of the f32 accumulato
   Tensor w = noncontiguous(random_tensor({10, 50}, kBFloat16, 911));
   Tensor bias = mul(random_tensor({10}, kBFloat16, 912), 8.0);
   Tensor ref = linear(x.to(kFloat64), w.to(kFloat64), bias.to(kFloat64));
-  const int64_t before = onednn_executions();
-  Tensor y = linear(x, w, bias);
-  CHECK(onednn_executions() == before + 1);  // the bias rides on the matmul
-  REQUIRE(y.shape() == Shape{3, 7, 10});
-  // rounded once: within half a bf16 ulp (8 significant bits) of the f64 value, plus the f32
-  // accumulation error; matmul + add_ rounded twice and missed that on some elements
-  std::vector<double> r = to_f64(ref), got = to_f64(y);
-  int bad = 0;
-  for (size_t i = 0; i < r.size(); ++i) {
-    int e = 0;
-    std::frexp(r[i], &e);  // |r| in [2^(e-1), 2^e): bf16 spacing 2^(e-8)
-    if (std::abs(got[i] - r[i]) > std::ldexp(1.0, e - 9) * 1.001 + 1e-5) ++bad;
+  for (Bf16Compute mode : {Bf16Compute::bf16, Bf16Compute::f32}) {
+    INFO("bf16 compute ", mode == Bf16Compute::f32 ? "f32" : "bf16");
+    Bf16Scope bf16_scope(mode);
+    const int64_t before = onednn_executions();
+    Tensor y = linear(x, w, bias);
+    CHECK(onednn_executions() == before + 1);  // the bias rides on the matmul
+    REQUIRE(y.shape() == Shape{3, 7, 10});
+    // rounded once: within half a bf16 ulp (8 significant bits) of the f64 value, plus the f32
+    // accumulation error; matmul + add_ rounded twice and missed that on some elements
+    std::vector<double> r = to_f64(ref), got = to_f64(y);
+    int bad = 0;
+    for (size_t i = 0; i < r.size(); ++i) {
+      int e = 0;
+      std::frexp(r[i], &e);  // |r| in [2^(e-1), 2^e): bf16 spacing 2^(e-8)
+      if (std::abs(got[i] - r[i]) > std::ldexp(1.0, e - 9) * 1.001 + 1e-5) ++bad;
+    }
+    CHECK(bad == 0);
   }
-  CHECK(bad == 0);
 }

@@ -19,6 +19,16 @@ namespace {
 std::atomic<int64_t> g_executions{0};
 // -1: not set by set_cpu_backend (the environment decides).
 std::atomic<int> g_forced{-1};
+// -1: not set by set_onednn_bf16_compute (the environment decides).
+std::atomic<int> g_bf16{-1};
+
+Bf16Compute bf16_from_env() {
+  const char* s = std::getenv("MINIDL_ONEDNN_BF16");
+  if (!s || !*s || std::strcmp(s, "auto") == 0) return Bf16Compute::automatic;
+  if (std::strcmp(s, "bf16") == 0) return Bf16Compute::bf16;
+  if (std::strcmp(s, "f32") == 0) return Bf16Compute::f32;
+  MINIDL_FAIL("MINIDL_ONEDNN_BF16: expected bf16, f32 or auto, got `", s, "`");
+}
 
 CpuBackend checked(CpuBackend b, const char* where) {
   MINIDL_CHECK(b != CpuBackend::onednn || onednn_available(), where,
@@ -70,6 +80,33 @@ const char* cpu_backend_name(CpuBackend backend) {
 
 int64_t onednn_executions() {
   return g_executions.load(std::memory_order_relaxed);
+}
+
+void set_onednn_bf16_compute(Bf16Compute compute) {
+  g_bf16.store(int(compute), std::memory_order_relaxed);
+}
+
+bool onednn_native_bf16() {
+#ifdef MINIDL_WITH_ONEDNN
+  // The ISA oneDNN dispatches to (CPUID, capped by ONEDNN_MAX_CPU_ISA): avx512_core_bf16 and
+  // avx512_core_amx contain all of avx512_core_bf16's bits.
+  static const bool native = [] {
+    const auto bits = unsigned(dnnl_get_effective_cpu_isa());
+    return (bits & unsigned(dnnl_cpu_isa_avx512_core_bf16)) ==
+           unsigned(dnnl_cpu_isa_avx512_core_bf16);
+  }();
+  return native;
+#else
+  return false;
+#endif
+}
+
+bool onednn_bf16_in_f32() {
+  const int forced = g_bf16.load(std::memory_order_relaxed);
+  static const Bf16Compute env = bf16_from_env();
+  const Bf16Compute c = forced >= 0 ? Bf16Compute(forced) : env;
+  if (c == Bf16Compute::automatic) return !onednn_native_bf16();
+  return c == Bf16Compute::f32;
 }
 
 namespace cpu::onednn {

@@ -1,6 +1,6 @@
 // conv2d forward, backward-data and backward-weights through oneDNN (f32, bf16 with f32
-// accumulation) on minidl's NCHW / OIHW tensors: oneDNN's blocked layouts with reorders, a chunk
-// of images at a time so temporaries stay bounded (MINIDL_ONEDNN_LAYOUT=plain: no reorders).
+// accumulation; bf16 on f32 kernels where the CPU lacks native bf16) on minidl's NCHW / OIHW
+// tensors: blocked layouts with reorders, a chunk of images at a time (bounded temporaries).
 #ifdef MINIDL_WITH_ONEDNN
 #include <algorithm>
 #include <cstdlib>
@@ -31,8 +31,8 @@ bool blocked_layouts() {
 }
 
 // Images per primitive call with blocked layouts: the reordered input and output of one chunk
-// take at most about this many bytes (one chunk for the MNIST batch of 64) (the temporaries do not
-// grow with the batch).
+// take at most about this many bytes (one chunk for the MNIST batch of 64 in bf16 and f32, also
+// when bf16 runs on f32 kernels) (the temporaries do not grow with the batch).
 constexpr int64_t kChunkBytes = int64_t(16) << 20;
 
 // One convolution's descriptors in minidl's layouts (user) and the primitive's request (any or
@@ -40,7 +40,10 @@ constexpr int64_t kChunkBytes = int64_t(16) << 20;
 struct Geo {
   dims_t x, w, out, bias, strides, dil, pl, pr;
   int64_t N, Cg, Og, area, G, C;
-  dnnl::memory::data_type dt, wdt;  // wdt: the weight gradient's type (f32 when chunks sum)
+  // dt: the tensors' type; pdt: the primitive's (f32 for bf16 tensors on f32 kernels, whose
+  // reorders convert); wdt / pwdt: the weight gradient's, in the tensor handed to oneDNN (f32
+  // when chunks sum) and in the primitive.
+  dnnl::memory::data_type dt, pdt, wdt, pwdt;
   bool blocked;
 
   // Elements of one image of x and of out; images per chunk; the geometry of n images.
@@ -48,7 +51,7 @@ struct Geo {
   int64_t out_image() const { return out[1] * out[2] * out[3]; }
   int64_t chunk() const {
     if (!blocked) return N;
-    const int64_t per = (x_image() + out_image()) * int64_t(dnnl::memory::data_type_size(dt));
+    const int64_t per = (x_image() + out_image()) * int64_t(dnnl::memory::data_type_size(pdt));
     return std::clamp<int64_t>(kChunkBytes / std::max<int64_t>(per, 1), 1, N);
   }
   Geo images(int64_t n) const {
@@ -57,18 +60,24 @@ struct Geo {
     return g;
   }
   md user_dw() const { return plain(w, wdt); }
-  md want_dw() const { return blocked ? md(w, wdt, dnnl::memory::format_tag::any) : plain(w, wdt); }
+  md want_dw() const {
+    return blocked ? md(w, pwdt, dnnl::memory::format_tag::any) : plain(w, pwdt);
+  }
 
   md user_x() const { return plain(x, dt); }
   md user_w() const { return plain(w, dt); }
   md user_out() const { return plain(out, dt); }
   md user_bias() const { return plain(bias, dt); }
+  md want_bias() const { return plain(bias, pdt); }
   md want(const dims_t& d) const {
-    return blocked ? md(d, dt, dnnl::memory::format_tag::any) : plain(d, dt);
+    return blocked ? md(d, pdt, dnnl::memory::format_tag::any) : plain(d, pdt);
   }
+  // The weight gradient summed over chunks: f32 in the tensor and so in the primitive.
+  void sum_in_f32() { wdt = pwdt = dnnl::memory::data_type::f32; }
   Key key(int op, bool has_bias) const {
     Key k;
-    k.add({op, int64_t(dt), int64_t(wdt), int64_t(has_bias), int64_t(blocked)})
+    k.add({op, int64_t(dt), int64_t(pdt), int64_t(wdt), int64_t(pwdt), int64_t(has_bias),
+           int64_t(blocked)})
         .add(x)
         .add(w)
         .add(out)
@@ -85,6 +94,7 @@ struct Geo {
 Geo make_geo(const Shape& x, const Shape& w, const Shape& out, const Conv2dParams& p, DType dt) {
   Geo g;
   g.dt = g.wdt = *to_dnnl(dt);
+  g.pdt = g.pwdt = dt == kBFloat16 && onednn_bf16_in_f32() ? dnnl::memory::data_type::f32 : g.dt;
   g.blocked = blocked_layouts();
   g.N = x[0];
   g.C = x[1];
@@ -108,7 +118,7 @@ dnnl::convolution_forward::primitive_desc forward_pd(const Geo& g, bool has_bias
   const md x = g.want(g.x), w = g.want(g.w), y = g.want(g.out);
   if (has_bias)
     return cf::primitive_desc(cf::desc(prop_kind::forward_training, algorithm::convolution_direct,
-                                       x, w, g.user_bias(), y, g.strides, g.dil, g.pl, g.pr),
+                                       x, w, g.want_bias(), y, g.strides, g.dil, g.pl, g.pr),
                               default_attr(), engine());
   return cf::primitive_desc(cf::desc(prop_kind::forward_training, algorithm::convolution_direct, x,
                                      w, y, g.strides, g.dil, g.pl, g.pr),
@@ -196,7 +206,7 @@ bool conv2d_backward_weight(const Tensor& grad_out, const Tensor& x, Tensor& gra
   // Several chunks: each one's gradient in f32, summed in f32, rounded once at the end.
   Tensor total, part;
   if (chunked) {
-    g.wdt = dnnl::memory::data_type::f32;
+    g.sum_in_f32();
     total = empty(grad_w.shape(), kFloat32, kCPU);
     part = empty(grad_w.shape(), kFloat32, kCPU);
   }

@@ -1,9 +1,10 @@
-// bmm (and so matmul, mm and linear, which lower onto it) through oneDNN's matmul primitive:
-// f32, and bf16 operands with f32 accumulation and a bf16 result; linear_bias adds the bias to
-// the f32 accumulator (one rounding). Row- or column-major
-// operands (transposed views) and broadcast batches (batch stride 0) are passed as strides.
+// bmm (and so matmul, mm and linear) through oneDNN's matmul primitive: f32, and bf16 operands
+// with f32 accumulation and one rounding (on f32 kernels, a chunk at a time, where the CPU lacks
+// native bf16); linear_bias adds the bias to the f32 accumulator. Transposed views and broadcast
+// batches (batch stride 0) are passed as strides.
 #ifdef MINIDL_WITH_ONEDNN
 #include <algorithm>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -49,6 +50,52 @@ std::optional<Operand> describe_or_copy(Tensor& t) {
   return o;
 }
 
+// f32 temporaries of the widened operands and the result per call, about (one call for the
+// MNIST and GPT linears): bounded like the convolutions' reorders.
+constexpr int64_t kChunkBytes = int64_t(16) << 20;
+
+// out[B,M,N] (contiguous) = a @ b (+ bias[N]) for bf16 tensors on oneDNN's f32 kernels: a chunk
+// of matrices (or of one matrix's rows) at a time, its operands widened and its result rounded
+// by the reorders around each call. The primitive depends on the chunk's dims only.
+bool matmul_f32_chunks(const Operand& oa, const void* pa, const Operand& ob, const void* pb,
+                       const void* bias, void* out, int64_t B, int64_t M, int64_t N, int64_t K) {
+  using dt = dnnl::memory::data_type;
+  const bool ba = oa.dims[0] > 1, bb = ob.dims[0] > 1;
+  const int64_t row = (K + N) * 4, matrix = M * row + (bb ? K * N * 4 : 0);
+  int64_t bc = 1, mc = M;
+  if (matrix <= kChunkBytes)
+    bc = std::clamp<int64_t>(kChunkBytes / std::max<int64_t>(matrix, 1), 1, B);
+  else
+    mc = std::clamp<int64_t>(kChunkBytes / row, 1, M);
+  static PrimCache cache;
+  for (int64_t b0 = 0; b0 < B; b0 += bc) {
+    for (int64_t m0 = 0; m0 < M; m0 += mc) {
+      const int64_t nb = std::min(bc, B - b0), nm = std::min(mc, M - m0);
+      const dims_t da{ba ? nb : 1, nm, K}, db{bb ? nb : 1, K, N}, dc{nb, nm, N}, dbias{1, 1, N};
+      Key key;
+      key.add({int64_t(bias != nullptr)}).add(da).add(db).add(dc);
+      auto prim = cache.get(key, [&] {
+        const md a = plain(da, dt::f32), b = plain(db, dt::f32), c = plain(dc, dt::f32);
+        dnnl::matmul::desc d =
+            bias ? dnnl::matmul::desc(a, b, plain(dbias, dt::f32), c) : dnnl::matmul::desc(a, b, c);
+        dnnl::matmul::primitive_desc pd(d, default_attr(), engine());
+        return std::make_shared<const Prim>(Prim{dnnl::matmul(pd), pd});
+      });
+      if (!prim) return false;  // the same for every chunk's dims class: at the first one
+      const auto* a =
+          static_cast<const uint16_t*>(pa) + (ba ? b0 * oa.strides[0] : 0) + m0 * oa.strides[1];
+      const auto* b = static_cast<const uint16_t*>(pb) + (bb ? b0 * ob.strides[0] : 0);
+      auto* c = static_cast<uint16_t*>(out) + b0 * M * N + m0 * N;
+      std::vector<Arg> args = {{DNNL_ARG_SRC, md(da, dt::bf16, oa.strides), a},
+                               {DNNL_ARG_WEIGHTS, md(db, dt::bf16, ob.strides), b},
+                               {DNNL_ARG_DST, strided(dc, dt::bf16, {M * N, N, 1}), c, true}};
+      if (bias) args.push_back({DNNL_ARG_BIAS, plain(dbias, dt::bf16), bias});
+      execute(*prim, args);
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 bool bmm(const Tensor& a, const Tensor& b, Tensor& out) {
@@ -64,6 +111,9 @@ bool bmm(const Tensor& a, const Tensor& b, Tensor& out) {
   const std::optional<Operand> oa = describe_or_copy(ac), ob = describe_or_copy(bc);
   MINIDL_CHECK(oa && ob, "bmm (oneDNN): unexpected operand layouts ", a.shape_str(), " and ",
                b.shape_str());
+  if (dt == kBFloat16 && onednn_bf16_in_f32())
+    return matmul_f32_chunks(*oa, ac.data_ptr(), *ob, bc.data_ptr(), nullptr, out.data_ptr(), B, M,
+                             N, K);
   const md ma(oa->dims, ddt, oa->strides), mb(ob->dims, ddt, ob->strides);
   const md mc = plain({B, M, N}, ddt);
 
@@ -94,6 +144,9 @@ bool linear_bias(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& o
   const std::optional<Operand> oa = describe_or_copy(xc), ob = describe_or_copy(wc);
   MINIDL_CHECK(oa && ob, "linear (oneDNN): unexpected operand layouts ", x.shape_str(), " and ",
                w.shape_str());
+  if (dt == kBFloat16 && onednn_bf16_in_f32())
+    return matmul_f32_chunks(*oa, xc.data_ptr(), *ob, wc.data_ptr(), bias.data_ptr(),
+                             out.data_ptr(), 1, M, N, K);
   const md ma(oa->dims, ddt, oa->strides), mb(ob->dims, ddt, ob->strides);
   const md mbias = plain({1, 1, N}, ddt), mc = plain({1, M, N}, ddt);
 
