@@ -99,28 +99,24 @@ TEST_SUITE("lazy_cuda_libs") {
   }
 
   TEST_CASE("the loader resolves every cuBLASLt and cuBLAS symbol from those libraries") {
+    // Every symbol is resolved, from a file whose name starts with `library` (e.g.
+    // "libcublas.so.").
+    auto check_resolved_from = [](const std::vector<minidl::cuda::DynSymbol>& symbols,
+                                  const std::string& library) {
+      for (const auto& s : symbols) {
+        INFO("symbol ", s.name);
+        REQUIRE(s.address != nullptr);
+        CHECK(std::filesystem::path(file_of(s.address)).filename().string().starts_with(library));
+      }
+    };
     const std::vector<minidl::cuda::DynSymbol> lt = minidl::cuda::cublaslt_symbols();
     CHECK(minidl::cuda::cublaslt_loaded());
     CHECK(minidl::cuda::cublaslt_library().path.find("libcublasLt.so.") != std::string::npos);
     CHECK(lt.size() == 14);
-    for (const auto& s : lt) {
-      INFO("symbol ", s.name);
-      REQUIRE(s.address != nullptr);
-      CHECK(std::filesystem::path(file_of(s.address))
-                .filename()
-                .string()
-                .starts_with("libcublasLt.so."));
-    }
+    check_resolved_from(lt, "libcublasLt.so.");
     const std::vector<minidl::cuda::DynSymbol> blas = minidl::cuda::cublas_symbols();
     CHECK(blas.size() == 4);
-    for (const auto& s : blas) {
-      INFO("symbol ", s.name);
-      REQUIRE(s.address != nullptr);
-      CHECK(std::filesystem::path(file_of(s.address))
-                .filename()
-                .string()
-                .starts_with("libcublas.so."));
-    }
+    check_resolved_from(blas, "libcublas.so.");
   }
 
   TEST_CASE("the fallback directories hold the toolkit that was loaded") {
