@@ -11,7 +11,9 @@ namespace minidl::nn {
 namespace {
 
 // A half input into a layer whose parameters are fp32 (AMP O2 keeps normalisation layers in
-// fp32, as Apex does): normalise in fp32 and return the input's dtype.
+// fp32, as Apex does). batch_norm and layer_norm take it as it is (their kernels read half,
+// compute in f32 and write the input's dtype; grads for the parameters come out in f32);
+// RMSNorm, a composite, normalises an f32 copy and returns the input's dtype.
 bool half_into_fp32(const Tensor& x, const Tensor& w) {
   return (x.dtype() == kFloat16 || x.dtype() == kBFloat16) && w.defined() && w.dtype() == kFloat32;
 }
@@ -59,11 +61,6 @@ Tensor batch_norm_forward(BatchNormState& s, bool training, const Tensor& x, con
     if (!s.opt.momentum) momentum = 1.0 / double(s.num_batches_tracked.item<int64_t>());
   }
   const bool use_batch_stats = training || !s.opt.track_running_stats;
-  const Tensor& stats = s.weight.defined() ? s.weight : s.running_mean;
-  if (half_into_fp32(x, stats))
-    return batch_norm(x.to(kFloat32), s.weight, s.bias, s.running_mean, s.running_var,
-                      use_batch_stats, momentum, s.opt.eps)
-        .out.to(x.dtype());
   return batch_norm(x, s.weight, s.bias, s.running_mean, s.running_var, use_batch_stats, momentum,
                     s.opt.eps)
       .out;
@@ -119,8 +116,6 @@ LayerNorm::LayerNorm(Shape shape, double eps_, bool affine)
 }
 
 Tensor LayerNorm::forward(const Tensor& x) {
-  if (half_into_fp32(x, weight))
-    return layer_norm(x.to(kFloat32), normalized_shape, weight, bias, eps).out.to(x.dtype());
   return layer_norm(x, normalized_shape, weight, bias, eps).out;
 }
 

@@ -221,6 +221,74 @@ TEST_CASE("LayerNorm: naive reference, parameters, repr, gradients") {
   CHECK_THROWS(ln(ones({2, 4})));
 }
 
+// AMP O2 keeps normalisation layers in fp32 and feeds them half activations: the layer must
+// give what it gives on an f32 copy of the input, rounded once, without making that copy.
+TEST_CASE("BatchNorm2d and LayerNorm: a half input into fp32 parameters, no f32 copy") {
+  for (DType dt : {kFloat16, kBFloat16}) {
+    INFO("dtype ", dtype_name(dt));
+    nn::BatchNorm2d bn(4), bn_ref(4);
+    nn::LayerNorm ln(Shape{256}), ln_ref(Shape{256});
+    bn.train();
+    bn_ref.train();
+    {
+      NoGradGuard guard;
+      for (Tensor* t : {&bn.s_.weight, &bn_ref.s_.weight})
+        t->copy_(random_tensor({4}, kFloat32, 60));
+      for (Tensor* t : {&bn.s_.bias, &bn_ref.s_.bias}) t->copy_(random_tensor({4}, kFloat32, 61));
+      for (Tensor* t : {&ln.weight, &ln_ref.weight}) t->copy_(random_tensor({256}, kFloat32, 62));
+      for (Tensor* t : {&ln.bias, &ln_ref.bias}) t->copy_(random_tensor({256}, kFloat32, 63));
+    }
+    // x:[8,4,16,16] for BatchNorm2d, [64,256] for LayerNorm
+    const std::vector<std::pair<nn::Module*, nn::Module*>> layers = {{&bn, &bn_ref},
+                                                                     {&ln, &ln_ref}};
+    const std::vector<Shape> shapes = {{8, 4, 16, 16}, {64, 256}};
+    for (size_t k = 0; k < layers.size(); ++k) {
+      nn::Module* layer = layers[k].first;
+      nn::Module* ref = layers[k].second;
+      const std::string name = k == 0 ? "BatchNorm2d" : "LayerNorm";
+      INFO(name);
+      auto run = [&](nn::Module* m, const Tensor& in) {
+        return k == 0 ? static_cast<nn::BatchNorm2d*>(m)->forward(in)
+                      : static_cast<nn::LayerNorm*>(m)->forward(in);
+      };
+      Tensor x = random_tensor(shapes[k], dt, 64 + k);
+      x.requires_grad_();
+      Tensor xf = x.detach().to(kFloat32);
+      xf.requires_grad_();
+      const Tensor gy = random_tensor(shapes[k], dt, 66 + k);
+      Tensor y = run(layer, x), yr = run(ref, xf);
+      CHECK(y.dtype() == dt);
+      CHECK(bitwise_equal(y, yr.to(dt)));
+      y.backward(gy);
+      yr.backward(gy.to(kFloat32));
+      REQUIRE(x.grad().defined());
+      CHECK(x.grad().dtype() == dt);
+      CHECK(bitwise_equal(x.grad(), xf.grad().to(dt)));
+      const auto ps = layer->named_parameters(), rs = ref->named_parameters();
+      REQUIRE(ps.size() == 2);
+      for (size_t i = 0; i < ps.size(); ++i) {
+        INFO(ps[i].first);
+        CHECK(ps[i].second.grad().dtype() == kFloat32);
+        CHECK(bitwise_equal(ps[i].second.grad(), rs[i].second.grad()));
+      }
+      const auto bs = layer->named_buffers(), rbs = ref->named_buffers();
+      REQUIRE(bs.size() == rbs.size());
+      for (size_t i = 0; i < bs.size(); ++i) {
+        INFO(bs[i].first);
+        CHECK(bitwise_equal(bs[i].second, rbs[i].second));
+      }
+      // Without autograd the layer allocates its output and the per-row/channel statistics.
+      NoGradGuard guard;
+      const Tensor xd = x.detach();
+      reset_peak_memory_stats(kCPU);
+      const int64_t before = memory_stats(kCPU).allocated;
+      const Tensor out = run(layer, xd);
+      const int64_t grew = memory_stats(kCPU).peak - before;
+      CHECK(grew <= int64_t(out.nbytes()) + 4096);
+    }
+  }
+}
+
 TEST_CASE("Embedding: lookup, negative padding_idx, padding row gets no gradient") {
   nn::Embedding e(5, 3, -1);
   CHECK(*e.padding_idx == 4);
