@@ -1,22 +1,15 @@
 // Rendezvous: env:// and tcp:// connect to a TcpStore hosted by rank 0; file:// has rank 0
-// publish its store's address in a file (written atomically, reclaimed when stale, removed
-// on every exit path). Then every rank registers and waits, bounded by the timeout.
+// publish its store's address in a file (rendezvous_file.cpp). Then every rank registers and
+// waits, bounded by the timeout.
 #include "parallel/rendezvous.h"
 
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
 #include <charconv>
-#include <csignal>
-#include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <optional>
 #include <thread>
 
 #include "parallel/peer_watch.h"
+#include "parallel/rendezvous_file.h"
 #include "parallel/socket.h"
 #include "parallel/tcp_store.h"
 #include "tensor/error.h"
@@ -45,12 +38,6 @@ int env_int(std::initializer_list<const char*> names) {
     return *parsed;
   }
   return -1;
-}
-
-std::string host_name() {
-  char buf[256] = {};
-  ::gethostname(buf, sizeof(buf) - 1);
-  return buf;
 }
 
 std::string rank_list(const std::vector<int>& ranks) {
@@ -118,7 +105,7 @@ void register_with_peers(Store& store, RendezvousInfo& info, milliseconds timeou
                  " but another rank registered world_size " + registered);
   if (store.add("rdzv/count/" + std::to_string(r), 1) > 1)
     fail_all(store, where, "rank " + std::to_string(r) + " joined twice");
-  const std::string me = host_name();
+  const std::string me = local_host_name();
   std::string address;  // what peers use to reach this rank, named in their errors
   if (!info.master_addr.empty())
     address = net::local_address_towards(info.master_addr, std::max(info.master_port, 1));
@@ -215,96 +202,7 @@ void start_heartbeat(const RendezvousInfo& info, TcpStore& store, std::vector<Pe
 
 }  // namespace
 
-// ---------------------------------------------------------------- file://
 namespace {
-
-struct FileRecord {
-  std::string host;
-  int port = 0;
-  int pid = 0;
-};
-
-constexpr const char* kFileMagic = "minidl-rendezvous-v1";
-
-std::optional<FileRecord> read_record(const std::string& path) {
-  std::ifstream f(path);
-  std::string magic;
-  FileRecord r;
-  if (!(f >> magic >> r.host >> r.port >> r.pid) || magic != kFileMagic) return std::nullopt;
-  return r;
-}
-
-bool pid_alive(int pid) {
-  return pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM);
-}
-
-double file_age_s(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return 0;
-  return double(::time(nullptr) - st.st_mtime);
-}
-
-// Removes the rendezvous file when rank 0 leaves rendezvous(), on success or exception.
-struct FileGuard {
-  std::string path;
-  ~FileGuard() {
-    if (!path.empty()) ::unlink(path.c_str());
-  }
-};
-
-std::shared_ptr<TcpStore> file_master(const std::string& path, int rank, milliseconds timeout,
-                                      FileGuard& guard) {
-  const std::string me = host_name();
-  if (::access(path.c_str(), F_OK) == 0) {
-    auto rec = read_record(path);
-    const double age = file_age_s(path);
-    const bool dead = rec && rec->host == me && !pid_alive(rec->pid);
-    const bool old = age * 1000 > double(timeout.count());
-    MINIDL_CHECK(rec || old, "rendezvous file ", path,
-                 " exists and is not a minidl rendezvous file; use a fresh path per job");
-    MINIDL_CHECK(dead || old, "rendezvous file ", path, " is in use by live pid ", rec->pid,
-                 " on host ", rec->host, " (written ", age,
-                 " s ago); another job is using it: use a fresh path per job");
-    ::unlink(path.c_str());  // stale: left by a killed job
-  }
-  auto store = std::make_shared<TcpStore>(
-      TcpStoreOptions{.host = me, .port = 0, .is_master = true, .timeout = timeout, .rank = rank});
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream f(tmp);
-    f << kFileMagic << "\n" << me << "\n" << store->port() << "\n" << ::getpid() << "\n";
-    MINIDL_CHECK(f.good(), "rendezvous: cannot write ", tmp);
-  }
-  guard.path = path;
-  MINIDL_CHECK(::rename(tmp.c_str(), path.c_str()) == 0, "rendezvous: cannot create ", path, ": ",
-               std::strerror(errno));
-  return store;
-}
-
-std::shared_ptr<TcpStore> file_client(const std::string& path, int rank, milliseconds timeout) {
-  const std::string me = host_name();
-  const auto deadline = Clock::now() + timeout;
-  std::string why = "it did not appear (is rank 0 running?)";
-  for (;;) {
-    if (auto rec = read_record(path)) {
-      const bool local = rec->host == me;
-      if (!local || pid_alive(rec->pid)) {
-        auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
-        return std::make_shared<TcpStore>(
-            TcpStoreOptions{.host = local ? "127.0.0.1" : rec->host,
-                            .port = rec->port,
-                            .timeout = std::max(left, milliseconds(1)),
-                            .rank = rank});
-      }
-      why = "it names pid " + std::to_string(rec->pid) +
-            ", which is dead (a stale file from a "
-            "killed job; remove it or use a fresh path per job)";
-    }
-    MINIDL_CHECK(Clock::now() < deadline, "rendezvous via file://", path, " (rank ", rank,
-                 "): no live rank 0 address within ", format_seconds(timeout), ": ", why);
-    std::this_thread::sleep_for(milliseconds(20));
-  }
-}
 
 std::pair<std::string, int> split_host_port(const std::string& s, const std::string& url) {
   size_t colon = s.rfind(':');
@@ -358,7 +256,7 @@ RendezvousInfo rendezvous(const std::string& init_method, const RendezvousOption
   info.local_rank = launcher_local ? env.local_rank : -1;
   info.local_world_size = launcher_local ? env.local_world_size : -1;
 
-  FileGuard guard;
+  RendezvousFileGuard guard;
   std::shared_ptr<TcpStore> store;
   if (scheme == "env" || scheme == "tcp") {
     if (scheme == "env") {
@@ -377,8 +275,8 @@ RendezvousInfo rendezvous(const std::string& init_method, const RendezvousOption
                                                        .rank = info.rank});
   } else if (scheme == "file") {
     MINIDL_CHECK(!rest.empty(), "rendezvous: ", init_method, " needs a path (file:///tmp/x)");
-    store = info.rank == 0 ? file_master(rest, info.rank, o.timeout, guard)
-                           : file_client(rest, info.rank, o.timeout);
+    store = info.rank == 0 ? file_rendezvous_master(rest, info.rank, o.timeout, guard)
+                           : file_rendezvous_client(rest, info.rank, o.timeout);
     info.master_addr = store->host();
   } else {
     MINIDL_FAIL("rendezvous: unknown scheme '", scheme, "' in '", init_method,
