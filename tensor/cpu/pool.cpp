@@ -1,6 +1,7 @@
 // CPU kernels: 2-D max pooling (with flat h*W+w indices per plane, NaN propagating) and
 // average pooling (count_include_pad, divisor_override, ceil_mode), forward and backward.
 // The frontend passes contiguous [N,C,H,W] tensors; planes are split across threads.
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <limits>
@@ -31,6 +32,60 @@ void for_planes(int64_t planes, int64_t work_per_plane,
     fn(0, planes);
 }
 
+// One window offset over a row of outputs: column k reads row[k * stride] and keeps it when it
+// is larger or NaN (branch-free, so it vectorises; S > 0 fixes the stride at compile time).
+template <int64_t S, typename T, typename A>
+inline void max_sweep(const T* __restrict row, int64_t n, int64_t stride, int64_t base,
+                      A* __restrict bv, int64_t* __restrict bi) {
+  const int64_t st = S > 0 ? S : stride;
+  for (int64_t k = 0; k < n; ++k) {
+    const A v = static_cast<A>(row[k * st]);
+    const bool take = (v > bv[k]) | (v != v);  // v != v: NaN
+    bv[k] = take ? v : bv[k];
+    bi[k] = take ? base + k * st : bi[k];
+  }
+}
+
+// Max pooling where every window lies inside its plane (no padding, unit dilation). Each
+// output row keeps a running maximum and flat index per column; the window offsets (i, j) are
+// visited in the general loop's order (row-major), so ties and NaNs resolve the same way: the
+// first maximum wins, a later NaN replaces anything.
+template <typename T>
+void max_pool2d_inside(const T* xp, T* op, int64_t* ip, const PoolGeom& g, int64_t kh, int64_t kw,
+                       int64_t sh, int64_t sw) {
+  using A = opmath_t<T>;
+  for_planes(g.planes, g.Ho * g.Wo * kh * kw, [&, g](int64_t begin, int64_t end) {
+    const int64_t H = g.H, W = g.W, Ho = g.Ho, Wo = g.Wo;
+    std::vector<A> best_v(static_cast<size_t>(Wo));
+    std::vector<int64_t> best_i(static_cast<size_t>(Wo));
+    A* bv = best_v.data();
+    int64_t* bi = best_i.data();
+    for (int64_t pl = begin; pl < end; ++pl) {
+      const T* src = xp + pl * H * W;
+      for (int64_t oh = 0; oh < Ho; ++oh) {
+        for (int64_t ow = 0; ow < Wo; ++ow) {
+          bv[ow] = -std::numeric_limits<A>::infinity();
+          bi[ow] = oh * sh * W + ow * sw;
+        }
+        for (int64_t i = 0; i < kh; ++i) {
+          for (int64_t j = 0; j < kw; ++j) {
+            const int64_t base = (oh * sh + i) * W + j;
+            if (sw == 2)
+              max_sweep<2>(src + base, Wo, sw, base, bv, bi);
+            else if (sw == 1)
+              max_sweep<1>(src + base, Wo, sw, base, bv, bi);
+            else
+              max_sweep<0>(src + base, Wo, sw, base, bv, bi);
+          }
+        }
+        T* dst = op + (pl * Ho + oh) * Wo;
+        for (int64_t ow = 0; ow < Wo; ++ow) dst[ow] = T(bv[ow]);
+        if (ip) std::copy(bi, bi + Wo, ip + (pl * Ho + oh) * Wo);
+      }
+    }
+  });
+}
+
 template <typename T>
 void max_pool2d_impl(const Tensor& x, Tensor& out, Tensor& indices, const Pool2dParams& p) {
   using A = opmath_t<T>;
@@ -40,6 +95,13 @@ void max_pool2d_impl(const Tensor& x, Tensor& out, Tensor& indices, const Pool2d
   int64_t* ip = indices.defined() ? indices.data_ptr<int64_t>() : nullptr;  // none: inference
   const int64_t kh = p.kernel[0], kw = p.kernel[1], sh = p.stride[0], sw = p.stride[1];
   const int64_t ph = p.padding[0], pw = p.padding[1], dh = p.dilation[0], dw = p.dilation[1];
+  // Unit dilation, no padding, every window inside the input (MNIST's 2x2/2, most CNNs): one
+  // sweep over an output row per window offset, a loop the compiler vectorises.
+  if (dh == 1 && dw == 1 && ph == 0 && pw == 0 && (g.Ho - 1) * sh + kh <= g.H &&
+      (g.Wo - 1) * sw + kw <= g.W) {
+    max_pool2d_inside<T>(xp, op, ip, g, kh, kw, sh, sw);
+    return;
+  }
   for_planes(g.planes, g.Ho * g.Wo * kh * kw, [&](int64_t begin, int64_t end) {
     for (int64_t pl = begin; pl < end; ++pl) {
       const T* src = xp + pl * g.H * g.W;
