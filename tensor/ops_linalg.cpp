@@ -268,8 +268,13 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
                        return std::vector<Tensor>{gx, gw, gb};
                      }
                      const Tensor wt = w.dim() == 2 ? w.t() : w;
-                     auto [gx, gwt] = matmul_grads(g[0], s[0], wt, need_x, need_w);
-                     Tensor gw = gwt.defined() && w.dim() == 2 ? gwt.t().contiguous() : gwt;
+                     // x:[M,K], w:[N,K]: gw = g^T x [N,K] as one GEMM on a transposed view,
+                     // not (x^T g)^T, whose transposing copy cost as much as the GEMM.
+                     const bool gw_direct = need_w && w.dim() == 2 && x.dim() == 2;
+                     auto [gx, gwt] = matmul_grads(g[0], s[0], wt, need_x, need_w && !gw_direct);
+                     Tensor gw = gw_direct                       ? mm(g[0].t(), x)
+                                 : gwt.defined() && w.dim() == 2 ? gwt.t().contiguous()
+                                                                 : gwt;
                      Tensor gb = need_b ? sum_to_shape(g[0], b_shape).contiguous() : Tensor();
                      return std::vector<Tensor>{gx, gw, gb};
                    });
