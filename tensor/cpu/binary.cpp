@@ -211,8 +211,15 @@ void where_kernel(const Tensor& cond, const Tensor& a, const Tensor& b, Tensor& 
       const bool* c = reinterpret_cast<const bool*>(p[1]);
       const T* x = reinterpret_cast<const T*>(p[2]);
       const T* y = reinterpret_cast<const T*>(p[3]);
-      if (s[0] == sizeof(T) && s[1] == 1 && s[2] == sizeof(T) && s[3] == sizeof(T)) {
+      const bool dense = s[0] == sizeof(T) && s[1] == 1;
+      if (dense && s[2] == sizeof(T) && s[3] == sizeof(T)) {
         for (int64_t i = 0; i < n; ++i) o[i] = select(c[i], x[i], y[i]);
+      } else if (dense && s[2] == sizeof(T) && s[3] == 0) {  // where(c, x, scalar): relu grads
+        const T yv = *y;
+        for (int64_t i = 0; i < n; ++i) o[i] = select(c[i], x[i], yv);
+      } else if (dense && s[2] == 0 && s[3] == sizeof(T)) {
+        const T xv = *x;
+        for (int64_t i = 0; i < n; ++i) o[i] = select(c[i], xv, y[i]);
       } else {
         for (int64_t i = 0; i < n; ++i) {
           const T xv = *reinterpret_cast<const T*>(p[2] + i * s[2]);
