@@ -224,7 +224,7 @@ void DistributedDataParallel::guard_collective(const std::function<void()>& f) {
 }
 
 // After a failed collective: reads every rank's published step count and, when they differ,
-// throws an error naming them (uneven inputs) around the original one.
+// throws an error naming them (uneven inputs, or ranks that died) around the original one.
 void DistributedDataParallel::explain_failure(const std::exception& e) const {
   if (!store_ || join_enabled_) return;  // under a Join uneven counts are expected
   const int world = group_->size();
@@ -258,9 +258,12 @@ void DistributedDataParallel::explain_failure(const std::exception& e) const {
   if (hidden_ahead > 0)
     add("the other " + std::to_string(hidden_ahead) + " ranks reached step " +
         std::to_string(most));
+  // A rank killed between two steps leaves the same trace as one that ran out of batches.
   MINIDL_FAIL("DDP: ranks ran different numbers of steps: ", who,
-              " (uneven inputs: give every rank the same number of batches, e.g. with "
-              "DistributedSampler, or wrap the loop in dist::Join). Underlying error: ",
+              ". Either the ranks behind ran out of batches (uneven inputs: give every rank the "
+              "same number of batches, e.g. with DistributedSampler, or wrap the loop in "
+              "dist::Join), or they exited or died before their next step (a crash or a kill: "
+              "see their own logs). Underlying error: ",
               e.what());
 }
 
