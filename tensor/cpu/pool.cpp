@@ -46,41 +46,67 @@ inline void max_sweep(const T* __restrict row, int64_t n, int64_t stride, int64_
   }
 }
 
-// Max pooling where every window lies inside its plane (no padding, unit dilation). Each
-// output row keeps a running maximum and flat index per column; the window offsets (i, j) are
-// visited in the general loop's order (row-major), so ties and NaNs resolve the same way: the
-// first maximum wins, a later NaN replaces anything.
+// Max pooling with unit dilation (any padding, stride, ceil_mode). For each output row, the
+// columns whose windows lie inside the row keep a running maximum and flat index each and are
+// swept once per window offset (vectorised); the border columns take the scalar loop. Window
+// cells are visited in the general loop's order (row-major), so ties and NaNs resolve the same
+// way: the first maximum wins, a later NaN replaces anything.
 template <typename T>
-void max_pool2d_inside(const T* xp, T* op, int64_t* ip, const PoolGeom& g, int64_t kh, int64_t kw,
-                       int64_t sh, int64_t sw) {
+void max_pool2d_unit_dilation(const T* xp, T* op, int64_t* ip, const PoolGeom& g,
+                              const Pool2dParams& p) {
   using A = opmath_t<T>;
+  const int64_t kh = p.kernel[0], kw = p.kernel[1], sh = p.stride[0], sw = p.stride[1];
+  const int64_t ph = p.padding[0], pw = p.padding[1];
+  // Inside columns: ow * sw - pw >= 0 and ow * sw - pw + kw <= W.
+  const int64_t ow_lo = std::min(g.Wo, (pw + sw - 1) / sw);
+  const int64_t ow_hi =
+      std::clamp(g.W + pw - kw >= 0 ? (g.W + pw - kw) / sw + 1 : int64_t(0), ow_lo, g.Wo);
   for_planes(g.planes, g.Ho * g.Wo * kh * kw, [&, g](int64_t begin, int64_t end) {
-    const int64_t H = g.H, W = g.W, Ho = g.Ho, Wo = g.Wo;
-    std::vector<A> best_v(static_cast<size_t>(Wo));
-    std::vector<int64_t> best_i(static_cast<size_t>(Wo));
+    const int64_t H = g.H, W = g.W, Ho = g.Ho, Wo = g.Wo, n = ow_hi - ow_lo;
+    std::vector<A> best_v(static_cast<size_t>(n));
+    std::vector<int64_t> best_i(static_cast<size_t>(n));
     A* bv = best_v.data();
     int64_t* bi = best_i.data();
     for (int64_t pl = begin; pl < end; ++pl) {
       const T* src = xp + pl * H * W;
       for (int64_t oh = 0; oh < Ho; ++oh) {
-        for (int64_t ow = 0; ow < Wo; ++ow) {
-          bv[ow] = -std::numeric_limits<A>::infinity();
-          bi[ow] = oh * sh * W + ow * sw;
+        const int64_t h0 = oh * sh - ph, ih_first = std::max<int64_t>(h0, 0);
+        const int64_t ih_end = std::min(h0 + kh, H);
+        T* dst = op + (pl * Ho + oh) * Wo;
+        int64_t* idst = ip ? ip + (pl * Ho + oh) * Wo : nullptr;
+        for (int64_t k = 0; k < n; ++k) {
+          bv[k] = -std::numeric_limits<A>::infinity();
+          bi[k] = ih_first * W + (ow_lo + k) * sw - pw;
         }
-        for (int64_t i = 0; i < kh; ++i) {
+        for (int64_t ih = ih_first; ih < ih_end; ++ih) {
           for (int64_t j = 0; j < kw; ++j) {
-            const int64_t base = (oh * sh + i) * W + j;
+            const int64_t base = ih * W + ow_lo * sw - pw + j;
             if (sw == 2)
-              max_sweep<2>(src + base, Wo, sw, base, bv, bi);
+              max_sweep<2>(src + base, n, sw, base, bv, bi);
             else if (sw == 1)
-              max_sweep<1>(src + base, Wo, sw, base, bv, bi);
+              max_sweep<1>(src + base, n, sw, base, bv, bi);
             else
-              max_sweep<0>(src + base, Wo, sw, base, bv, bi);
+              max_sweep<0>(src + base, n, sw, base, bv, bi);
           }
         }
-        T* dst = op + (pl * Ho + oh) * Wo;
-        for (int64_t ow = 0; ow < Wo; ++ow) dst[ow] = T(bv[ow]);
-        if (ip) std::copy(bi, bi + Wo, ip + (pl * Ho + oh) * Wo);
+        for (int64_t k = 0; k < n; ++k) dst[ow_lo + k] = T(bv[k]);
+        if (idst) std::copy(bi, bi + n, idst + ow_lo);
+        // Border columns: windows clipped at the left or right edge.
+        auto border = [&](int64_t ow) {
+          const int64_t w0 = ow * sw - pw, iw_first = std::max<int64_t>(w0, 0);
+          const int64_t iw_end = std::min(w0 + kw, W);
+          A best = -std::numeric_limits<A>::infinity();
+          int64_t best_at = ih_first * W + iw_first;
+          for (int64_t ih = ih_first; ih < ih_end; ++ih)
+            for (int64_t iw = iw_first; iw < iw_end; ++iw) {
+              const A v = static_cast<A>(src[ih * W + iw]);
+              if (v > best || v != v) best = v, best_at = ih * W + iw;
+            }
+          dst[ow] = T(best);
+          if (idst) idst[ow] = best_at;
+        };
+        for (int64_t ow = 0; ow < ow_lo; ++ow) border(ow);
+        for (int64_t ow = ow_hi; ow < Wo; ++ow) border(ow);
       }
     }
   });
@@ -95,11 +121,9 @@ void max_pool2d_impl(const Tensor& x, Tensor& out, Tensor& indices, const Pool2d
   int64_t* ip = indices.defined() ? indices.data_ptr<int64_t>() : nullptr;  // none: inference
   const int64_t kh = p.kernel[0], kw = p.kernel[1], sh = p.stride[0], sw = p.stride[1];
   const int64_t ph = p.padding[0], pw = p.padding[1], dh = p.dilation[0], dw = p.dilation[1];
-  // Unit dilation, no padding, every window inside the input (MNIST's 2x2/2, most CNNs): one
-  // sweep over an output row per window offset, a loop the compiler vectorises.
-  if (dh == 1 && dw == 1 && ph == 0 && pw == 0 && (g.Ho - 1) * sh + kh <= g.H &&
-      (g.Wo - 1) * sw + kw <= g.W) {
-    max_pool2d_inside<T>(xp, op, ip, g, kh, kw, sh, sw);
+  // Unit dilation (MNIST's 2x2/2, ResNet's 3x3/2 padding 1, most CNNs): vectorised sweeps.
+  if (dh == 1 && dw == 1) {
+    max_pool2d_unit_dilation<T>(xp, op, ip, g, p);
     return;
   }
   for_planes(g.planes, g.Ho * g.Wo * kh * kw, [&](int64_t begin, int64_t end) {
