@@ -133,7 +133,8 @@ class Supervisor {
   double start_s_ = now_s();
   bool stopping_ = false, killed_ = false;
   double kill_at_ = 0, give_up_at_ = 0;
-  int interrupted_ = 0;  // SIGINT/SIGTERM received by the launcher
+  int interrupted_ = 0;       // SIGINT/SIGTERM received by the launcher
+  double interrupted_s_ = 0;  // when (now_s())
   const Rank* failed_ = nullptr;
   std::string diagnosis_;  // the latest heartbeat line of any rank (names unreachable peers)
 };
@@ -335,6 +336,7 @@ int Supervisor::run() {
           continue;
         }
         interrupted_ = sig;
+        interrupted_s_ = now_s();
         console_.note(std::string("minidl-run: got ") + (sig == SIGINT ? "SIGINT" : "SIGTERM") +
                       "; forwarding it to all ranks, SIGKILL after " +
                       fmt_seconds(o_.timeout_stop_s) + " s (press Ctrl-C again to kill now)");
@@ -361,9 +363,9 @@ int Supervisor::run() {
                   " rank(s) did not exit even after SIGKILL; giving up on them");
   }
   if (interrupted_ != 0) {
-    console_.note("minidl-run: stopped all ranks after " +
-                  std::string(interrupted_ == SIGINT ? "SIGINT" : "SIGTERM") + " in " + took +
-                  " s");
+    console_.note("minidl-run: stopped all ranks " + fmt_seconds(now_s() - interrupted_s_) +
+                  " s after " + std::string(interrupted_ == SIGINT ? "SIGINT" : "SIGTERM") +
+                  " (ran " + took + " s)");
     return 128 + interrupted_;
   }
   if (failed_ != nullptr) return exit_code_of(failed_->status);

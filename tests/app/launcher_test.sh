@@ -143,6 +143,10 @@ while :; do sleep 0.1; done # '"$MARKER")
   [ "$rc" -eq 130 ] || { show; fail "exit $rc after SIGINT, expected 130"; }
   awk -v t="$took" 'BEGIN { exit !(t < 5.0) }' || fail "stopping took $took s (grace 1 s)"
   grep -q "got SIGINT; forwarding it to all ranks" "$WORK/err" || { show; fail "no SIGINT note"; }
+  # the summary times the stop from the signal (rank 2 ignores it: SIGKILL after the 1 s grace)
+  said=$(grep -o "stopped all ranks [0-9.]* s after SIGINT" "$WORK/err" | awk '{print $4}')
+  awk -v t="$said" 'BEGIN { exit !(t != "" && t >= 0.9 && t < 5.0) }' ||
+    { show; fail "the stop summary says '$said' s after SIGINT, expected 1-5 s"; }
   expect_no_leftovers
   echo "sigint: all ranks gone $took s after SIGINT (one ignores it; grace 1 s)"
   ;;
