@@ -14,23 +14,29 @@ struct Philox4x32 {
   uint32_t v[4];
 };
 
+// Philox 4x32 multipliers and key increments (Salmon et al., SC'11).
+inline constexpr uint32_t kPhiloxM0 = 0xD2511F53u, kPhiloxM1 = 0xCD9E8D57u;
+inline constexpr uint32_t kPhiloxW0 = 0x9E3779B9u, kPhiloxW1 = 0xBB67AE85u;
+
+// One Philox round on the counter words with round key (k0, k1), in place.
+MINIDL_HD inline void philox_round(uint32_t& c0, uint32_t& c1, uint32_t& c2, uint32_t& c3,
+                                   uint32_t k0, uint32_t k1) {
+  const uint64_t p0 = uint64_t(kPhiloxM0) * c0;
+  const uint64_t p1 = uint64_t(kPhiloxM1) * c2;
+  const uint32_t n0 = uint32_t(p1 >> 32) ^ c1 ^ k0, n2 = uint32_t(p0 >> 32) ^ c3 ^ k1;
+  c0 = n0;
+  c1 = uint32_t(p1);
+  c2 = n2;
+  c3 = uint32_t(p0);
+}
+
 // One Philox 4x32-10 block: counter (4 words) and key (2 words) -> 4 random words.
 MINIDL_HD inline Philox4x32 philox4x32_10(uint32_t c0, uint32_t c1, uint32_t c2, uint32_t c3,
                                           uint32_t k0, uint32_t k1) {
-  constexpr uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u;
-  constexpr uint32_t kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
   for (int r = 0; r < 10; ++r) {
-    uint64_t p0 = uint64_t(kM0) * c0;
-    uint64_t p1 = uint64_t(kM1) * c2;
-    uint32_t hi0 = uint32_t(p0 >> 32), lo0 = uint32_t(p0);
-    uint32_t hi1 = uint32_t(p1 >> 32), lo1 = uint32_t(p1);
-    uint32_t n0 = hi1 ^ c1 ^ k0, n2 = hi0 ^ c3 ^ k1;
-    c0 = n0;
-    c1 = lo1;
-    c2 = n2;
-    c3 = lo0;
-    k0 += kW0;
-    k1 += kW1;
+    philox_round(c0, c1, c2, c3, k0, k1);
+    k0 += kPhiloxW0;
+    k1 += kPhiloxW1;
   }
   return {{c0, c1, c2, c3}};
 }

@@ -39,8 +39,6 @@ constexpr int mantissa_digits() {
 // Philox rounds run as vector multiplies (the same words as PhiloxStream::block, bit for bit).
 constexpr int64_t kGroup = 16;
 void philox_group(const PhiloxStream& s, uint64_t b0, Philox4x32* out) {
-  constexpr uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u;
-  constexpr uint32_t kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
   uint32_t c0[kGroup], c1[kGroup], c2[kGroup], c3[kGroup];
   for (int64_t g = 0; g < kGroup; ++g) {
     const uint64_t c = s.offset + b0 + uint64_t(g);
@@ -52,16 +50,9 @@ void philox_group(const PhiloxStream& s, uint64_t b0, Philox4x32* out) {
 #pragma GCC unroll 1
   for (int r = 0; r < 10; ++r) {
 #pragma GCC unroll 1
-    for (int64_t g = 0; g < kGroup; ++g) {
-      const uint64_t p0 = uint64_t(kM0) * c0[g], p1 = uint64_t(kM1) * c2[g];
-      const uint32_t n0 = uint32_t(p1 >> 32) ^ c1[g] ^ k0, n2 = uint32_t(p0 >> 32) ^ c3[g] ^ k1;
-      c0[g] = n0;
-      c1[g] = uint32_t(p1);
-      c2[g] = n2;
-      c3[g] = uint32_t(p0);
-    }
-    k0 += kW0;
-    k1 += kW1;
+    for (int64_t g = 0; g < kGroup; ++g) philox_round(c0[g], c1[g], c2[g], c3[g], k0, k1);
+    k0 += kPhiloxW0;
+    k1 += kPhiloxW1;
   }
   for (int64_t g = 0; g < kGroup; ++g) out[g] = {{c0[g], c1[g], c2[g], c3[g]}};
 }
