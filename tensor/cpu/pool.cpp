@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cmath>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "tensor/cpu/kernels.h"
@@ -30,6 +31,22 @@ void for_planes(int64_t planes, int64_t work_per_plane,
     parallel_for(planes, grain, fn);
   else if (planes > 0)
     fn(0, planes);
+}
+
+// The maximum of one window and its flat index: rows [ih0, ih1) step dh, columns [iw0, iw1)
+// step dw (already clipped to the plane), scanned row-major: the first maximum wins, a later NaN
+// replaces anything; an empty window gives -inf at (ih0, iw0), as PyTorch.
+template <typename A, typename T>
+inline std::pair<A, int64_t> window_max(const T* src, int64_t W, int64_t ih0, int64_t ih1,
+                                        int64_t dh, int64_t iw0, int64_t iw1, int64_t dw) {
+  A best = -std::numeric_limits<A>::infinity();
+  int64_t best_at = ih0 * W + iw0;
+  for (int64_t ih = ih0; ih < ih1; ih += dh)
+    for (int64_t iw = iw0; iw < iw1; iw += dw) {
+      const A v = static_cast<A>(src[ih * W + iw]);
+      if (v > best || v != v) best = v, best_at = ih * W + iw;  // v != v: NaN
+    }
+  return {best, best_at};
 }
 
 // One window offset over a row of outputs: column k reads row[k * stride] and keeps it when it
@@ -93,17 +110,11 @@ void max_pool2d_unit_dilation(const T* xp, T* op, int64_t* ip, const PoolGeom& g
         if (idst) std::copy(bi, bi + n, idst + ow_lo);
         // Border columns: windows clipped at the left or right edge.
         auto border = [&](int64_t ow) {
-          const int64_t w0 = ow * sw - pw, iw_first = std::max<int64_t>(w0, 0);
-          const int64_t iw_end = std::min(w0 + kw, W);
-          A best = -std::numeric_limits<A>::infinity();
-          int64_t best_at = ih_first * W + iw_first;
-          for (int64_t ih = ih_first; ih < ih_end; ++ih)
-            for (int64_t iw = iw_first; iw < iw_end; ++iw) {
-              const A v = static_cast<A>(src[ih * W + iw]);
-              if (v > best || v != v) best = v, best_at = ih * W + iw;
-            }
+          const int64_t w0 = ow * sw - pw;
+          const auto [best, at] = window_max<A>(src, W, ih_first, ih_end, 1,
+                                                std::max<int64_t>(w0, 0), std::min(w0 + kw, W), 1);
           dst[ow] = T(best);
-          if (idst) idst[ow] = best_at;
+          if (idst) idst[ow] = at;
         };
         for (int64_t ow = 0; ow < ow_lo; ++ow) border(ow);
         for (int64_t ow = ow_hi; ow < Wo; ++ow) border(ow);
@@ -139,19 +150,9 @@ void max_pool2d_impl(const Tensor& x, Tensor& out, Tensor& indices, const Pool2d
           int64_t iw0 = ow * sw - pw;
           const int64_t iw1 = std::min(iw0 + (kw - 1) * dw + 1, g.W);
           while (iw0 < 0) iw0 += dw;
-          A best = -std::numeric_limits<A>::infinity();
-          int64_t best_i = ih0 * g.W + iw0;
-          for (int64_t ih = ih0; ih < ih1; ih += dh) {
-            for (int64_t iw = iw0; iw < iw1; iw += dw) {
-              const A v = static_cast<A>(src[ih * g.W + iw]);
-              if (v > best || std::isnan(v)) {
-                best = v;
-                best_i = ih * g.W + iw;
-              }
-            }
-          }
+          const auto [best, at] = window_max<A>(src, g.W, ih0, ih1, dh, iw0, iw1, dw);
           dst[oh * g.Wo + ow] = T(best);
-          if (idst) idst[oh * g.Wo + ow] = best_i;
+          if (idst) idst[oh * g.Wo + ow] = at;
         }
       }
     }
