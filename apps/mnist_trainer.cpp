@@ -19,6 +19,7 @@
 #include "data/mnist.h"
 #include "data/transforms.h"
 #include "parallel/distributed.h"
+#include "tensor/cpu_isa.h"
 
 namespace mnist {
 namespace fs = std::filesystem;
@@ -158,11 +159,12 @@ Result run_training(const Options& o) {
   if (verbose)
     std::printf(
         "mnist_ddp: %lld train / %lld test images from %s; %s; batch %lld per process, "
-        "%lld global; %s lr %g; %d thread(s), %d loader worker(s) per process%s%s\n",
+        "%lld global; %s lr %g; %d thread(s), %d loader worker(s) per process; CPU kernels "
+        "%s%s%s\n",
         (long long)train_set->size(), (long long)test_set->size(), o.data.c_str(),
         acc.describe().c_str(), (long long)o.batch_size, (long long)global_batch,
-        o.optimizer.c_str(), o.lr, get_num_threads(), o.workers, amp ? "; " : "",
-        apps::amp_describe(acc).c_str());
+        o.optimizer.c_str(), o.lr, get_num_threads(), o.workers, cpu_isa_summary().c_str(),
+        amp ? "; " : "", apps::amp_describe(acc).c_str());
 
   Result result;
   result.main_rank = main_rank;

@@ -2,8 +2,11 @@
 # PyTorch reference for one `mnist_ddp --epochs 1` run, as a whole process: the same Net,
 # data (the IDX files in data/mnist: 8,000 train / 2,000 test digits), normalisation, batch 64,
 # AdamW lr 2e-3, shuffled training epoch, then evaluation at batch 1000. --amp bf16 runs the
-# forward under torch.autocast('cpu', torch.bfloat16). Prints a one-line summary.
-# Usage: /usr/bin/python3 bench/torch_mnist_epoch.py [--data data/mnist] [--amp off|bf16] [--threads 2]
+# forward under torch.autocast('cpu', torch.bfloat16). Under torchrun (WORLD_SIZE > 1) it is
+# DDP over gloo like `mnist_ddp -n N`: each rank takes every N-th sample of the shuffled epoch,
+# batch 64 per rank. Prints a one-line summary (rank 0).
+# Usage: PYTHON bench/torch_mnist_epoch.py [--data data/mnist] [--amp off|bf16] [--threads 2]
+#        PYTHON -m torch.distributed.run --nproc-per-node 2 bench/torch_mnist_epoch.py --threads 1
 import argparse
 import gzip
 import os
@@ -56,12 +59,18 @@ class Net(nn.Module):  # PyTorch's examples/mnist Net = apps/mnist_model.h
         return F.log_softmax(self.fc2(self.dropout2(x)), dim=1)
 
 
+world = int(os.environ.get("WORLD_SIZE", "1"))
+rank = int(os.environ.get("RANK", "0"))
 model = Net()
+if world > 1:
+    import torch.distributed as dist
+    dist.init_process_group("gloo")
+    model = nn.parallel.DistributedDataParallel(model)
 opt = torch.optim.AdamW(model.parameters(), lr=2e-3)
 bf16 = args.amp == "bf16"
 model.train()
-perm = torch.randperm(len(xtr))
-for i in range(0, len(xtr), 64):
+perm = torch.randperm(len(xtr))[rank::world]
+for i in range(0, len(perm), 64):
     b = perm[i:i + 64]
     opt.zero_grad()
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
@@ -75,5 +84,6 @@ with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
         out = model(xte[i:i + 1000]).float()
         loss_sum += F.nll_loss(out, yte[i:i + 1000], reduction="sum").item()
         correct += (out.argmax(1) == yte[i:i + 1000]).sum().item()
-print(f"torch {torch.__version__} amp={args.amp}: test accuracy {100.0 * correct / len(xte):.2f}%, "
-      f"test loss {loss_sum / len(xte):.4f}, {time.perf_counter() - t0:.1f} s")
+if rank == 0:
+    print(f"torch {torch.__version__} amp={args.amp} world={world}: test accuracy {100.0 * correct / len(xte):.2f}%, "
+          f"test loss {loss_sum / len(xte):.4f}, {time.perf_counter() - t0:.1f} s")

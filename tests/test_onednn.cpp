@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "tensor/cpu/onednn.h"
+#include "tensor/cpu_isa.h"
 #include "test_util.h"
 
 using namespace minidl;
@@ -161,9 +162,13 @@ TEST_CASE("bf16 conv compute: the setting, the CPU's native bf16, automatic's ch
     CHECK(onednn_bf16_in_f32());
   }
   {
+    // oneDNN has bf16 kernels from AVX-512 up (native with avx512_bf16); below, f32 always
     Bf16Scope scope(Bf16Compute::bf16);
-    CHECK_FALSE(onednn_bf16_in_f32());
+    CHECK(onednn_bf16_in_f32() == !onednn_bf16_kernels());
   }
+  INFO("CPU class ", cpu_isa_summary());
+  CHECK(onednn_bf16_kernels() == (cpu_isa() >= CpuIsa::avx512));
+  CHECK(onednn_native_bf16() == (cpu_isa() >= CpuIsa::avx512_bf16));
   Bf16Scope scope(Bf16Compute::automatic);
   CHECK(onednn_bf16_in_f32() == !onednn_native_bf16());
   // Both modes multiply bf16 values exactly and sum in f32, rounding once: on small integers

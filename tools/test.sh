@@ -8,7 +8,9 @@ cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}
 JOBS=${JOBS:-$(nproc)}
 bash tools/setup-deps.sh
-cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DMINIDL_WERROR=ON
+# CUDA is always compiled where nvcc is (the `cuda*` suites skip without a GPU), also in a
+# build that tools/run.sh configured CPU-only on a machine without a GPU.
+cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DMINIDL_WERROR=ON -DMINIDL_CUDA=ON
 cmake --build "$BUILD_DIR" -j "$JOBS"
 # The MNIST tests and the end-to-end mnist_ddp runs read the offline digits (data/mnist/).
 BUILD_DIR="$BUILD_DIR" bash tools/fetch-mnist.sh data/mnist

@@ -6,6 +6,7 @@
 #include <exception>
 
 #include "parallel/launcher.h"
+#include "tensor/cpu_isa.h"
 
 namespace minidl::apps {
 
@@ -57,6 +58,13 @@ void add_run_flags(CLI::App& app, RunOptions& o) {
   app.add_option("--init-scale", o.init_scale, "initial loss scale for --amp fp16 (O1/O2)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  app.footer(
+      "Environment: MINIDL_CPU_ISA=avx2|avx512|avx512_bf16|native caps the CPU kernels' "
+      "instruction set (oneDNN's too; here: " +
+      cpu_isa_summary() +
+      "); MINIDL_CPU_BACKEND=auto|eigen|onednn picks the CPU conv/GEMM library; "
+      "MINIDL_ONEDNN_BF16=auto|bf16|f32 how oneDNN computes bf16; OMP_WAIT_POLICY=passive when "
+      "other jobs share the cores.");
 }
 
 std::string amp_flags_error(const RunOptions& o) {

@@ -16,6 +16,7 @@
 #include "apps/gpt/gpt_model.h"
 #include "apps/gpt/text_data.h"
 #include "parallel/distributed.h"
+#include "tensor/cpu_isa.h"
 #include "tensor/cuda.h"
 
 namespace gpt {
@@ -132,12 +133,12 @@ Result run_training(const Options& o) {
   if (verbose)
     std::printf(
         "gpt: %s, %lld bytes (%lld train / %lld val), vocab %lld; GPT %s, %.2fM parameters; "
-        "%s; batch %lld x %lld tokens per process; AdamW lr %g; %d thread(s)%s%s\n",
+        "%s; batch %lld x %lld tokens per process; AdamW lr %g; %d thread(s); CPU kernels %s%s%s\n",
         o.data.c_str(), (long long)data.file_bytes(), (long long)data.train_tokens(),
         (long long)data.val_tokens(), (long long)data.vocab().size(), cfg.describe().c_str(),
         double(n_params) / 1e6, acc.describe().c_str(), (long long)o.batch_size,
-        (long long)o.block_size, o.lr, get_num_threads(), amp ? "; " : "",
-        apps::amp_describe(acc).c_str());
+        (long long)o.block_size, o.lr, get_num_threads(), cpu_isa_summary().c_str(),
+        amp ? "; " : "", apps::amp_describe(acc).c_str());
 
   Result result;
   result.main_rank = main_rank;

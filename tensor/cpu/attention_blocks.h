@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "tensor/cpu/onednn.h"
+#include "tensor/cpu_isa.h"
 #include "tensor/dtype.h"
 
 #if MINIDL_WITH_ONEDNN
@@ -127,13 +128,13 @@ __attribute__((target("avx512f"))) inline void exp_shifted_avx512(float* x, int6
 #endif
 
 // x[j] = exp(x[j] - shift) for j < n; x aligned for Eigen's packets. f32 on a CPU with
-// AVX-512 takes the 16-lane kernel above, the rest Eigen's array exp.
+// AVX-512 (cpu_isa(), so MINIDL_CPU_ISA=avx2 caps it) takes the 16-lane kernel above, the rest
+// Eigen's array exp.
 template <typename A>
 void exp_shifted(A* x, int64_t n, A shift) {
 #if MINIDL_SDPA_AVX512
   if constexpr (std::is_same_v<A, float>) {
-    static const bool avx512 = __builtin_cpu_supports("avx512f");
-    if (avx512) return exp_shifted_avx512(x, n, shift);
+    if (cpu_isa() >= CpuIsa::avx512) return exp_shifted_avx512(x, n, shift);
   }
 #endif
   RowArr<A> row(x, n);

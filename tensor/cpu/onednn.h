@@ -25,14 +25,18 @@ bool onednn_available();
 int64_t onednn_executions();
 
 // How oneDNN computes bf16 convolutions and matmuls. bf16: its bf16 kernels, native on CPUs with
-// avx512_bf16 or AMX, emulated elsewhere (3-8x slower than its f32 kernels there). f32: its f32
-// kernels behind reorders that widen the bf16 operands (a bounded chunk at a time) and round the
-// result once (the same exact products and f32 sums as the bf16 kernels). automatic (default;
-// MINIDL_ONEDNN_BF16=bf16|f32|auto): bf16 where the CPU has native bf16, else f32.
+// avx512_bf16 or AMX, emulated on other AVX-512 CPUs (3-8x slower than its f32 kernels there),
+// absent below AVX-512 (then f32 is used whatever the setting). f32: its f32 kernels on operands
+// that minidl widens (a bounded chunk at a time), the result rounded once by minidl (the same
+// exact products and f32 sums as the bf16 kernels). automatic (default;
+// MINIDL_ONEDNN_BF16=bf16|f32|auto): bf16 where the CPU has native bf16, else f32. Every CPU
+// test here follows cpu_isa() (tensor/cpu_isa.h), so MINIDL_CPU_ISA caps it.
 enum class Bf16Compute : uint8_t { bf16, f32, automatic };
 void set_onednn_bf16_compute(Bf16Compute compute);
 // Whether this build's oneDNN runs native bf16 kernels on this CPU (avx512_bf16 or AMX).
 bool onednn_native_bf16();
+// Whether this build's oneDNN has bf16 kernels at all on this CPU (native or emulated: AVX-512).
+bool onednn_bf16_kernels();
 // Whether bf16 convolutions and matmuls on oneDNN compute in f32 now (the setting, the CPU).
 bool onednn_bf16_in_f32();
 

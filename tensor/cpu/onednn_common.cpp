@@ -6,7 +6,9 @@
 #include <cstring>
 #include <string>
 
+#include "tensor/cpu/loops.h"
 #include "tensor/cpu/onednn.h"
+#include "tensor/cpu_isa.h"
 #include "tensor/ops.h"
 
 #ifdef MINIDL_WITH_ONEDNN
@@ -86,22 +88,67 @@ void set_onednn_bf16_compute(Bf16Compute compute) {
   g_bf16.store(int(compute), std::memory_order_relaxed);
 }
 
+#ifdef MINIDL_WITH_ONEDNN
+namespace {
+// MINIDL_CPU_ISA caps oneDNN's kernels too: applied once, before oneDNN's first primitive or ISA
+// query (oneDNN takes its own ONEDNN_MAX_CPU_ISA from the environment by itself).
+void cap_onednn_isa() {
+  static const bool done = [] {
+    if (cpu_isa_env_cap() >= cpu_isa_detected()) return true;
+    dnnl_cpu_isa_t isa = dnnl_cpu_isa_sse41;
+    switch (cpu_isa_env_cap()) {
+      case CpuIsa::baseline:
+        isa = dnnl_cpu_isa_sse41;
+        break;
+      case CpuIsa::avx2:
+        isa = dnnl_cpu_isa_avx2;
+        break;
+      case CpuIsa::avx512:
+        isa = dnnl_cpu_isa_avx512_core;
+        break;
+      case CpuIsa::avx512_bf16:
+        isa = dnnl_cpu_isa_avx512_core_bf16;
+        break;
+    }
+    // Refused only after oneDNN has chosen its kernels: then ONEDNN_MAX_CPU_ISA governs.
+    (void)dnnl_set_max_cpu_isa(isa);
+    return true;
+  }();
+  (void)done;
+}
+
+// At load time too: dnnl_sgemm (the attention blocks) can be oneDNN's first call.
+[[maybe_unused]] const bool g_isa_capped_at_load = (cap_onednn_isa(), true);
+
+// Whether oneDNN's effective ISA (CPUID, its own caps and minidl's) holds every bit of `isa`.
+bool onednn_has(dnnl_cpu_isa_t isa) {
+  cap_onednn_isa();
+  static const unsigned bits = unsigned(dnnl_get_effective_cpu_isa());
+  return (bits & unsigned(isa)) == unsigned(isa);
+}
+}  // namespace
+#endif
+
 bool onednn_native_bf16() {
 #ifdef MINIDL_WITH_ONEDNN
-  // The ISA oneDNN dispatches to (CPUID, capped by ONEDNN_MAX_CPU_ISA): avx512_core_bf16 and
-  // avx512_core_amx contain all of avx512_core_bf16's bits.
-  static const bool native = [] {
-    const auto bits = unsigned(dnnl_get_effective_cpu_isa());
-    return (bits & unsigned(dnnl_cpu_isa_avx512_core_bf16)) ==
-           unsigned(dnnl_cpu_isa_avx512_core_bf16);
-  }();
-  return native;
+  // avx512_core_bf16 and avx512_core_amx contain all of avx512_core_bf16's bits.
+  return onednn_has(dnnl_cpu_isa_avx512_core_bf16) && cpu_isa() >= CpuIsa::avx512_bf16;
+#else
+  return false;
+#endif
+}
+
+bool onednn_bf16_kernels() {
+#ifdef MINIDL_WITH_ONEDNN
+  // oneDNN 2.6 implements bf16 convolutions and matmuls from avx512_core up (emulated there).
+  return onednn_has(dnnl_cpu_isa_avx512_core) && cpu_isa() >= CpuIsa::avx512;
 #else
   return false;
 #endif
 }
 
 bool onednn_bf16_in_f32() {
+  if (!onednn_bf16_kernels()) return true;  // the only way oneDNN computes bf16 on this CPU
   const int forced = g_bf16.load(std::memory_order_relaxed);
   static const Bf16Compute env = bf16_from_env();
   const Bf16Compute c = forced >= 0 ? Bf16Compute(forced) : env;
@@ -148,6 +195,7 @@ bool linear_bias(const Tensor&, const Tensor&, const Tensor&, Tensor&) {
 #else
 
 dnnl::engine& engine() {
+  cap_onednn_isa();
   static dnnl::engine eng(dnnl::engine::kind::cpu, 0);
   return eng;
 }
@@ -210,6 +258,68 @@ namespace {
 Tensor bytes(size_t n) {
   return empty({int64_t(n)}, kUInt8, kCPU);
 }
+
+// Elements from a plain (strided) descriptor's first element to its last, inclusive: the
+// memory a view covers, gaps between its rows included (0 when a dim is 0).
+int64_t extent(const dnnl::memory::desc& d) {
+  const auto& dims = d.data.dims;
+  const auto& strides = d.data.format_desc.blocking.strides;
+  int64_t last = 0;
+  for (int i = 0; i < d.data.ndims; ++i) {
+    if (dims[i] == 0) return 0;
+    last += (dims[i] - 1) * strides[i];
+  }
+  return last + 1;
+}
+
+bool is_plain(const dnnl::memory::desc& d) {
+  return d.data.format_kind == dnnl_blocked && d.data.format_desc.blocking.inner_nblks == 0;
+}
+
+// The same dims and strides, f32 elements.
+dnnl::memory::desc as_f32(const dnnl::memory::desc& d) {
+  const auto& strides = d.data.format_desc.blocking.strides;
+  return dnnl::memory::desc(d.dims(), dnnl::memory::data_type::f32,
+                            dnnl::memory::dims(strides, strides + d.data.ndims));
+}
+
+// bf16 -> f32 is exact (the 16 bits become the high half); f32 -> bf16 rounds to nearest even,
+// NaN stays a quiet NaN (BFloat16::from_float, as oneDNN's reorders). Branch-free loops that
+// GCC vectorises on AVX2: oneDNN 2.6's own bf16 <-> f32 reorders fall back to a scalar
+// reference implementation on CPUs without AVX-512 (70-180 ms per MNIST-sized activation).
+void widen_bf16(const uint16_t* src, float* dst, int64_t n) {
+  parallel_for(n, 1 << 16, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      const uint32_t u = uint32_t(src[i]) << 16;
+      std::memcpy(dst + i, &u, 4);
+    }
+  });
+}
+void round_to_bf16(const float* src, uint16_t* dst, int64_t n) {
+  parallel_for(n, 1 << 16, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      uint32_t u;
+      std::memcpy(&u, src + i, 4);
+      const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+      const uint32_t nan = (u >> 16) | 0x40u;
+      dst[i] = uint16_t((u & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
+    }
+  });
+}
+
+// A plain bf16 user descriptor that the primitive wants as f32: minidl converts between the
+// user's bf16 memory and an f32 copy with the same strides; oneDNN reorders only f32 (its JIT
+// reorders) between that copy and the primitive's layout. Outputs need dense user memory (the
+// rounding writes every element of the extent).
+bool convert_ourselves(const Arg& a, const dnnl::memory::desc& want) {
+  using dt = dnnl::memory::data_type;
+  if (a.user.data_type() != dt::bf16 || want.data_type() != dt::f32 || !is_plain(a.user))
+    return false;
+  if (!a.output) return true;
+  int64_t n = 1;
+  for (int i = 0; i < a.user.data.ndims; ++i) n *= a.user.data.dims[i];
+  return extent(a.user) == n;
+}
 }  // namespace
 
 void execute(const Prim& p, const std::vector<Arg>& args) {
@@ -218,18 +328,42 @@ void execute(const Prim& p, const std::vector<Arg>& args) {
   std::unordered_map<int, dnnl::memory> exec_args;
   std::vector<Tensor> keep;
   struct Back {
-    dnnl::memory from, to;
+    dnnl::memory from, to;  // to: null when `from` is the f32 copy that `round_into` receives
+    const float* f32 = nullptr;
+    uint16_t* round_into = nullptr;
+    int64_t n = 0;
   };
   std::vector<Back> write_back;
+  auto scratch = [&](const dnnl::memory::desc& d, int64_t min_bytes) {
+    keep.push_back(bytes(std::max<size_t>(d.get_size(), size_t(min_bytes))));
+    return keep.back().data_ptr();
+  };
   for (const Arg& a : args) {
-    dnnl::memory user(a.user, eng, const_cast<void*>(a.ptr));
     const dnnl::memory::desc want = p.pd.query_md(dnnl::query::exec_arg_md, a.id);
     if (want == a.user) {
-      exec_args.emplace(a.id, user);
+      exec_args.emplace(a.id, dnnl::memory(a.user, eng, const_cast<void*>(a.ptr)));
       continue;
     }
-    keep.push_back(bytes(want.get_size()));
-    dnnl::memory tmp(want, eng, keep.back().data_ptr());
+    if (convert_ourselves(a, want)) {
+      const int64_t n = extent(a.user);
+      const dnnl::memory::desc f32 = as_f32(a.user);
+      void* f32_ptr = scratch(f32, n * 4);
+      dnnl::memory f32_mem(f32, eng, f32_ptr);
+      dnnl::memory tmp = f32_mem;
+      if (want != f32) tmp = dnnl::memory(want, eng, scratch(want, 0));
+      if (a.output) {
+        write_back.push_back({tmp, want != f32 ? f32_mem : dnnl::memory(),
+                              static_cast<const float*>(f32_ptr),
+                              static_cast<uint16_t*>(const_cast<void*>(a.ptr)), n});
+      } else {
+        widen_bf16(static_cast<const uint16_t*>(a.ptr), static_cast<float*>(f32_ptr), n);
+        if (want != f32) dnnl::reorder(f32_mem, tmp).execute(strm, f32_mem, tmp);
+      }
+      exec_args.emplace(a.id, tmp);
+      continue;
+    }
+    dnnl::memory user(a.user, eng, const_cast<void*>(a.ptr));
+    dnnl::memory tmp(want, eng, scratch(want, 0));
     if (a.output)
       write_back.push_back({tmp, user});
     else
@@ -237,12 +371,16 @@ void execute(const Prim& p, const std::vector<Arg>& args) {
     exec_args.emplace(a.id, tmp);
   }
   const dnnl::memory::desc sp = p.pd.scratchpad_desc();
-  if (sp.get_size() > 0) {
-    keep.push_back(bytes(sp.get_size()));
-    exec_args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(sp, eng, keep.back().data_ptr()));
-  }
+  if (sp.get_size() > 0)
+    exec_args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(sp, eng, scratch(sp, 0)));
   p.prim.execute(strm, exec_args);
-  for (Back& b : write_back) dnnl::reorder(b.from, b.to).execute(strm, b.from, b.to);
+  for (Back& b : write_back) {
+    if (b.to) dnnl::reorder(b.from, b.to).execute(strm, b.from, b.to);
+    if (b.round_into) {
+      strm.wait();
+      round_to_bf16(b.f32, b.round_into, b.n);
+    }
+  }
   strm.wait();
   g_executions.fetch_add(1, std::memory_order_relaxed);
 }
