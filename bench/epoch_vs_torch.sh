@@ -40,7 +40,11 @@ amp_flag=()
 [[ $amp == bf16 ]] && amp_flag=(--amp bf16)
 if ((ddp)); then
   minidl=("$BUILD_DIR/apps/mnist_ddp" -n 2 --threads 1 --data "$DATA" --quiet --epochs 1 "${amp_flag[@]}")
-  torch=("$PYTHON" -m torch.distributed.run --standalone --nproc-per-node 2
+  # ../shared/tools' torch 2.6 is built without libuv: its torchrun2 wrapper hosts the agent's
+  # store without it (plain `-m torch.distributed.run` fails there at the store)
+  launcher=("$PYTHON" -m torch.distributed.run)
+  [[ $PYTHON == */torch2 && -x ${PYTHON%/*}/torchrun2 ]] && launcher=("${PYTHON%/*}/torchrun2")
+  torch=("${launcher[@]}" --standalone --nproc-per-node 2
     bench/torch_mnist_epoch.py --data "$DATA" --threads 1 "${amp_flag[@]}")
   shape="2 processes x 1 thread (DDP, gloo)"
 else

@@ -64,6 +64,19 @@ rank = int(os.environ.get("RANK", "0"))
 model = Net()
 if world > 1:
     import torch.distributed as dist
+    if int(torch.__version__.split(".")[0]) >= 2:
+        # torch 2.x: the classic TCPStore client (Debian's torch 2.6 is built without libuv,
+        # the 2.x default, also for the client of torchrun's agent store)
+        import importlib
+
+        rendezvous = importlib.import_module("torch.distributed.rendezvous")  # the module
+
+        class ClassicStore(rendezvous.TCPStore):
+            def __init__(self, *a, **k):
+                k.setdefault("use_libuv", False)
+                super().__init__(*a, **k)
+
+        rendezvous.TCPStore = ClassicStore
     dist.init_process_group("gloo")
     model = nn.parallel.DistributedDataParallel(model)
 opt = torch.optim.AdamW(model.parameters(), lr=2e-3)

@@ -56,7 +56,8 @@ constexpr int64_t kChunkBytes = int64_t(16) << 20;
 
 // out[B,M,N] (contiguous) = a @ b (+ bias[N]) for bf16 tensors on oneDNN's f32 kernels: a chunk
 // of matrices (or of one matrix's rows) at a time, its operands widened and its result rounded
-// by the reorders around each call. The primitive depends on the chunk's dims only.
+// by minidl around each call (execute()). The primitive depends on the chunk's dims and the
+// operands' strides.
 bool matmul_f32_chunks(const Operand& oa, const void* pa, const Operand& ob, const void* pb,
                        const void* bias, void* out, int64_t B, int64_t M, int64_t N, int64_t K) {
   using dt = dnnl::memory::data_type;
@@ -73,9 +74,10 @@ bool matmul_f32_chunks(const Operand& oa, const void* pa, const Operand& ob, con
       const int64_t nb = std::min(bc, B - b0), nm = std::min(mc, M - m0);
       const dims_t da{ba ? nb : 1, nm, K}, db{bb ? nb : 1, K, N}, dc{nb, nm, N}, dbias{1, 1, N};
       Key key;
-      key.add({int64_t(bias != nullptr)}).add(da).add(db).add(dc);
+      key.add({int64_t(bias != nullptr)}).add(da).add(db).add(dc).add(oa.strides).add(ob.strides);
       auto prim = cache.get(key, [&] {
-        const md a = plain(da, dt::f32), b = plain(db, dt::f32), c = plain(dc, dt::f32);
+        // the operands' own strides: the widened copies keep them, so no f32 reorder runs
+        const md a(da, dt::f32, oa.strides), b(db, dt::f32, ob.strides), c = plain(dc, dt::f32);
         dnnl::matmul::desc d =
             bias ? dnnl::matmul::desc(a, b, plain(dbias, dt::f32), c) : dnnl::matmul::desc(a, b, c);
         dnnl::matmul::primitive_desc pd(d, default_attr(), engine());

@@ -67,9 +67,23 @@ void half_line_op(const Tensor& a, const Tensor& b, Tensor& out, int64_t dim, Ro
   const T* pb = cb.defined() ? cb.data_ptr<T>() : nullptr;
   T* po = ro.data_ptr<T>();
   // lines [j0, j0+len) of block o: element (k, j) at src[k*inner + j] <-> buf[k*len + j]
-  auto widen = [&](const T* src, float* buf, int64_t len) {
+  // A block that spans whole lines (rows when `dim` is innermost) is contiguous: one flat loop,
+  // which vectorises (the nested one with a length-1 inner loop did not).
+  auto widen = [&](const T* __restrict src, float* __restrict buf, int64_t len) {
+    if (len == inner) {
+      for (int64_t i = 0, n = K * len; i < n; ++i) buf[i] = float(src[i]);
+      return;
+    }
     for (int64_t k = 0; k < K; ++k)
       for (int64_t j = 0; j < len; ++j) buf[k * len + j] = float(src[k * inner + j]);
+  };
+  auto narrow = [&](const float* __restrict buf, T* __restrict dst, int64_t len) {
+    if (len == inner) {
+      for (int64_t i = 0, n = K * len; i < n; ++i) dst[i] = T(buf[i]);
+      return;
+    }
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t j = 0; j < len; ++j) dst[k * inner + j] = T(buf[k * len + j]);
   };
   const int64_t tile = inner == 1 ? 1 : std::clamp<int64_t>(kHalfTileElems / K, 1, kTile);
   const int64_t tiles = (inner + tile - 1) / tile;
@@ -87,9 +101,7 @@ void half_line_op(const Tensor& a, const Tensor& b, Tensor& out, int64_t dim, Ro
                      row(xo.data(), xa.data(), bp, K);
                    else
                      col(xo.data(), xa.data(), bp, K, len, len);
-                   for (int64_t k = 0; k < K; ++k)
-                     for (int64_t j = 0; j < len; ++j)
-                       po[off + k * inner + j] = T(xo[size_t(k * len + j)]);
+                   narrow(xo.data(), po + off, len);
                  }
                });
   if (!direct) out.copy_(ro);
