@@ -116,6 +116,37 @@ if ((DRY_RUN)); then
     done < <(LD_LIBRARY_PATH=$P/lib ldd "$bin")
   done
   echo "  $(find "$P/lib" -type f | wc -l) bundled libraries checked"
+  echo "== symbol versions against the GPU image (Ubuntu 24.04: glibc 2.39, libstdc++ GLIBCXX_3.4.33)"
+  newest() { objdump -T "${elfs[@]}" 2>/dev/null | grep -oE "$1_[0-9.]+" | sort -u -V | tail -1; }
+  elfs=("$P"/lib/*)
+  for entry in "${GPU_PACK_TARGETS[@]}"; do elfs+=("$P/build/${entry#*:}"); done
+  glibc=$(newest GLIBC) glibcxx=$(newest GLIBCXX)
+  echo "  the pack needs up to $glibc and $glibcxx"
+  # glibc cannot be packed; a newer libstdc++ is (lib-fallback/).
+  [[ $(printf '%s\n' "$glibc" GLIBC_2.39 | sort -V | tail -1) == GLIBC_2.39 ]] ||
+    fail "$glibc is newer than the GPU image's glibc 2.39: build on an older distribution"
+  # The CPU runs below hide this machine's copy of every library the pack needs beyond the GPU
+  # image's (a mount namespace binds /dev/null over each), so they can only load the pack's.
+  hidden=()
+  for soname in $(for elf in "${elfs[@]}"; do gpu_needed "$elf"; done | sort -u); do
+    gpu_in_list "$soname" "${GPU_IMAGE_SONAMES[@]}" "${GPU_FALLBACK_SONAMES[@]}" && continue
+    host=$(ldconfig -p | awk -v s="$soname" '$1 == s && /x86-64/ { print $NF; exit }')
+    [[ -n $host ]] && hidden+=("$(realpath "$host")")
+  done
+  if unshare -m true 2>/dev/null; then
+    # shellcheck disable=SC2016  # the inner bash expands its own arguments
+    hide() {
+      unshare -m bash -c 'n=$1 && shift && for ((i = 0; i < n; i++)); do
+        mount --bind /dev/null "$1" || exit 90; shift; done; exec "$@"' _ "${#hidden[@]}" "${hidden[@]}" "$@"
+    }
+    echo "== CPU runs from the pack, this machine's copies hidden: ${hidden[*]}"
+  else
+    hide() { "$@"; }
+    echo "== CPU runs from the pack (unshare -m refused: this machine's copies not hidden)"
+  fi
+  cases=$(cat "$P"/build/tests/minidl_tests_tests-*.cmake 2>/dev/null | grep -c '^add_test')
+  echo "== ctest's list of the packed test binary: $cases cases"
+  ((cases > 0)) || fail "no discovered ctest list (build/tests/minidl_tests_tests-*.cmake) in the pack"
   echo "== the flags the GPU steps pass exist"
   check_flags "$MNIST" "${FLAGS_MNIST[@]}" || fail "mnist_ddp flags"
   check_flags "$GPT" "${FLAGS_GPT[@]}" || fail "gpt flags"
@@ -124,13 +155,13 @@ if ((DRY_RUN)); then
   echo "  mnist_ddp, gpt, minidl-run and minidl-compare: every flag found"
   export LD_LIBRARY_PATH=$P/lib
   echo "== CPU cases from the packed test binary"
-  "$TESTS" -tc='*safetensors*,*gloo*,mnist*' >"$WORK/cpu-suite.log" 2>&1 ||
+  hide "$TESTS" -tc='*safetensors*,*gloo*,mnist*' >"$WORK/cpu-suite.log" 2>&1 ||
     { tail -30 "$WORK/cpu-suite.log" && fail "CPU cases of the packed minidl_tests"; }
   grep '^\[doctest\] test cases' "$WORK/cpu-suite.log" | sed 's/^/  /'
   echo "== safetensors_logits: export then import on the CPU gives the same logits"
   for model in mnist gpt; do
-    if "$LOGITS" export --model "$model" --device cpu --out "$WORK/$model.safetensors" >/dev/null &&
-      "$LOGITS" import --model "$model" --device cpu --in "$WORK/$model.safetensors" \
+    if hide "$LOGITS" export --model "$model" --device cpu --out "$WORK/$model.safetensors" >/dev/null &&
+      hide "$LOGITS" import --model "$model" --device cpu --in "$WORK/$model.safetensors" \
         --out "$WORK/$model-logits.safetensors" >/dev/null &&
       python3 - "$WORK/$model.safetensors" "$WORK/$model-logits.safetensors" <<EOF; then
 import sys
@@ -145,7 +176,7 @@ EOF
     fi
   done
   echo "== mnist_ddp from the pack on the CPU, 5 steps"
-  "$MNIST" --device cpu --data "$DATA/mnist" --epochs 1 --max-steps 5 >"$WORK/mnist.log" 2>&1 ||
+  hide "$MNIST" --device cpu --data "$DATA/mnist" --epochs 1 --max-steps 5 >"$WORK/mnist.log" 2>&1 ||
     { tail -5 "$WORK/mnist.log" && fail "packed mnist_ddp on the CPU"; }
   grep 'test accuracy' "$WORK/mnist.log" | sed 's/^/  /'
   echo "verify.sh --dry-run: $failures failure(s), $(($(date +%s) - START)) s"
@@ -273,16 +304,20 @@ fi
 printf '%s\n' "${setup_notes[@]}" >>"$LOG/0-setup.log"
 
 # ------------------------------------------------------------------ the steps
-# Runs each cuda* suite as its own process, 4 at a time: a crash loses one suite, not all.
-# suites_parallel LOGPREFIX SECONDS [WRAPPER...]: writes LOGPREFIX-<suite>.log and .rc files.
+# Runs each cuda* suite as its own process, 8 at a time (a crash loses one suite, not all), until
+# a deadline: a suite gets at most SECONDS and never runs past DEADLINE (a suite not started
+# before it is recorded as a timeout, rc 124).
+# suites_parallel LOGPREFIX SECONDS DEADLINE [WRAPPER...]: writes LOGPREFIX-<suite>.log and .rc.
 # shellcheck disable=SC2016  # the inner bash expands its own arguments
 suites_parallel() {
-  local prefix=$1 seconds=$2
-  shift 2
+  local prefix=$1 seconds=$2 deadline=$3
+  shift 3
   "$TESTS" --list-test-suites 2>/dev/null | grep -E '^cuda' |
-    OMP_NUM_THREADS=$((NPROC / 4 > 0 ? NPROC / 4 : 1)) xargs -P 4 -I{} bash -c \
-      'timeout -k 5 "$1" "${@:4}" "$2" -ts="$3" >"$0-$3.log" 2>&1; echo $? >"$0-$3.rc"' \
-      "$LOG/$prefix" "$seconds" "$TESTS" {} "$@"
+    OMP_NUM_THREADS=$((NPROC / 8 > 0 ? NPROC / 8 : 1)) xargs -P 8 -I{} bash -c '
+      log=$0-$4.log left=$(($2 - $(date +%s)))
+      if ((left < 5)); then echo "not started: deadline reached" >"$log" && echo 124 >"$0-$4.rc" && exit; fi
+      timeout -k 5 $((left < $1 ? left : $1)) "${@:5}" "$3" -ts="$4" >"$log" 2>&1
+      echo $? >"$0-$4.rc"' "$LOG/$prefix" "$seconds" "$deadline" "$TESTS" {} "$@"
 }
 # suite_results LOGPREFIX: prints "ok/total suites ok" and the others with their status; returns 0
 # when every suite passed.
@@ -302,7 +337,7 @@ step_1() {  # every cuda* suite
   t=$(now)
   lim=$(step_limit 90)
   ((lim)) || { add_row 1 "cuda* suites" SKIPPED 0 "no time left" && return; }
-  suites_parallel 1-cuda "$((lim - 5))"
+  suites_parallel 1-cuda 60 "$((t + lim))"
   local counts status res=FAIL
   counts=$(doctest_counts "$LOG"/1-cuda-*.log)
   status=$(suite_results 1-cuda) && res=PASS
@@ -334,8 +369,8 @@ step_3() {  # compute-sanitizer: memcheck on every cuda* suite, racecheck on the
   [[ -n $SANITIZER ]] || { add_row 3 "compute-sanitizer" SKIPPED 0 "compute-sanitizer not found" && return; }
   lim=$(step_limit 100)
   ((lim > 30)) || { add_row 3 "compute-sanitizer" SKIPPED 0 "no time left" && return; }
-  suites_parallel 3-memcheck "$((lim - 35))" "$SANITIZER" --tool memcheck --error-exitcode 86 \
-    --print-limit 20
+  suites_parallel 3-memcheck "$((lim - 30))" "$((t + lim - 30))" "$SANITIZER" --tool memcheck \
+    --error-exitcode 86 --print-limit 20
   local errors status rc res=FAIL
   errors=$(cat "$LOG"/3-memcheck-*.log | awk '/ERROR SUMMARY:/ { n += $4 } END { print n + 0 }')
   status=$(suite_results 3-memcheck) && [[ $errors == 0 ]] && res=PASS
