@@ -136,4 +136,5 @@ mib() { awk -v b="$1" 'BEGIN { printf "%.1f MiB", b / 1048576 }'; }
 echo "pack.sh: $PACK_DIR/$GPU_PACK_ARCHIVE: $(mib "$size") ($(mib "$uncompressed") unpacked)," \
   "$(($(date +%s) - start)) s; bundled: $(names "$top/lib")"
 ((size <= GPU_PACK_LIMIT_MIB * 1048576)) ||
-  die "the pack is $(mib "$size"), over the ${GPU_PACK_LIMIT_MIB} MiB limit"
+  die "the pack is $(mib "$size"), over the ${GPU_PACK_LIMIT_MIB} MiB limit (CUDA archs '$archs':" \
+    "build for sm_90 alone, CUDAARCHS=90, as CI does)"
