@@ -4,7 +4,9 @@
 # (torch_mnist_step.py --kernels), and prints ONE markdown table (device, driver, date, commands;
 # minidl, reference, ratio, target per metric), also written to $OUT/gpu-bench.md with the raw
 # JSON lines when OUT is set. Usage: bench/gpu/run_all.sh [--quick]
-# Env: BUILD_DIR (default build-gpu-bench), JOBS, PYTHON (default python3), CUDA_ARCH (90).
+# Env: BUILD_DIR (default build-gpu-bench), JOBS, PYTHON (default python3), CUDA_ARCH (90);
+# BENCH_BIN: a folder with bench_cuda_step and bench_cuda_kernels already built (no build; the GPU
+# pack's tools/gpu/verify.sh passes its own).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 BUILD_DIR="${BUILD_DIR:-$ROOT/build-gpu-bench}"
@@ -21,13 +23,18 @@ RAW="${OUT:+$OUT/raw}"
 RAW="${RAW:-$(mktemp -d /tmp/minidl-gpu-bench.XXXXXX)}"
 mkdir -p "$RAW"
 
-echo "building in $BUILD_DIR (log: $RAW/build.log)" >&2
-{
-  cmake -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DMINIDL_CUDA=ON \
-    -DCMAKE_CUDA_ARCHITECTURES="$ARCH" -DMINIDL_BUILD_BENCH=ON -DMINIDL_BUILD_TESTS=OFF \
-    -DMINIDL_BUILD_APPS=OFF
-  cmake --build "$BUILD_DIR" -j"$JOBS" --target bench_cuda_step bench_cuda_kernels
-} >"$RAW/build.log" 2>&1 || { tail -40 "$RAW/build.log" >&2; echo "run_all: build failed" >&2; exit 1; }
+if [ -n "${BENCH_BIN:-}" ]; then
+  echo "using the benches built in $BENCH_BIN" >&2
+else
+  echo "building in $BUILD_DIR (log: $RAW/build.log)" >&2
+  {
+    cmake -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DMINIDL_CUDA=ON \
+      -DCMAKE_CUDA_ARCHITECTURES="$ARCH" -DMINIDL_BUILD_BENCH=ON -DMINIDL_BUILD_TESTS=OFF \
+      -DMINIDL_BUILD_APPS=OFF
+    cmake --build "$BUILD_DIR" -j"$JOBS" --target bench_cuda_step bench_cuda_kernels
+  } >"$RAW/build.log" 2>&1 || { tail -40 "$RAW/build.log" >&2; echo "run_all: build failed" >&2; exit 1; }
+  BENCH_BIN=$BUILD_DIR/bench
+fi
 
 CMDS=()
 run() {  # run NAME.jsonl COMMAND...: JSON lines to $RAW/NAME.jsonl, a failure is reported
@@ -36,8 +43,8 @@ run() {  # run NAME.jsonl COMMAND...: JSON lines to $RAW/NAME.jsonl, a failure i
   echo "running: $*" >&2
   "$@" >"$RAW/$out" 2> >(tee -a "$RAW/stderr.log" >&2) || echo "run_all: '$*' failed" >&2
 }
-run step.jsonl "$BUILD_DIR/bench/bench_cuda_step" "${STEP_ARGS[@]}"
-run kernels.jsonl "$BUILD_DIR/bench/bench_cuda_kernels" "${KERNEL_ARGS[@]}"
+run step.jsonl "$BENCH_BIN/bench_cuda_step" "${STEP_ARGS[@]}"
+run kernels.jsonl "$BENCH_BIN/bench_cuda_kernels" "${KERNEL_ARGS[@]}"
 run torch.jsonl "$PYTHON" "$ROOT/bench/gpu/torch_mnist_step.py" "${STEP_ARGS[@]}" \
   "${KERNEL_ARGS[@]}" --kernels
 
