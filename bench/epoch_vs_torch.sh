@@ -72,7 +72,7 @@ run() {
 median() { sort -g | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 
 echo "[epoch] PyTorch thread-setting sweep ($($PYTHON -c 'import torch; print(torch.__version__)'))" >&2
-best="" best_wall=1e9
+best="" best_wall=999999
 for blas in 1 2; do
   for wait in PASSIVE ACTIVE; do
     r=$(run OPENBLAS_NUM_THREADS=$blas OMP_WAIT_POLICY=$wait -- "${torch[@]}")
@@ -109,7 +109,8 @@ if [[ ! -f $out ]]; then
   } > "$out"
 fi
 cpu=$(lscpu | sed -n 's/^Model name: *//p' | head -1)
-row="| $cpu ($(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg)), $isa | $amp | $shape | $ma s | $mb s | **$mr** ($lo-$hi) | $((pa / 1024)) MiB | $((pb / 1024)) MiB | $best, torch $($PYTHON -c 'import torch; print(torch.__version__)') | $(git rev-parse --short HEAD)$(git diff --quiet || echo '+') |"
+f2() { printf '%.2f' "$1"; }
+row="| $cpu ($(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg)), $isa | $amp | $shape | $(f2 "$ma") s | $(f2 "$mb") s | **$(f2 "$mr")** ($(f2 "$lo")–$(f2 "$hi")) | $((pa / 1024)) MiB | $((pb / 1024)) MiB | $best, torch $($PYTHON -c 'import torch; print(torch.__version__)') | $(git rev-parse --short HEAD)$(git diff --quiet || echo '+') |"
 echo "$row" >> "$out"
 echo "$row"
 echo "[epoch] minidl: ${minidl[*]}" >&2
