@@ -2,7 +2,7 @@
 // shapes, alternating in one process: bf16 must not take a slower path than f32 on a CPU
 // without native bf16 (run it under MINIDL_CPU_ISA=avx2 or avx512 to see those classes).
 // Prints one markdown row per op: ms per call in f32 and bf16, and bf16 / f32.
-// Usage: bench_bf16_ops [--threads 2] [--rounds 5]
+// Usage: bench_bf16_ops [--threads 2] [--rounds 5] [--only SUBSTRING]
 #include <cstdio>
 #include <functional>
 #include <string>
@@ -147,6 +147,9 @@ std::vector<Case> cases() {
 int main(int argc, char** argv) {
   const int threads = bench::int_arg(argc, argv, "--threads", 2);
   const int rounds = bench::int_arg(argc, argv, "--rounds", 5);
+  std::string only;
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::string(argv[i]) == "--only") only = argv[i + 1];
   set_num_threads(threads);
   std::printf("bf16 vs f32 per op, %d thread(s), CPU kernels %s, oneDNN bf16 compute %s\n\n",
               threads, cpu_isa_summary().c_str(),
@@ -155,6 +158,7 @@ int main(int argc, char** argv) {
                                      : "bf16 kernels");
   std::printf("| op | f32 ms | bf16 ms | bf16 / f32 |\n|---|---:|---:|---:|\n");
   for (const Case& c : cases()) {
+    if (!only.empty() && c.name.find(only) == std::string::npos) continue;
     auto f32 = c.make(kFloat32), bf16 = c.make(kBFloat16);
     const int block = bench::block_size(f32, 0.15, 2, 200);
     const auto t = bench::time_alternating({f32, bf16}, rounds, block);
