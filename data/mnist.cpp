@@ -9,7 +9,7 @@
 #include <fstream>
 #include <iterator>
 
-#include "nn/atomic_file.h"
+#include "tensor/atomic_file.h"
 #include "tensor/error.h"
 #include "tensor/ops.h"
 

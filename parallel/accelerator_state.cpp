@@ -9,7 +9,7 @@
 #include "parallel/data_parallel.h"
 #include "parallel/distributed.h"
 #include "autograd/grad_mode.h"
-#include "nn/checkpoint.h"
+#include "optim/checkpoint.h"
 #include "tensor/ops.h"
 
 namespace minidl {

@@ -12,8 +12,8 @@
 #include <functional>
 #include <random>
 
-#include "nn/atomic_file.h"
-#include "nn/safetensors.h"
+#include "tensor/atomic_file.h"
+#include "tensor/safetensors.h"
 #include "test_util.h"
 
 using namespace minidl;

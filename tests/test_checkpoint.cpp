@@ -12,10 +12,10 @@
 
 #include "autograd/grad_mode.h"
 #include "nn/activation.h"
-#include "nn/checkpoint.h"
+#include "optim/checkpoint.h"
 #include "nn/container.h"
 #include "nn/linear_conv.h"
-#include "nn/safetensors.h"
+#include "tensor/safetensors.h"
 #include "optim/lr_scheduler.h"
 #include "optim/sgd.h"
 #include "tensor/random.h"

@@ -12,7 +12,7 @@
 #include <iterator>
 
 #include "nn/activation.h"
-#include "nn/checkpoint.h"
+#include "optim/checkpoint.h"
 #include "nn/container.h"
 #include "nn/linear_conv.h"
 #include "optim/adam.h"

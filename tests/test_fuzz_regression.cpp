@@ -10,8 +10,8 @@
 
 #include "data/mnist.h"
 #include "fuzz/fuzz_targets.h"
-#include "nn/checkpoint.h"
-#include "nn/safetensors.h"
+#include "optim/checkpoint.h"
+#include "tensor/safetensors.h"
 #include "parallel/tcp_store_server.h"
 
 using namespace minidl;

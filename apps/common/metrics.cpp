@@ -14,7 +14,7 @@
 #include <iomanip>
 #include <sstream>
 
-#include "nn/atomic_file.h"
+#include "tensor/atomic_file.h"
 #include "tensor/error.h"
 
 namespace minidl::apps {

@@ -16,7 +16,7 @@
 
 #include "apps/compare/compare_report.h"
 #include "apps/compare/compare_run.h"
-#include "nn/atomic_file.h"
+#include "tensor/atomic_file.h"
 #include "parallel/launcher.h"
 #include "tensor/error.h"
 

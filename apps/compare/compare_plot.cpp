@@ -11,7 +11,7 @@
 #include <sstream>
 
 #include "apps/compare/compare_report.h"
-#include "nn/atomic_file.h"
+#include "tensor/atomic_file.h"
 #include "tensor/error.h"
 
 namespace minidl::compare {

@@ -6,8 +6,8 @@
 
 #include "apps/common/accelerate.h"
 #include "apps/common/checkpoints.h"
-#include "nn/checkpoint.h"
-#include "nn/safetensors.h"
+#include "optim/checkpoint.h"
+#include "tensor/safetensors.h"
 
 namespace gpt {
 

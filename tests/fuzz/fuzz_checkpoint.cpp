@@ -6,7 +6,7 @@
 
 #include "autograd/grad_mode.h"
 #include "fuzz_targets.h"
-#include "nn/checkpoint.h"
+#include "optim/checkpoint.h"
 #include "tensor/error.h"
 
 namespace minidl::fuzz {

@@ -4,7 +4,7 @@
 #include <stdexcept>
 
 #include "fuzz_targets.h"
-#include "nn/safetensors.h"
+#include "tensor/safetensors.h"
 #include "tensor/error.h"
 
 namespace minidl::fuzz {

@@ -8,8 +8,8 @@
 
 #include "data/mnist.h"
 #include "fuzz_targets.h"
-#include "nn/checkpoint.h"
-#include "nn/safetensors.h"
+#include "optim/checkpoint.h"
+#include "tensor/safetensors.h"
 #include "parallel/store_protocol.h"
 #include "tensor/ops.h"
 #include "tensor/random.h"

@@ -1,6 +1,6 @@
 // Training checkpoints (see checkpoint.h): one safetensors file with prefixed sections, loaded
 // all-or-nothing (validated in memory, applied with rollback on failure).
-#include "nn/checkpoint.h"
+#include "optim/checkpoint.h"
 
 #include <bit>
 #include <cmath>
@@ -9,7 +9,7 @@
 #include <utility>
 
 #include "autograd/grad_mode.h"
-#include "nn/safetensors.h"
+#include "tensor/safetensors.h"
 #include "tensor/ops.h"
 #include "tensor/random.h"
 

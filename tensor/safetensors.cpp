@@ -1,7 +1,7 @@
 // safetensors reader/writer. The header is validated like the reference implementation
 // (huggingface/safetensors): size limits, JSON shape, dtypes, shapes, offsets and a data buffer
 // covered exactly (sorted by offset, no overlap, no hole, no trailing bytes).
-#include "nn/safetensors.h"
+#include "tensor/safetensors.h"
 
 #include <algorithm>
 #include <bit>
@@ -13,7 +13,7 @@
 #include <set>
 #include <string_view>
 
-#include "nn/atomic_file.h"
+#include "tensor/atomic_file.h"
 
 namespace minidl {
 namespace {

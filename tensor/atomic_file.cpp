@@ -1,6 +1,6 @@
 // write_file_atomic: temp file in the same directory + fwrite/fflush/fsync/close + rename over
 // the target + fsync of the directory. Every failure removes the temp file and throws.
-#include "nn/atomic_file.h"
+#include "tensor/atomic_file.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

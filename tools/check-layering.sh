@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# The library's floors, checked: tensor -> autograd -> nn -> optim -> data -> parallel -> apps.
+# Counts the #include arrows between folders (tests, bench and tools excluded) and fails when one
+# runs back up. With a build folder it also checks the link-level picture: no object file under
+# tensor/ calls a function defined under a higher floor (e.g. a differentiable op or a Tensor
+# method that records autograd history).
+# Usage: tools/check-layering.sh [--counts] [BUILD_DIR]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+show_counts=0
+if [[ ${1:-} == --counts ]]; then
+  show_counts=1
+  shift
+fi
+build_dir=${1:-}
+floors=(tensor autograd nn optim data parallel apps)
+
+floor_of() {
+  local i
+  for i in "${!floors[@]}"; do [[ ${floors[$i]} == "$1" ]] && { echo "$i"; return; }; done
+  echo -1
+}
+
+# Every quoted include of a library file: "from_folder to_folder file".
+arrows=$(
+  for f in "${floors[@]}"; do
+    find "$f" -type f \( -name '*.h' -o -name '*.cpp' -o -name '*.cu' -o -name '*.cuh' \
+      -o -name '*.def' \) -print0 |
+      xargs -0 grep -HoE '^[[:space:]]*#[[:space:]]*include[[:space:]]+"[a-z_]+/[^"]+"' |
+      sed -E 's|^([a-z_]+)/[^:]*:[^"]*"([a-z_]+)/.*$|\1 \2|;t;d' |
+      awk -v f="$f" '$1 == f'
+  done
+)
+# Per-file listing of the upward ones (file and included header).
+upward_files=$(
+  for f in "${floors[@]}"; do
+    find "$f" -type f \( -name '*.h' -o -name '*.cpp' -o -name '*.cu' -o -name '*.cuh' \
+      -o -name '*.def' \) -print0 |
+      xargs -0 grep -HnoE '^[[:space:]]*#[[:space:]]*include[[:space:]]+"[a-z_]+/[^"]+"'
+  done | while IFS= read -r line; do
+    from=${line%%/*}
+    inc=${line#*\"}
+    to=${inc%%/*}
+    fi=$(floor_of "$from")
+    ti=$(floor_of "$to")
+    ((ti > fi)) && echo "  ${line%%:#*}  includes ${inc%\"}"
+    true
+  done
+)
+
+status=0
+if ((show_counts)); then
+  echo "include arrows between floors (from -> to: count; ^ = runs back up):"
+  echo "$arrows" | awk 'NF == 2 && $1 != $2' | sort | uniq -c | while read -r n from to; do
+    mark=""
+    (($(floor_of "$to") > $(floor_of "$from"))) && mark=" ^"
+    printf '  %-9s -> %-9s %4d%s\n' "$from" "$to" "$n" "$mark"
+  done
+fi
+if [[ -n $upward_files ]]; then
+  echo "check-layering: includes that run back up a floor (order: ${floors[*]}):"
+  echo "$upward_files"
+  status=1
+else
+  echo "check-layering: no include runs back up (${floors[*]})"
+fi
+
+# Link level: symbols that tensor/ objects need and autograd/ and higher objects define.
+if [[ -n $build_dir ]]; then
+  objdir="$build_dir/CMakeFiles/minidl.dir"
+  [[ -d $objdir/tensor ]] || { echo "check-layering: no objects under $objdir/tensor" >&2; exit 2; }
+  mapfile -t lower < <(find "$objdir/tensor" -name '*.o')
+  mapfile -t higher < <(for f in "${floors[@]:1}"; do
+    [[ -d $objdir/$f ]] && find "$objdir/$f" -name '*.o'
+  done)
+  defined_low=$(nm --defined-only -g "${lower[@]}" 2>/dev/null | awk 'NF >= 3 {print $3}' | sort -u)
+  needed=$(nm -u "${lower[@]}" 2>/dev/null | awk '$1 == "U" {print $2}' | sort -u |
+    comm -23 - <(echo "$defined_low"))
+  defined_high=$(nm --defined-only -g "${higher[@]}" 2>/dev/null |
+    awk 'NF >= 3 && $2 ~ /[TW]/ {print $3}' | sort -u)
+  up=$(comm -12 <(echo "$needed") <(echo "$defined_high"))
+  if [[ -n $up ]]; then
+    echo "check-layering: tensor/ objects call functions defined above tensor/:"
+    echo "$up" | c++filt | sed 's/^/  /'
+    status=1
+  else
+    echo "check-layering: tensor/ objects call nothing defined above tensor/ ($build_dir)"
+  fi
+fi
+exit $status
