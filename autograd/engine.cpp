@@ -8,8 +8,8 @@
 #include <unordered_set>
 
 #include "autograd/grad_mode.h"
-#include "tensor/autocast.h"
-#include "tensor/ops.h"
+#include "autograd/autocast.h"
+#include "autograd/ops.h"
 
 namespace minidl::autograd {
 namespace {

@@ -6,7 +6,7 @@
 #include "autograd/function.h"
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
-#include "tensor/ops.h"
+#include "autograd/ops.h"
 
 namespace minidl {
 namespace {

@@ -12,7 +12,7 @@
 #include "parallel/process_group.h"
 #include "parallel/process_group_gloo.h"
 #include "parallel/tcp_store.h"
-#include "tensor/ops.h"
+#include "autograd/ops.h"
 
 using namespace minidl;
 using namespace minidl::dist;

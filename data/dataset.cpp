@@ -6,7 +6,7 @@
 
 #include "data/transforms.h"
 #include "tensor/error.h"
-#include "tensor/ops.h"
+#include "autograd/ops.h"
 
 namespace minidl::data {
 

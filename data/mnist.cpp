@@ -11,7 +11,7 @@
 
 #include "tensor/atomic_file.h"
 #include "tensor/error.h"
-#include "tensor/ops.h"
+#include "autograd/ops.h"
 
 namespace minidl::data {
 namespace {

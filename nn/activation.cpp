@@ -1,7 +1,7 @@
 // Activation, Softmax and Flatten modules: thin wrappers over the differentiable tensor ops.
 #include "nn/activation.h"
 
-#include "tensor/ops.h"
+#include "autograd/ops.h"
 
 namespace minidl::nn {
 

@@ -5,7 +5,7 @@
 #include <limits>
 
 #include "nn/attention_functional.h"
-#include "tensor/autocast.h"
+#include "autograd/autocast.h"
 
 namespace minidl::nn::functional {
 

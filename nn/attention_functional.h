@@ -2,7 +2,7 @@
 // the composite returning weights (matmul, softmax, where; true = masked) under
 // MultiheadAttention.
 #pragma once
-#include "tensor/ops.h"
+#include "autograd/ops.h"
 
 namespace minidl::nn::functional {
 

@@ -17,12 +17,8 @@ Tensor embedding(const Tensor& indices, const Tensor& weight, std::optional<int6
   MINIDL_CHECK(pad >= -V && pad < V, "op `embedding`: padding_idx ", pad,
                " out of range for num_embeddings ", V);
   if (pad < 0) pad += V;
-  Tensor out;
-  {
-    NoGradGuard guard;
-    out = minidl::embedding(weight, indices);
-  }
-  Tensor idx = indices.to(kInt64).contiguous();
+  Tensor out = native::embedding(weight, indices);
+  Tensor idx = native::contiguous(native::to(indices, kInt64));
   autograd::record("EmbeddingBackward", {weight}, {&out}, {idx},
                    [V, pad](const auto& g, const auto& s) {
                      return std::vector<Tensor>{embedding_backward(g[0], s[0], V, pad)};

@@ -5,7 +5,7 @@
 
 #include "autograd/grad_mode.h"
 #include "tensor/error.h"
-#include "tensor/ops.h"
+#include "autograd/ops.h"
 
 namespace minidl::nn::init {
 

@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "nn/init.h"
-#include "tensor/ops.h"
+#include "autograd/ops.h"
 
 namespace minidl::nn {
 

@@ -6,7 +6,7 @@
 #include <limits>
 
 #include "autograd/function.h"
-#include "tensor/autocast.h"
+#include "autograd/autocast.h"
 
 namespace minidl::nn {
 
@@ -128,15 +128,19 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& targe
   if (pos_weight.defined()) broadcast_shapes(pos_weight.shape(), input.shape(), op);
   // PyTorch's formula: sp = m + log(exp(-m) + exp(-x - m)) = -log(sigmoid(x)), m = max(-x, 0);
   // loss = (1 - y) x + (1 + (pos_weight - 1) y) sp.
-  Tensor loss;
-  {
-    NoGradGuard no_grad;
-    Tensor m = relu(neg(input));
-    Tensor sp = log(exp(neg(m)) + exp(neg(input) - m)) + m;
-    loss = (1.0 - target) * input +
-           (pos_weight.defined() ? ((pos_weight - 1.0) * target + 1.0) * sp : sp);
-    if (weight.defined()) loss = loss * weight;
-  }
+  // Native ops: the node below is the only history. (1 - y) is computed as -y + 1 (bitwise the
+  // same in IEEE arithmetic).
+  const Tensor m = native::relu(native::neg(input));
+  const Tensor sp =
+      native::add(native::log(native::add(native::exp(native::neg(m)),
+                                          native::exp(native::sub(native::neg(input), m)))),
+                  m);
+  const Tensor coef =
+      pos_weight.defined()
+          ? native::mul(native::add(native::mul(native::sub(pos_weight, 1.0), target), 1.0), sp)
+          : sp;
+  Tensor loss = native::add(native::mul(native::add(native::neg(target), 1.0), input), coef);
+  if (weight.defined()) loss = native::mul(loss, weight);
   // One node with PyTorch's analytic gradients (also exact at x = 0: sigmoid(0) - y):
   //   dx = w ((1 + (pw - 1) y) sigmoid(x) - pw y),  dy = w (-x + (pw - 1) sp)   (pw = 1 if unset)
   autograd::record("BinaryCrossEntropyWithLogitsBackward", {input, target}, {&loss},

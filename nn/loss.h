@@ -4,7 +4,7 @@
 #include <string>
 
 #include "nn/module.h"
-#include "tensor/ops.h"
+#include "autograd/ops.h"
 
 namespace minidl::nn {
 

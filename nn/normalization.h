@@ -5,7 +5,7 @@
 
 #include "nn/functional.h"
 #include "nn/module.h"
-#include "tensor/ops.h"
+#include "autograd/ops.h"
 
 namespace minidl::nn {
 

@@ -1,7 +1,7 @@
 // MaxPool2d, AvgPool2d and AdaptiveAvgPool2d modules over the pooling ops.
 #include "nn/pooling.h"
 
-#include "tensor/ops.h"
+#include "autograd/ops.h"
 
 namespace minidl::nn {
 

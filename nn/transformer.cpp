@@ -28,12 +28,9 @@ Tensor sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& att
 std::array<Tensor, 3> split_heads(const Tensor& qkv, int64_t n_head) {
   const int64_t B = qkv.size(0), T = qkv.size(1), C = qkv.size(2) / 3, hd = C / n_head;
   std::array<Tensor, 3> out;
-  {
-    NoGradGuard raw;
-    for (int64_t p = 0; p < 3; ++p)
-      out[size_t(p)] =
-          qkv.narrow(2, p * C, C).view({B, T, n_head, hd}).transpose(1, 2).contiguous();
-  }
+  for (int64_t p = 0; p < 3; ++p)  // native views: the node below is the only history
+    out[size_t(p)] = native::contiguous(native::transpose(
+        native::view(native::narrow(qkv, 2, p * C, C), {B, T, n_head, hd}), 1, 2));
   autograd::record(
       "SplitHeadsBackward", {qkv}, {&out[0], &out[1], &out[2]}, {},
       [B, T, C, n_head, hd](const std::vector<Tensor>& g, const auto&) {

@@ -6,8 +6,9 @@
 
 #include "autograd/grad_mode.h"
 #include "optim/fused.h"
+#include "tensor/optim_update.h"
 #include "tensor/error.h"
-#include "tensor/ops.h"
+#include "autograd/ops.h"
 
 namespace minidl::optim {
 
@@ -140,29 +141,14 @@ void Adam::plain_step(size_t gi, size_t idx0) {
       if (amsgrad) st["max_exp_avg_sq"] = zeros_like(p.detach());
     }
     const double t = increment_step(st);
-    Tensor grad = grad0;
-    if (decoupled_)
-      mul_(p, 1 - lr * wd);
-    else if (wd != 0)
-      grad = add(grad0, p, wd);
-    Tensor& m = st["exp_avg"];
-    Tensor& v = st["exp_avg_sq"];
-    mul_(m, b1);
-    add_(m, grad, 1 - b1);
-    mul_(v, b2);
-    add_(v, mul(grad, grad), 1 - b2);
-    const double bc1 = 1 - std::pow(b1, t), bc2_sqrt = std::sqrt(1 - std::pow(b2, t));
-    Tensor denom;
+    Tensor max_v;
     if (amsgrad) {
       auto it = st.find("max_exp_avg_sq");
       if (it == st.end()) it = st.emplace("max_exp_avg_sq", zeros_like(p.detach())).first;
-      it->second.copy_(maximum(it->second, v));
-      denom = div(sqrt(it->second), bc2_sqrt);
-    } else {
-      denom = div(sqrt(v), bc2_sqrt);
+      max_v = it->second;
     }
-    add_(denom, eps);
-    add_(p, div(m, denom), -lr / bc1);
+    optim_update::adam(p, grad0, st["exp_avg"], st["exp_avg_sq"], max_v, t,
+                       {lr, b1, b2, eps, wd, decoupled_});
   }
 }
 

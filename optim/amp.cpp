@@ -7,7 +7,7 @@
 
 #include "autograd/grad_mode.h"
 #include "tensor/cuda.h"
-#include "tensor/ops.h"
+#include "autograd/ops.h"
 
 namespace minidl::amp {
 namespace {

@@ -11,7 +11,7 @@
 #include "nn/module.h"
 #include "optim/grad_scaler.h"
 #include "optim/optimizer.h"
-#include "tensor/autocast.h"
+#include "autograd/autocast.h"
 
 namespace minidl::amp {
 

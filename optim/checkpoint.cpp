@@ -10,7 +10,7 @@
 
 #include "autograd/grad_mode.h"
 #include "tensor/safetensors.h"
-#include "tensor/ops.h"
+#include "autograd/ops.h"
 #include "tensor/random.h"
 
 namespace minidl::nn {

@@ -13,7 +13,7 @@
 #include "optim/fused.h"
 #include "tensor/cuda.h"
 #include "tensor/error.h"
-#include "tensor/ops.h"
+#include "autograd/ops.h"
 
 namespace minidl::amp {
 

@@ -7,7 +7,7 @@
 #include <numbers>
 
 #include "tensor/error.h"
-#include "tensor/ops.h"
+#include "autograd/ops.h"
 
 namespace minidl::optim {
 

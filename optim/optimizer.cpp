@@ -6,7 +6,7 @@
 #include "autograd/grad_mode.h"
 #include "optim/fused.h"
 #include "tensor/error.h"
-#include "tensor/ops.h"
+#include "autograd/ops.h"
 
 namespace minidl::optim {
 

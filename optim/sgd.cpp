@@ -4,8 +4,9 @@
 
 #include "autograd/grad_mode.h"
 #include "optim/fused.h"
+#include "tensor/optim_update.h"
 #include "tensor/error.h"
-#include "tensor/ops.h"
+#include "autograd/ops.h"
 
 namespace minidl::optim {
 
@@ -90,18 +91,15 @@ void SGD::plain_step(size_t gi, size_t idx0) {
     auto& st = state_[idx0 + j];
     const Tensor& grad = p.grad();
     if (!grad.defined()) continue;
-    Tensor d = wd != 0 ? add(grad, p, wd) : grad;
+    Tensor buf;
+    bool first = false;
     if (momentum != 0) {
       auto it = st.find("momentum_buffer");
-      if (it == st.end()) {
-        it = st.emplace("momentum_buffer", d.detach().clone()).first;
-      } else {
-        mul_(it->second, momentum);
-        add_(it->second, d, 1 - dampening);
-      }
-      d = nesterov ? add(d, it->second, momentum) : it->second;
+      first = it == st.end();
+      if (first) it = st.emplace("momentum_buffer", empty_like(p.detach())).first;
+      buf = it->second;
     }
-    add_(p, d, -lr);
+    optim_update::sgd(p, grad, buf, first, {lr, momentum, dampening, wd, nesterov});
   }
 }
 

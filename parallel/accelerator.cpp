@@ -12,7 +12,7 @@
 #include "parallel/data_parallel.h"
 #include "parallel/distributed.h"
 #include "tensor/cuda.h"
-#include "tensor/ops.h"
+#include "autograd/ops.h"
 
 namespace minidl {
 

@@ -14,7 +14,7 @@
 #include "optim/lr_scheduler.h"
 #include "optim/optimizer.h"
 #include "parallel/ddp.h"
-#include "tensor/autocast.h"
+#include "autograd/autocast.h"
 
 namespace minidl {
 

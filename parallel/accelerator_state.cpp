@@ -10,7 +10,7 @@
 #include "parallel/distributed.h"
 #include "autograd/grad_mode.h"
 #include "optim/checkpoint.h"
-#include "tensor/ops.h"
+#include "autograd/ops.h"
 
 namespace minidl {
 

@@ -14,7 +14,7 @@
 
 #include "autograd/grad_mode.h"
 #include "parallel/distributed.h"
-#include "tensor/ops.h"
+#include "autograd/ops.h"
 
 namespace minidl::dist {
 namespace {

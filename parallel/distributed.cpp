@@ -13,7 +13,7 @@
 #include "autograd/grad_mode.h"
 #include "parallel/process_group_nccl.h"
 #include "tensor/error.h"
-#include "tensor/ops.h"
+#include "autograd/ops.h"
 
 namespace minidl::dist {
 

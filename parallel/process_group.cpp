@@ -85,25 +85,7 @@ void ProcessGroupBase::debug_check(uint64_t seq, const std::string& desc) {
 }
 
 std::string short_dtype_name(DType t) {
-  switch (t) {
-    case DType::f32:
-      return "f32";
-    case DType::f64:
-      return "f64";
-    case DType::f16:
-      return "f16";
-    case DType::bf16:
-      return "bf16";
-    case DType::i32:
-      return "i32";
-    case DType::i64:
-      return "i64";
-    case DType::u8:
-      return "u8";
-    case DType::boolean:
-      return "bool";
-  }
-  return "?";
+  return std::string(dtype_short_name(t));
 }
 
 std::string collective_desc(const std::string& op, DType dtype, int64_t numel) {

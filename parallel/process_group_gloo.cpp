@@ -22,7 +22,7 @@
 #include "autograd/grad_mode.h"
 #include "parallel/gloo_transport.h"
 #include "parallel/process_group_detail.h"
-#include "tensor/ops.h"
+#include "autograd/ops.h"
 #endif
 
 namespace minidl::dist {

@@ -9,7 +9,7 @@
 
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
-#include "tensor/ops.h"
+#include "autograd/ops.h"
 
 namespace minidl::dist {
 

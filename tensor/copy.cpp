@@ -1,101 +1,89 @@
-// Copies and conversions: copy_ (broadcast, cast, cross-device), contiguous, clone, to(),
-// fill_, and element access (item, at, tolist). clone/to record their backward; copy_ and fill_
-// refuse to write into tensors that take part in autograd while grad mode is on.
+// Raw copies and conversions: copy_ (broadcast, cast, cross-device), clone, to(), fill_, and
+// the history-free element access methods (item, at, tolist). The differentiable copy methods
+// (clone/to record their backward; copy_/fill_ check autograd) are autograd/functions/copy.cpp.
 #include <cstring>
 
-#include "autograd/function.h"
 #include "tensor/ops.h"
 
 namespace minidl {
+namespace native {
 
-Tensor& Tensor::copy_(const Tensor& src_in) {
-  MINIDL_CHECK(defined() && src_in.defined(), "copy_: undefined tensor");
-  autograd::check_inplace("copy_", *this, src_in);
+// self is a handle: `dst` shares its TensorImpl, so the kernels write into self's elements.
+const Tensor& copy_(const Tensor& self, const Tensor& src_in) {
+  MINIDL_CHECK(self.defined() && src_in.defined(), "copy_: undefined tensor");
+  Tensor dst = self;
   Tensor src = src_in;
-  if (src.shape() != shape()) {
-    broadcast_shapes(shape(), src.shape(), "copy_");  // validates with a named error
-    src = src.expand(shape());
+  if (src.shape() != self.shape()) {
+    broadcast_shapes(self.shape(), src.shape(), "copy_");  // validates with a named error
+    src = native::expand(src, self.shape());
   }
-  if (numel() == 0) return *this;
-  if (src.shares_storage(*this) && !(src.storage_offset() == storage_offset() &&
-                                     src.strides() == strides() && src.dtype() == dtype())) {
-    src = src.clone();  // overlapping views: read from a private copy
+  if (self.numel() == 0) return self;
+  if (src.shares_storage(self) &&
+      !(src.storage_offset() == self.storage_offset() && src.strides() == self.strides() &&
+        src.dtype() == self.dtype())) {
+    src = native::clone(src);  // overlapping views: read from a private copy
   }
-  if (src.device() == device()) {
-    kernel<Op::copy>(device())(src, *this);
+  if (src.device() == self.device()) {
+    kernel<Op::copy>(self.device())(src, dst);
   } else {
     CrossDeviceCopyFn xfer = cross_device_copy();
-    MINIDL_CHECK(xfer, "copy_: cannot copy from ", src.device(), " to ", device(),
+    MINIDL_CHECK(xfer, "copy_: cannot copy from ", src.device(), " to ", self.device(),
                  ": this build has no CUDA backend");
-    Tensor s = src.dtype() == dtype() ? src.contiguous() : src.to(dtype()).contiguous();
-    if (is_contiguous()) {
-      xfer(s, *this);
+    Tensor s = src.dtype() == self.dtype() ? native::contiguous(src)
+                                           : native::contiguous(native::to(src, self.dtype()));
+    if (self.is_contiguous()) {
+      xfer(s, dst);
     } else {
-      Tensor tmp = empty(shape(), dtype(), device());
+      Tensor tmp = empty(self.shape(), self.dtype(), self.device());
       xfer(s, tmp);
-      kernel<Op::copy>(device())(tmp, *this);
+      kernel<Op::copy>(self.device())(tmp, dst);
     }
   }
-  storage()->bump_version();
-  return *this;
+  self.storage()->bump_version();
+  return self;
 }
 
-Tensor Tensor::contiguous() const {
-  if (is_contiguous()) return *this;
-  return clone();
-}
-
-Tensor Tensor::clone() const {
-  Tensor out = empty(shape(), dtype(), device());
-  if (numel() > 0) kernel<Op::copy>(device())(*this, out);
-  if (autograd::any_requires_grad({this}))
-    autograd::record("CloneBackward", {*this}, {&out}, {},
-                     [](const auto& g, const auto&) { return std::vector<Tensor>{g[0]}; });
+Tensor clone(const Tensor& x) {
+  Tensor out = empty(x.shape(), x.dtype(), x.device());
+  if (x.numel() > 0) kernel<Op::copy>(x.device())(x, out);
   return out;
 }
 
-Tensor Tensor::to(DType dt) const {
-  if (dt == dtype()) return *this;
-  Tensor out = empty(shape(), dt, device());
-  if (numel() > 0) kernel<Op::copy>(device())(*this, out);
-  // integer/bool results never get history
-  if (is_floating(dt) && autograd::any_requires_grad({this}))
-    autograd::record(
-        "ToCopyBackward", {*this}, {&out}, {},
-        [src = dtype()](const auto& g, const auto&) { return std::vector<Tensor>{g[0].to(src)}; });
+// x itself when the dtype already matches.
+Tensor to(const Tensor& x, DType dt) {
+  if (dt == x.dtype()) return x;
+  Tensor out = empty(x.shape(), dt, x.device());
+  if (x.numel() > 0) kernel<Op::copy>(x.device())(x, out);
   return out;
 }
 
-Tensor Tensor::to(Device dev) const {
-  if (dev == device()) return *this;
-  Tensor out = empty(shape(), dtype(), dev);
-  {
-    NoGradGuard guard;
-    out.copy_(*this);
-  }
-  if (autograd::any_requires_grad({this}))
-    autograd::record(
-        "ToCopyBackward", {*this}, {&out}, {},
-        [src = device()](const auto& g, const auto&) { return std::vector<Tensor>{g[0].to(src)}; });
+// x itself when already on `dev`.
+Tensor to(const Tensor& x, Device dev) {
+  if (dev == x.device()) return x;
+  Tensor out = empty(x.shape(), x.dtype(), dev);
+  native::copy_(out, x);
   return out;
 }
 
-Tensor Tensor::to(Device dev, DType dt) const {
-  return to(dt).to(dev);
+Tensor to(const Tensor& x, Device dev, DType dt) {
+  return native::to(native::to(x, dt), dev);
 }
 
-Tensor& Tensor::fill_(Scalar value) {
-  autograd::check_inplace("fill_", *this);
-  if (numel() > 0) kernel<Op::fill>(device())(*this, value);
-  storage()->bump_version();
-  return *this;
+const Tensor& fill_(const Tensor& self, Scalar value) {
+  Tensor dst = self;  // a handle sharing self's TensorImpl
+  if (self.numel() > 0) kernel<Op::fill>(self.device())(dst, value);
+  self.storage()->bump_version();
+  return self;
 }
 
+}  // namespace native
+
+// ---- element access: records nothing (raw forms only)
 Scalar Tensor::item() const {
   MINIDL_CHECK(defined(), "item(): undefined tensor");
   MINIDL_CHECK(numel() == 1, "item(): a Tensor with ", numel(),
                " elements cannot be converted to Scalar (shape ", shape_str(), ")");
-  Tensor c = is_cpu() ? *this : to(kCPU);
+  Tensor c = is_cpu() ? *this : native::to(*this, kCPU);
   return dispatch_all(dtype(), "item", [&]<typename T>() -> Scalar {
     return Scalar(*static_cast<const T*>(c.data_ptr()));
   });
@@ -104,16 +92,14 @@ Scalar Tensor::item() const {
 double Tensor::at(const std::vector<int64_t>& index) const {
   MINIDL_CHECK(int64_t(index.size()) == dim(), "at(): got ", index.size(),
                " indices for a tensor of shape ", shape_str());
-  NoGradGuard guard;  // element access records nothing
   Tensor t = *this;
-  for (int64_t i : index) t = t.select(0, i);
+  for (int64_t i : index) t = native::select(t, 0, i);
   return t.item().to_double();
 }
 
 template <typename T>
 std::vector<T> Tensor::tolist() const {
-  NoGradGuard guard;
-  Tensor c = to(kCPU).to(dtype_of<T>()).contiguous();
+  Tensor c = native::contiguous(native::to(native::to(*this, kCPU), dtype_of<T>()));
   const T* p = static_cast<const T*>(c.data_ptr());
   return std::vector<T>(p, p + c.numel());
 }

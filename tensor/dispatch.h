@@ -103,7 +103,8 @@ using TopkKernel = void (*)(const Tensor& in, int64_t k, int64_t dim, bool large
                             Tensor& values, Tensor& indices);
 // Fills a contiguous `out` from the generator's Philox stream (see tensor/random.h).
 using RandomKernel = void (*)(Tensor& out, double a, double b, Generator& gen);
-// ---- GPT ops (tensor/ops_gpt.cpp).
+// ---- masking, scans, rounding division, multinomial (tensor/ops_mask.cpp, ops_scan.cpp,
+// ops_binary.cpp, random.cpp).
 // tril/triu: in any strides, out contiguous of in's shape and dtype (rank >= 2).
 using TriKernel = void (*)(const Tensor& in, Tensor& out, int64_t diagonal);
 // cumsum along dim: in any strides, out contiguous, one dtype (f16/bf16 accumulate in float,
@@ -234,5 +235,16 @@ CrossDeviceCopyFn cross_device_copy();  // nullptr without a CUDA backend
 void register_cpu_kernels();
 void register_cuda_kernels();  // no-op in CPU-only builds
 void ensure_kernels_registered();
+
+// The kernel families of each device, in tensor/kernel_families.def's order (CUDA: empty in a
+// CPU-only build), and the ops one family's registration function fills for `device` (it is
+// run again: registration is idempotent). For tests that check both devices mirror the list.
+struct KernelFamily {
+  std::string_view name;
+  void (*register_kernels)();
+};
+const std::vector<KernelFamily>& cpu_kernel_families();
+const std::vector<KernelFamily>& cuda_kernel_families();
+std::vector<Op> ops_registered_by(const KernelFamily& family, DeviceType device);
 
 }  // namespace minidl

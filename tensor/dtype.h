@@ -12,8 +12,16 @@
 
 namespace minidl {
 
-enum class DType : uint8_t { f32, f64, f16, bf16, i32, i64, u8, boolean };
-inline constexpr int kNumDTypes = 8;
+enum class DType : uint8_t {
+#define MINIDL_DTYPE(name, ...) name,
+#include "tensor/dtypes.def"
+#undef MINIDL_DTYPE
+};
+inline constexpr int kNumDTypes = 0
+#define MINIDL_DTYPE(...) +1
+#include "tensor/dtypes.def"
+#undef MINIDL_DTYPE
+    ;
 
 // PyTorch-style short aliases: minidl::kFloat32, ...
 inline constexpr DType kFloat32 = DType::f32, kFloat = DType::f32, kFloat64 = DType::f64,
@@ -24,18 +32,11 @@ inline constexpr DType kFloat32 = DType::f32, kFloat = DType::f32, kFloat64 = DT
 
 constexpr size_t itemsize(DType t) {
   switch (t) {
-    case DType::f64:
-    case DType::i64:
-      return 8;
-    case DType::f32:
-    case DType::i32:
-      return 4;
-    case DType::f16:
-    case DType::bf16:
-      return 2;
-    case DType::u8:
-    case DType::boolean:
-      return 1;
+#define MINIDL_DTYPE(name, T, size, ...) \
+  case DType::name:                      \
+    return size;
+#include "tensor/dtypes.def"
+#undef MINIDL_DTYPE
   }
   return 0;
 }
@@ -43,22 +44,33 @@ constexpr size_t itemsize(DType t) {
 // Name as PyTorch prints it ("float32", "int64", "bool", ...).
 constexpr std::string_view dtype_name(DType t) {
   switch (t) {
-    case DType::f32:
-      return "float32";
-    case DType::f64:
-      return "float64";
-    case DType::f16:
-      return "float16";
-    case DType::bf16:
-      return "bfloat16";
-    case DType::i32:
-      return "int32";
-    case DType::i64:
-      return "int64";
-    case DType::u8:
-      return "uint8";
-    case DType::boolean:
-      return "bool";
+#define MINIDL_DTYPE(name, T, size, torch_name, ...) \
+  case DType::name:                                  \
+    return torch_name;
+#include "tensor/dtypes.def"
+#undef MINIDL_DTYPE
+  }
+  return "?";
+}
+// Short name in collective descriptions ("f32", "i64", "bool").
+constexpr std::string_view dtype_short_name(DType t) {
+  switch (t) {
+#define MINIDL_DTYPE(name, T, size, torch_name, short_name, ...) \
+  case DType::name:                                              \
+    return short_name;
+#include "tensor/dtypes.def"
+#undef MINIDL_DTYPE
+  }
+  return "?";
+}
+// PyTorch's ScalarType name ("Float", "Long"), as its casting errors spell it.
+constexpr std::string_view dtype_torch_scalar_type(DType t) {
+  switch (t) {
+#define MINIDL_DTYPE(name, T, size, torch_name, short_name, scalar_type, ...) \
+  case DType::name:                                                           \
+    return scalar_type;
+#include "tensor/dtypes.def"
+#undef MINIDL_DTYPE
   }
   return "?";
 }
@@ -78,76 +90,22 @@ constexpr bool is_integral(DType t, bool include_bool = false) {
 // f16 with bf16 gives f32; u8 with i32 gives i32).
 DType promote_types(DType a, DType b);
 
-// The C++ type behind each dtype.
+// The C++ type behind each dtype, and the dtype of each C++ type.
 template <DType D>
 struct CppType;
-template <>
-struct CppType<DType::f32> {
-  using type = float;
-};
-template <>
-struct CppType<DType::f64> {
-  using type = double;
-};
-template <>
-struct CppType<DType::f16> {
-  using type = Half;
-};
-template <>
-struct CppType<DType::bf16> {
-  using type = BFloat16;
-};
-template <>
-struct CppType<DType::i32> {
-  using type = int32_t;
-};
-template <>
-struct CppType<DType::i64> {
-  using type = int64_t;
-};
-template <>
-struct CppType<DType::u8> {
-  using type = uint8_t;
-};
-template <>
-struct CppType<DType::boolean> {
-  using type = bool;
-};
-
 template <typename T>
 constexpr DType dtype_of();
-template <>
-constexpr DType dtype_of<float>() {
-  return DType::f32;
-}
-template <>
-constexpr DType dtype_of<double>() {
-  return DType::f64;
-}
-template <>
-constexpr DType dtype_of<Half>() {
-  return DType::f16;
-}
-template <>
-constexpr DType dtype_of<BFloat16>() {
-  return DType::bf16;
-}
-template <>
-constexpr DType dtype_of<int32_t>() {
-  return DType::i32;
-}
-template <>
-constexpr DType dtype_of<int64_t>() {
-  return DType::i64;
-}
-template <>
-constexpr DType dtype_of<uint8_t>() {
-  return DType::u8;
-}
-template <>
-constexpr DType dtype_of<bool>() {
-  return DType::boolean;
-}
+#define MINIDL_DTYPE(name, T, ...) \
+  template <>                      \
+  struct CppType<DType::name> {    \
+    using type = T;                \
+  };                               \
+  template <>                      \
+  constexpr DType dtype_of<T>() {  \
+    return DType::name;            \
+  }
+#include "tensor/dtypes.def"
+#undef MINIDL_DTYPE
 
 // Accumulation / compute type: f16 and bf16 compute in float, others in themselves.
 template <typename T>
@@ -203,22 +161,11 @@ void dispatch_bits(size_t itemsize, Fn&& fn) {
 template <typename Fn>
 decltype(auto) dispatch_all(DType t, std::string_view op, Fn&& fn) {
   switch (t) {
-    case DType::f32:
-      return fn.template operator()<float>();
-    case DType::f64:
-      return fn.template operator()<double>();
-    case DType::f16:
-      return fn.template operator()<Half>();
-    case DType::bf16:
-      return fn.template operator()<BFloat16>();
-    case DType::i32:
-      return fn.template operator()<int32_t>();
-    case DType::i64:
-      return fn.template operator()<int64_t>();
-    case DType::u8:
-      return fn.template operator()<uint8_t>();
-    case DType::boolean:
-      return fn.template operator()<bool>();
+#define MINIDL_DTYPE(name, T, ...) \
+  case DType::name:                \
+    return fn.template operator()<T>();
+#include "tensor/dtypes.def"
+#undef MINIDL_DTYPE
   }
   MINIDL_FAIL("op `", op, "`: unknown dtype");
 }
@@ -227,17 +174,14 @@ decltype(auto) dispatch_all(DType t, std::string_view op, Fn&& fn) {
 template <typename Fn>
 decltype(auto) dispatch_floating(DType t, std::string_view op, Fn&& fn) {
   switch (t) {
-    case DType::f32:
-      return fn.template operator()<float>();
-    case DType::f64:
-      return fn.template operator()<double>();
-    case DType::f16:
-      return fn.template operator()<Half>();
-    case DType::bf16:
-      return fn.template operator()<BFloat16>();
-    default:
-      MINIDL_FAIL("op `", op, "` needs a floating dtype, got ", t);
+#define MINIDL_DTYPE(name, T, ...)                                   \
+  case DType::name:                                                  \
+    if constexpr (is_float_v<T>) return fn.template operator()<T>(); \
+    break;
+#include "tensor/dtypes.def"
+#undef MINIDL_DTYPE
   }
+  MINIDL_FAIL("op `", op, "` needs a floating dtype, got ", t);
 }
 
 // Numeric dtypes (everything but bool).

@@ -8,7 +8,7 @@ namespace minidl {
 
 Tensor full(const Shape& shape, Scalar value, DType dtype, Device device) {
   Tensor t = empty(shape, dtype, device);
-  t.fill_(value);
+  native::fill_(t, value);
   return t;
 }
 Tensor zeros(const Shape& shape, DType dtype, Device device) {
@@ -57,17 +57,17 @@ Tensor linspace(double start, double end, int64_t steps, DType dtype, Device dev
   MINIDL_CHECK(steps >= 0, "linspace: number of steps must be non-negative, got ", steps);
   Tensor out = empty({steps}, dtype, device);
   if (steps == 0) return out;
-  if (steps == 1) return out.fill_(start);
+  if (steps == 1) return native::fill_(out, start);
   const double step = (end - start) / double(steps - 1);
   // PyTorch fills the first half from start and the second half from end (symmetric).
   const int64_t half = steps / 2;
-  Tensor lo = out.narrow(0, 0, half), hi = out.narrow(0, half, steps - half);
+  Tensor lo = native::narrow(out, 0, 0, half), hi = native::narrow(out, 0, half, steps - half);
   Tensor tmp_lo = empty({half}, kFloat64, device), tmp_hi = empty({steps - half}, kFloat64, device);
   if (half > 0) kernel<Op::arange>(device)(tmp_lo, start, step);
   kernel<Op::arange>(device)(tmp_hi, end - double(steps - 1 - half) * step, step);
-  lo.copy_(tmp_lo);
-  hi.copy_(tmp_hi);
-  out.narrow(0, steps - 1, 1).fill_(end);
+  native::copy_(lo, tmp_lo);
+  native::copy_(hi, tmp_hi);
+  native::fill_(native::narrow(out, 0, steps - 1, 1), end);
   return out;
 }
 
@@ -76,7 +76,7 @@ Tensor eye(int64_t n, std::optional<int64_t> m_opt, DType dtype, Device device) 
   MINIDL_CHECK(n >= 0 && m >= 0, "eye: n and m must be non-negative, got ", n, " and ", m);
   Tensor out = zeros({n, m}, dtype, device);
   const int64_t d = std::min(n, m);
-  if (d > 0) out.as_strided({d}, {m + 1}, 0).fill_(1);
+  if (d > 0) native::fill_(native::as_strided(out, {d}, {m + 1}, 0), 1);
   return out;
 }
 
@@ -111,7 +111,7 @@ template Tensor tensor<uint8_t>(const std::vector<uint8_t>&, std::optional<Shape
 template Tensor tensor<bool>(const std::vector<bool>&, std::optional<Shape>);
 
 Tensor tensor(std::initializer_list<double> values, DType dtype) {
-  return tensor(std::vector<double>(values)).to(dtype);
+  return native::to(tensor(std::vector<double>(values)), dtype);
 }
 
 }  // namespace minidl

@@ -1,6 +1,9 @@
-// The op frontends (torch.* equivalents): shape checks, type promotion, output allocation,
-// then dispatch to kernel[op][device]. Device agnostic. Implemented in tensor/ops_*.cpp.
+// The raw layer of the ops, namespace minidl::native (PyTorch's at::native): validation, type
+// promotion, output allocation and dispatch to kernel[op][device]; nothing here records autograd
+// history. The differentiable ops users call (minidl::add, ...) are autograd/ops.h. Factories,
+// random and promotion are shared by both layers.
 #pragma once
+#include <functional>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -55,6 +58,10 @@ Tensor bernoulli(const Shape& shape, double p, DType dtype = kFloat32, Device de
 Tensor& uniform_(Tensor& t, double low = 0, double high = 1, Generator* gen = nullptr);
 Tensor& normal_(Tensor& t, double mean = 0, double std = 1, Generator* gen = nullptr);
 Tensor randperm(int64_t n, Generator* gen = nullptr);  // CPU int64
+// Indices drawn from rows of non-negative weights (need not sum to 1): probs [C] -> [S] or
+// [B,C] -> [B,S], int64. Same draws on CPU and CUDA for one generator state (tensor/random.h).
+Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement = false,
+                   Generator* gen = nullptr);
 // Dropout mask scaled by 1/(1-p): x * mask. p in [0,1).
 Tensor dropout_mask(const Shape& shape, double p, DType dtype, Device device,
                     Generator* gen = nullptr);
@@ -63,6 +70,47 @@ Tensor dropout_mask(const Shape& shape, double p, DType dtype, Device device,
 DType result_type(const Tensor& a, const Tensor& b);  // PyTorch rules incl. 0-d tensors
 DType result_type(const Tensor& a, Scalar b);
 Shape broadcast_shapes(const Shape& a, const Shape& b, std::string_view op = "broadcast");
+
+// ---- result types and parameters shared by the raw and the differentiable ops
+// Helper: fills a Pool2dParams PyTorch-style (stride defaults to kernel size).
+Pool2dParams pool2d_params(int64_t kernel, std::optional<int64_t> stride = std::nullopt,
+                           int64_t padding = 0);
+struct LayerNormResult {
+  Tensor out, mean, rstd;
+};
+struct LayerNormGrads {
+  Tensor grad_x, grad_w, grad_b;
+};
+struct BatchNormResult {
+  Tensor out, save_mean, save_invstd;
+};
+struct BatchNormGrads {
+  Tensor grad_x, grad_w, grad_b;
+};
+enum class Reduction { none, mean, sum };
+struct CrossEntropyResult {
+  Tensor loss;  // reduced per `reduction`
+  Tensor lse;   // [N] saved for backward
+};
+struct SdpaForwardResult {
+  Tensor out;  // [..., L, Ev]
+  Tensor lse;  // [..., L] f32 (f64 for f64 inputs)
+};
+struct SdpaGrads {
+  Tensor grad_q, grad_k, grad_v;
+};
+
+// ---- shapes (tensor/view.cpp)
+// The shape flatten(start_dim, end_dim) gives (0-d: [1]); throws naming flatten on bad dims.
+Shape flatten_shape(const Shape& shape, int64_t start_dim, int64_t end_dim);
+
+// ---- threading (tensor/parallel.cpp)
+void set_num_threads(int n);  // OpenMP + Eigen threads
+int get_num_threads();
+
+// ---- the raw ops: the same names, signatures and results as the differentiable ops of
+// autograd/ops.h, without history (implemented in tensor/ops_<family>.cpp).
+namespace native {
 
 // ---- unary (tensor/ops_unary.cpp). Integer inputs of exp/log/... promote to f32.
 Tensor neg(const Tensor& x);
@@ -82,6 +130,8 @@ Tensor relu(const Tensor& x);
 // nothing else shares it: one activation-sized allocation less at inference.
 Tensor relu(Tensor&& x);
 Tensor gelu(const Tensor& x, std::string_view approximate = "none");  // "none" | "tanh"
+// gelu's derivative in one kernel: (grad, x) -> dx, grad cast to x's dtype and broadcast.
+Tensor gelu_backward(const Tensor& grad, const Tensor& x, std::string_view approximate);
 Tensor silu(const Tensor& x);
 Tensor erf(const Tensor& x);
 Tensor logical_not(const Tensor& x);
@@ -121,6 +171,13 @@ Tensor le(const Tensor& a, Scalar b);
 Tensor gt(const Tensor& a, Scalar b);
 Tensor ge(const Tensor& a, Scalar b);
 Tensor where(const Tensor& cond, const Tensor& a, Scalar b);
+// rounding_mode: nullopt (true division), "trunc" or "floor". Rounded modes keep integer
+// dtypes (integer division by zero throws ZeroDivisionError, as torch on the CPU) and have a
+// zero gradient.
+Tensor div(const Tensor& a, const Tensor& b, std::optional<std::string_view> rounding_mode);
+Tensor div(const Tensor& a, Scalar b, std::optional<std::string_view> rounding_mode);
+Tensor floor_divide(const Tensor& a, const Tensor& b);  // div(a, b, "floor")
+Tensor floor_divide(const Tensor& a, Scalar b);
 // In place (self is the output; the result dtype must cast to self's dtype).
 Tensor& add_(Tensor& self, const Tensor& b, Scalar alpha = 1);
 Tensor& sub_(Tensor& self, const Tensor& b, Scalar alpha = 1);
@@ -177,43 +234,23 @@ Tensor max_pool2d_backward(const Tensor& grad_out, const Tensor& indices, const 
                            const Pool2dParams& p);
 Tensor avg_pool2d(const Tensor& x, const Pool2dParams& p);
 Tensor avg_pool2d_backward(const Tensor& grad_out, const Shape& x_shape, const Pool2dParams& p);
-// Helper: fills a Pool2dParams PyTorch-style (stride defaults to kernel size).
-Pool2dParams pool2d_params(int64_t kernel, std::optional<int64_t> stride = std::nullopt,
-                           int64_t padding = 0);
 
 // ---- normalisation (tensor/ops_norm.cpp)
-struct LayerNormResult {
-  Tensor out, mean, rstd;
-};
 LayerNormResult layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& w = {},
                            const Tensor& b = {}, double eps = 1e-5);
-struct LayerNormGrads {
-  Tensor grad_x, grad_w, grad_b;
-};
 LayerNormGrads layer_norm_backward(const Tensor& grad_out, const Tensor& x,
                                    const Shape& normalized_shape, const Tensor& mean,
                                    const Tensor& rstd, const Tensor& w, bool need_grad_w_b);
-struct BatchNormResult {
-  Tensor out, save_mean, save_invstd;
-};
 // running_mean/var may be undefined (then train-mode stats are always used).
 BatchNormResult batch_norm(const Tensor& x, const Tensor& w, const Tensor& b, Tensor running_mean,
                            Tensor running_var, bool training, double momentum = 0.1,
                            double eps = 1e-5);
-struct BatchNormGrads {
-  Tensor grad_x, grad_w, grad_b;
-};
 BatchNormGrads batch_norm_backward(const Tensor& grad_out, const Tensor& x, const Tensor& w,
                                    const Tensor& running_mean, const Tensor& running_var,
                                    const Tensor& save_mean, const Tensor& save_invstd,
                                    bool training, double eps = 1e-5);
 
 // ---- losses (tensor/ops_loss.cpp)
-enum class Reduction { none, mean, sum };
-struct CrossEntropyResult {
-  Tensor loss;  // reduced per `reduction`
-  Tensor lse;   // [N] saved for backward
-};
 // logits:[N,C] or [N,C,d1..]; target int64 [N] or [N,d1..], or floating class probabilities
 // of the logits' shape (composite, gradients to logits and target; lse left undefined)
 CrossEntropyResult cross_entropy_forward(const Tensor& logits, const Tensor& target,
@@ -240,27 +277,23 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
                                     const Tensor& attn_mask = {}, double dropout_p = 0.0,
                                     bool is_causal = false, std::optional<double> scale = {},
                                     Generator* gen = nullptr);
-// The same from differentiable primitives (matmul, softmax, where): the reference the fused op
-// is tested against (fully masked rows give NaN here, as in torch).
-Tensor scaled_dot_product_attention_math(const Tensor& q, const Tensor& k, const Tensor& v,
-                                         const Tensor& attn_mask = {}, double dropout_p = 0.0,
-                                         bool is_causal = false, std::optional<double> scale = {},
-                                         Generator* gen = nullptr);
-struct SdpaForwardResult {
-  Tensor out;  // [..., L, Ev]
-  Tensor lse;  // [..., L] f32 (f64 for f64 inputs)
-};
 // The fused kernels without autograd (q, k, v already broadcast to one batch shape).
 SdpaForwardResult scaled_dot_product_attention_forward(const Tensor& q, const Tensor& k,
                                                        const Tensor& v, const SdpaParams& p);
-struct SdpaGrads {
-  Tensor grad_q, grad_k, grad_v;
-};
 SdpaGrads scaled_dot_product_attention_backward(const Tensor& grad_out, const Tensor& q,
                                                 const Tensor& k, const Tensor& v, const Tensor& out,
                                                 const Tensor& lse, const SdpaParams& p);
+// The fused op's input checks (its error messages; also run by the composite path), and its
+// kernel parameters: scale, causal, mask, and the dropout stream reserved from gen when
+// dropout_p > 0 (after the checks); nullopt where the fused kernels do not apply (CUDA, head
+// dims > 128: the composite path instead).
+void check_scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                        const Tensor& attn_mask, double dropout_p);
+std::optional<SdpaParams> scaled_dot_product_attention_params(
+    const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask, double dropout_p,
+    bool is_causal, std::optional<double> scale, Generator* gen);
 
-// ---- indexing and joining (tensor/ops_index.cpp)
+// ---- indexing (tensor/ops_index.cpp)
 Tensor embedding(const Tensor& weight, const Tensor& indices);  // -> [*indices, D]
 Tensor embedding_backward(const Tensor& grad_out, const Tensor& indices, int64_t num_weights,
                           int64_t padding_idx = -1);
@@ -271,13 +304,15 @@ Tensor& scatter_add_(Tensor& self, int64_t dim, const Tensor& index, const Tenso
 Tensor one_hot(const Tensor& indices, int64_t num_classes = -1);  // int64
 std::pair<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim = -1, bool largest = true,
                                bool sorted = true);
+
+// ---- joining and splitting (tensor/ops_join.cpp)
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
 std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0);
 std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim = 0);
 std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);
 
-// ---- GPT ops (tensor/ops_gpt.cpp); torch names and semantics
+// ---- masking (tensor/ops_mask.cpp)
 // x:[..., R, C]: keeps elements with j - i <= diagonal (tril) / >= diagonal (triu), zeros the
 // rest; batched over the leading dims. The gradient is masked the same way.
 Tensor tril(const Tensor& x, int64_t diagonal = 0);
@@ -287,95 +322,42 @@ Tensor triu(const Tensor& x, int64_t diagonal = 0);
 Tensor masked_fill(const Tensor& x, const Tensor& mask, Scalar value);
 Tensor masked_fill(const Tensor& x, const Tensor& mask, const Tensor& value);
 Tensor& masked_fill_(Tensor& self, const Tensor& mask, Scalar value);
+
+// ---- scans (tensor/ops_scan.cpp)
 // Running sum along dim; bool/integer inputs give int64 unless dtype is given.
 Tensor cumsum(const Tensor& x, int64_t dim, std::optional<DType> dtype = std::nullopt);
-// Indices drawn from rows of non-negative weights (need not sum to 1): probs [C] -> [S] or
-// [B,C] -> [B,S], int64. Same draws on CPU and CUDA for one generator state (tensor/random.h).
-Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement = false,
-                   Generator* gen = nullptr);
-// rounding_mode: nullopt (true division), "trunc" or "floor". Rounded modes keep integer
-// dtypes (integer division by zero throws ZeroDivisionError, as torch on the CPU) and have a
-// zero gradient.
-Tensor div(const Tensor& a, const Tensor& b, std::optional<std::string_view> rounding_mode);
-Tensor div(const Tensor& a, Scalar b, std::optional<std::string_view> rounding_mode);
-Tensor floor_divide(const Tensor& a, const Tensor& b);  // div(a, b, "floor")
-Tensor floor_divide(const Tensor& a, Scalar b);
+// cumsum's gradient: the reverse running sum of grad_out along dim (0-d: grad_out itself).
+Tensor cumsum_backward(const Tensor& grad_out, int64_t dim);
 
-// ---- operators
-inline Tensor operator+(const Tensor& a, const Tensor& b) {
-  return add(a, b);
-}
-inline Tensor operator-(const Tensor& a, const Tensor& b) {
-  return sub(a, b);
-}
-inline Tensor operator*(const Tensor& a, const Tensor& b) {
-  return mul(a, b);
-}
-inline Tensor operator/(const Tensor& a, const Tensor& b) {
-  return div(a, b);
-}
-inline Tensor operator-(const Tensor& a) {
-  return neg(a);
-}
-inline Tensor operator+(const Tensor& a, Scalar b) {
-  return add(a, b);
-}
-inline Tensor operator-(const Tensor& a, Scalar b) {
-  return sub(a, b);
-}
-inline Tensor operator*(const Tensor& a, Scalar b) {
-  return mul(a, b);
-}
-inline Tensor operator/(const Tensor& a, Scalar b) {
-  return div(a, b);
-}
-inline Tensor operator+(Scalar a, const Tensor& b) {
-  return add(b, a);
-}
-inline Tensor operator*(Scalar a, const Tensor& b) {
-  return mul(b, a);
-}
-Tensor operator-(Scalar a, const Tensor& b);
-Tensor operator/(Scalar a, const Tensor& b);
-inline Tensor operator==(const Tensor& a, const Tensor& b) {
-  return eq(a, b);
-}
-inline Tensor operator!=(const Tensor& a, const Tensor& b) {
-  return ne(a, b);
-}
-inline Tensor operator<(const Tensor& a, const Tensor& b) {
-  return lt(a, b);
-}
-inline Tensor operator<=(const Tensor& a, const Tensor& b) {
-  return le(a, b);
-}
-inline Tensor operator>(const Tensor& a, const Tensor& b) {
-  return gt(a, b);
-}
-inline Tensor operator>=(const Tensor& a, const Tensor& b) {
-  return ge(a, b);
-}
-inline Tensor& operator+=(Tensor& a, const Tensor& b) {
-  return add_(a, b);
-}
-inline Tensor& operator-=(Tensor& a, const Tensor& b) {
-  return sub_(a, b);
-}
-inline Tensor& operator*=(Tensor& a, const Tensor& b) {
-  return mul_(a, b);
-}
-inline Tensor& operator/=(Tensor& a, const Tensor& b) {
-  return div_(a, b);
-}
-inline Tensor& operator+=(Tensor& a, Scalar b) {
-  return add_(a, b);
-}
-inline Tensor& operator*=(Tensor& a, Scalar b) {
-  return mul_(a, b);
-}
+// ---- the Tensor methods' raw forms (tensor/view.cpp, tensor/copy.cpp): what the methods of the
+// same name compute, without history. Code under tensor/ calls these, never the methods.
+Tensor view(const Tensor& x, const Shape& shape);
+Tensor reshape(const Tensor& x, const Shape& shape);
+// reshape's view case: x viewed with `shape` when its strides allow one, else undefined (the
+// caller copies; the shape is validated either way).
+Tensor reshape_view(const Tensor& x, const Shape& shape);
+Tensor permute(const Tensor& x, const DimList& dims);
+Tensor transpose(const Tensor& x, int64_t d0, int64_t d1);
+Tensor t(const Tensor& x);
+Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length);
+Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t step = 1);
+Tensor select(const Tensor& x, int64_t dim, int64_t index);
+Tensor expand(const Tensor& x, const Shape& shape);
+Tensor squeeze(const Tensor& x);
+Tensor squeeze(const Tensor& x, int64_t dim);
+Tensor unsqueeze(const Tensor& x, int64_t dim);
+Tensor flatten(const Tensor& x, int64_t start_dim = 0, int64_t end_dim = -1);
+Tensor unflatten(const Tensor& x, int64_t dim, const Shape& sizes);
+Tensor as_strided(const Tensor& x, const Shape& shape, const Strides& strides, int64_t offset);
+Tensor contiguous(const Tensor& x);
+Tensor clone(const Tensor& x);
+Tensor to(const Tensor& x, DType dtype);
+Tensor to(const Tensor& x, Device device);
+Tensor to(const Tensor& x, Device device, DType dtype);
+// self is a handle: writing through a const one is fine (temporaries such as views too).
+const Tensor& copy_(const Tensor& self, const Tensor& src);
+const Tensor& fill_(const Tensor& self, Scalar value);
 
-// ---- threading (tensor/parallel.cpp)
-void set_num_threads(int n);  // OpenMP + Eigen threads
-int get_num_threads();
+}  // namespace native
 
 }  // namespace minidl

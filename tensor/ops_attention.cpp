@@ -1,14 +1,13 @@
-// scaled_dot_product_attention frontends (torch.nn.functional's, PyTorch 2.x semantics): checks,
+// scaled_dot_product_attention, raw layer (torch.nn.functional's, PyTorch 2.x semantics): checks,
 // broadcasting of the batch dims, mask and dropout-stream preparation, dispatch to the fused
-// kernels, one autograd node; plus the composite (matmul/softmax) reference path.
+// kernels, and the composite fallback where they do not apply. No history here.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
-#include "autograd/function.h"
-#include "tensor/autocast.h"
 #include "tensor/ops.h"
 
-namespace minidl {
+namespace minidl::native {
 namespace {
 
 constexpr std::string_view kOp = "scaled_dot_product_attention";
@@ -62,7 +61,7 @@ Tensor flat3(const Tensor& t, const SdpaShapes& s) {
   Shape full = s.batch;
   full.push_back(t.size(-2));
   full.push_back(t.size(-1));
-  return t.expand(full).contiguous().reshape({s.BH, t.size(-2), t.size(-1)});
+  return reshape(contiguous(expand(t, full)), {s.BH, t.size(-2), t.size(-1)});
 }
 
 DType acc_dtype(DType dt) {
@@ -74,11 +73,11 @@ DType acc_dtype(DType dt) {
 SdpaParams prepare(const SdpaParams& in, const SdpaShapes& s, DType dt, Device dev) {
   SdpaParams p = in;
   if (!p.mask.defined()) return p;
-  Tensor m = p.mask.dtype() == kBool ? p.mask : p.mask.to(acc_dtype(dt));
+  Tensor m = p.mask.dtype() == kBool ? p.mask : to(p.mask, acc_dtype(dt));
   Shape full = s.batch;
   full.push_back(s.L);
   full.push_back(s.S);
-  m = m.expand(full);
+  m = expand(m, full);
   const int64_t nb = int64_t(s.batch.size());
   std::vector<int64_t> offs(size_t(s.BH));
   for (int64_t bh = 0; bh < s.BH; ++bh) {
@@ -91,7 +90,7 @@ SdpaParams prepare(const SdpaParams& in, const SdpaShapes& s, DType dt, Device d
     offs[size_t(bh)] = off;
   }
   p.mask = m;
-  p.mask_offsets = tensor(offs, Shape{s.BH}).to(dev);
+  p.mask_offsets = to(tensor(offs, Shape{s.BH}), dev);
   p.mask_stride_l = m.strides()[size_t(nb)];
   p.mask_stride_s = m.strides()[size_t(nb + 1)];
   return p;
@@ -104,12 +103,57 @@ Shape with_last2(const Shape& batch, int64_t a, int64_t b) {
   return r;
 }
 
+// The composite path (matmul, softmax, where) from raw ops: what the differentiable
+// scaled_dot_product_attention_math computes, for the inputs the fused kernels do not take.
+Tensor sdpa_math(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask,
+                 double dropout_p, bool is_causal, std::optional<double> scale, Generator* gen) {
+  const SdpaShapes s = check_inputs(q, k, v, attn_mask, dropout_p);
+  const double sc = scale ? *scale : 1.0 / std::sqrt(double(s.E));
+  const Scalar ninf(-std::numeric_limits<double>::infinity());
+  Tensor scores = matmul(mul(q, sc), transpose(k, -2, -1));  // [..., L, S]
+  if (is_causal) {
+    Tensor i = unsqueeze(arange(s.L, kInt64, q.device()), 1);
+    Tensor j = unsqueeze(arange(s.S, kInt64, q.device()), 0);
+    scores = where(le(j, i), scores, ninf);
+  }
+  if (attn_mask.defined())
+    scores = attn_mask.dtype() == kBool ? where(attn_mask, scores, ninf)
+                                        : add(scores, to(attn_mask, scores.dtype()));
+  Tensor w = softmax(scores, -1);
+  if (dropout_p > 0.0) w = mul(w, dropout_mask(w.shape(), dropout_p, w.dtype(), w.device(), gen));
+  return matmul(w, v);
+}
+
 }  // namespace
+
+void check_scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                        const Tensor& attn_mask, double dropout_p) {
+  check_inputs(q, k, v, attn_mask, dropout_p);
+}
+
+std::optional<SdpaParams> scaled_dot_product_attention_params(
+    const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask, double dropout_p,
+    bool is_causal, std::optional<double> scale, Generator* gen) {
+  const SdpaShapes s = check_inputs(q, k, v, attn_mask, dropout_p);
+  if (q.device().type == DeviceType::cuda && std::max(s.E, s.Ev) > 128)  // beyond the kernel
+    return std::nullopt;
+  SdpaParams p;
+  p.scale = scale ? *scale : 1.0 / std::sqrt(double(s.E));
+  p.is_causal = is_causal;
+  p.dropout_p = dropout_p;
+  p.mask = attn_mask;
+  if (dropout_p > 0.0) {
+    Generator& g = gen ? *gen : default_generator();
+    const PhiloxStream st = g.reserve(PhiloxStream::blocks32(uint64_t(s.BH * s.L * s.S)));
+    p.seed = st.seed;
+    p.offset = st.offset;
+  }
+  return p;
+}
 
 SdpaForwardResult scaled_dot_product_attention_forward(const Tensor& q, const Tensor& k,
                                                        const Tensor& v, const SdpaParams& p0) {
   const SdpaShapes s = check_inputs(q, k, v, p0.mask, p0.dropout_p);
-  NoGradGuard no_grad;
   const SdpaParams p = prepare(p0, s, q.dtype(), q.device());
   Tensor out = empty({s.BH, s.L, s.Ev}, q.dtype(), q.device());
   Tensor lse = empty({s.BH, s.L}, acc_dtype(q.dtype()), q.device());
@@ -118,7 +162,7 @@ SdpaForwardResult scaled_dot_product_attention_forward(const Tensor& q, const Te
                                                          lse, p);
   Shape lshape = s.batch;
   lshape.push_back(s.L);
-  return {out.reshape(with_last2(s.batch, s.L, s.Ev)), lse.reshape(lshape)};
+  return {reshape(out, with_last2(s.batch, s.L, s.Ev)), reshape(lse, lshape)};
 }
 
 SdpaGrads scaled_dot_product_attention_backward(const Tensor& grad_out, const Tensor& q,
@@ -132,12 +176,11 @@ SdpaGrads scaled_dot_product_attention_backward(const Tensor& grad_out, const Te
   MINIDL_CHECK(lse.numel() == s.BH * s.L, "op `", kOp, "_backward`: expected lse with ", s.BH * s.L,
                " elements, got ", lse.shape_str());
   check_same_device(kOp, q, grad_out);
-  NoGradGuard no_grad;
   const SdpaParams p = prepare(p0, s, q.dtype(), q.device());
   const Tensor qf = flat3(q, s), kf = flat3(k, s), vf = flat3(v, s);
-  Tensor g = grad_out.to(q.dtype()).contiguous().reshape({s.BH, s.L, s.Ev});
-  Tensor o = out.to(q.dtype()).contiguous().reshape({s.BH, s.L, s.Ev});
-  Tensor l = lse.to(acc_dtype(q.dtype())).contiguous().reshape({s.BH, s.L});
+  Tensor g = reshape(contiguous(to(grad_out, q.dtype())), {s.BH, s.L, s.Ev});
+  Tensor o = reshape(contiguous(to(out, q.dtype())), {s.BH, s.L, s.Ev});
+  Tensor l = reshape(contiguous(to(lse, acc_dtype(q.dtype()))), {s.BH, s.L});
   Tensor gq = empty(qf.shape(), q.dtype(), q.device());
   Tensor gk = empty(kf.shape(), q.dtype(), q.device());
   Tensor gv = empty(vf.shape(), q.dtype(), q.device());
@@ -145,7 +188,7 @@ SdpaGrads scaled_dot_product_attention_backward(const Tensor& grad_out, const Te
     kernel<Op::scaled_dot_product_attention_backward>(q.device())(g, qf, kf, vf, o, l, gq, gk, gv,
                                                                   p);
   auto back = [&](const Tensor& gr, const Tensor& x) {
-    return sum_to_shape(gr.reshape(with_last2(s.batch, x.size(-2), x.size(-1))), x.shape());
+    return sum_to_shape(reshape(gr, with_last2(s.batch, x.size(-2), x.size(-1))), x.shape());
   };
   return {back(gq, q), back(gk, k), back(gv, v)};
 }
@@ -153,57 +196,10 @@ SdpaGrads scaled_dot_product_attention_backward(const Tensor& grad_out, const Te
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const Tensor& attn_mask, double dropout_p, bool is_causal,
                                     std::optional<double> scale, Generator* gen) {
-  if (auto ac = amp::autocast_inputs<amp::AutocastOp::scaled_dot_product_attention>(q, k, v))
-    return scaled_dot_product_attention(ac[0], ac[1], ac[2], attn_mask, dropout_p, is_causal, scale,
-                                        gen);
-  if (attn_mask.defined() && attn_mask.requires_grad() && GradMode::is_enabled())
-    return scaled_dot_product_attention_math(q, k, v, attn_mask, dropout_p, is_causal, scale, gen);
-  const SdpaShapes s = check_inputs(q, k, v, attn_mask, dropout_p);
-  if (q.device().type == DeviceType::cuda && std::max(s.E, s.Ev) > 128)  // beyond the kernel
-    return scaled_dot_product_attention_math(q, k, v, attn_mask, dropout_p, is_causal, scale, gen);
-  SdpaParams p;
-  p.scale = scale ? *scale : 1.0 / std::sqrt(double(s.E));
-  p.is_causal = is_causal;
-  p.dropout_p = dropout_p;
-  p.mask = attn_mask;
-  if (dropout_p > 0.0) {
-    Generator& g = gen ? *gen : default_generator();
-    const PhiloxStream st = g.reserve(PhiloxStream::blocks32(uint64_t(s.BH * s.L * s.S)));
-    p.seed = st.seed;
-    p.offset = st.offset;
-  }
-  SdpaForwardResult r = scaled_dot_product_attention_forward(q, k, v, p);
-  autograd::record(
-      "ScaledDotProductFlashAttentionBackward", {q, k, v}, {&r.out}, {q, k, v, r.out, r.lse},
-      [p](const std::vector<Tensor>& g, const std::vector<Tensor>& sv) {
-        SdpaGrads gr =
-            scaled_dot_product_attention_backward(g[0], sv[0], sv[1], sv[2], sv[3], sv[4], p);
-        return std::vector<Tensor>{gr.grad_q, gr.grad_k, gr.grad_v};
-      });
-  return r.out;
+  const std::optional<SdpaParams> p =
+      scaled_dot_product_attention_params(q, k, v, attn_mask, dropout_p, is_causal, scale, gen);
+  if (!p) return sdpa_math(q, k, v, attn_mask, dropout_p, is_causal, scale, gen);
+  return scaled_dot_product_attention_forward(q, k, v, *p).out;
 }
 
-Tensor scaled_dot_product_attention_math(const Tensor& q, const Tensor& k, const Tensor& v,
-                                         const Tensor& attn_mask, double dropout_p, bool is_causal,
-                                         std::optional<double> scale, Generator* gen) {
-  if (auto ac = amp::autocast_inputs<amp::AutocastOp::scaled_dot_product_attention>(q, k, v))
-    return scaled_dot_product_attention_math(ac[0], ac[1], ac[2], attn_mask, dropout_p, is_causal,
-                                             scale, gen);
-  const SdpaShapes s = check_inputs(q, k, v, attn_mask, dropout_p);
-  const double sc = scale ? *scale : 1.0 / std::sqrt(double(s.E));
-  const Scalar ninf(-std::numeric_limits<double>::infinity());
-  Tensor scores = matmul(q * sc, k.transpose(-2, -1));  // [..., L, S]
-  if (is_causal) {
-    Tensor i = arange(s.L, kInt64, q.device()).unsqueeze(1);
-    Tensor j = arange(s.S, kInt64, q.device()).unsqueeze(0);
-    scores = where(le(j, i), scores, ninf);
-  }
-  if (attn_mask.defined())
-    scores = attn_mask.dtype() == kBool ? where(attn_mask, scores, ninf)
-                                        : scores + attn_mask.to(scores.dtype());
-  Tensor w = softmax(scores, -1);
-  if (dropout_p > 0.0) w = w * dropout_mask(w.shape(), dropout_p, w.dtype(), w.device(), gen);
-  return matmul(w, v);
-}
-
-}  // namespace minidl
+}  // namespace minidl::native

@@ -1,41 +1,22 @@
-// Binary op frontends with broadcasting and PyTorch type promotion (add, div, pow, comparisons,
-// where, ...), their Scalar overloads and in-place forms, plus equal/allclose. Inputs are cast to
-// the common dtype and expanded to the output shape before the kernel runs. Differentiable ops
-// record one autograd node whose gradients are un-broadcast with sum_to_shape.
+// The raw binary ops with broadcasting and PyTorch type promotion (add, div, pow, comparisons,
+// where, ...), their Scalar overloads and in-place forms, plus equal/allclose: inputs are cast
+// to the common dtype and expanded to the output shape before the kernel runs. No history here.
 #include <algorithm>
 #include <limits>
 #include <utility>
 
-#include "autograd/function.h"
-#include "tensor/autocast.h"
 #include "tensor/cpu/kernels.h"
 #include "tensor/ops.h"
 
 namespace minidl {
-namespace {
 
-// PyTorch's ScalarType names, used in its casting error messages.
-std::string_view torch_type_name(DType t) {
-  switch (t) {
-    case DType::f32:
-      return "Float";
-    case DType::f64:
-      return "Double";
-    case DType::f16:
-      return "Half";
-    case DType::bf16:
-      return "BFloat16";
-    case DType::i32:
-      return "Int";
-    case DType::i64:
-      return "Long";
-    case DType::u8:
-      return "Byte";
-    case DType::boolean:
-      return "Bool";
-  }
-  return "?";
+// ---- device checks (declared in tensor/ops.h, used by every frontend file)
+void check_same_device(std::string_view op, Device a, Device b) {
+  MINIDL_CHECK(a == b, "op `", op, "`: expected all tensors on one device, got ", a, " and ", b);
 }
+
+namespace native {
+namespace {
 
 // PyTorch's canCast: no float -> integral, no non-bool -> bool.
 bool can_cast(DType from, DType to) {
@@ -52,8 +33,14 @@ void check_pair(const Tensor& a, const Tensor& b, std::string_view op) {
 // A 0-d tensor holding `s` as dtype `dt`.
 Tensor wrap_scalar(Scalar s, DType dt, Device device) {
   Tensor t = empty({}, dt, device);
-  t.fill_(s);
+  fill_(t, s);
   return t;
+}
+
+// The scalar operand of `op` as a 0-d tensor of the promoted dtype.
+Tensor wrap_for(const Tensor& a, Scalar s, std::string_view op) {
+  MINIDL_CHECK(a.defined(), "op `", op, "`: undefined input tensor");
+  return wrap_scalar(s, result_type(a, s), a.device());
 }
 
 // Broadcast output shape plus both inputs cast to `dt` and expanded to it.
@@ -64,16 +51,30 @@ struct Operands {
 Operands prepare(const Tensor& a, const Tensor& b, DType dt, std::string_view op) {
   check_pair(a, b, op);
   Shape shape = broadcast_shapes(a.shape(), b.shape(), op);
-  return {a.to(dt).expand(shape), b.to(dt).expand(shape), shape};
+  return {expand(to(a, dt), shape), expand(to(b, dt), shape), shape};
 }
 
 // out = kernel(a, b) computed in dtype `dt`, stored as `out_dt`.
 template <Op op>
 Tensor run_binary(const Tensor& a, const Tensor& b, DType dt, DType out_dt, std::string_view name) {
-  NoGradGuard guard;  // the casts/expands are internal: the caller records one node
   Operands o = prepare(a, b, dt, name);
   Tensor out = empty(o.shape, out_dt, a.device());
   if (out.numel() > 0) kernel<op>(a.device())(o.a, o.b, out);
+  return out;
+}
+
+// Rounded division a / b in dtype dt (a and b already promoted), broadcast.
+template <Op op>
+Tensor div_rounded(const Tensor& a, const Tensor& b, DType dt) {
+  Shape shape = broadcast_shapes(a.shape(), b.shape(), "div");
+  Tensor ea = expand(to(a, dt), shape), eb = expand(to(b, dt), shape);
+  if (is_integral(dt) && eb.numel() > 0)
+    MINIDL_CHECK(sum(eq(eb, Scalar(0))).item<int64_t>() == 0,
+                 "ZeroDivisionError: op `div` with rounding_mode: integer division by zero "
+                 "(dtype ",
+                 dt, ")");
+  Tensor out = empty(shape, dt, a.device());
+  if (out.numel() > 0) kernel<op>(a.device())(ea, eb, out);
   return out;
 }
 
@@ -100,11 +101,12 @@ bool is_one(Scalar s) {
 }
 
 // In-place: result dtype castable to self, broadcast shape equal to self's, no self-overlap.
-void check_inplace_result(const Tensor& self, const Tensor& b, DType result, std::string_view op) {
+void validate_inplace_result(const Tensor& self, const Tensor& b, DType result,
+                             std::string_view op) {
   check_pair(self, b, op);
   MINIDL_CHECK(can_cast(result, self.dtype()), "op `", op, "`: result type ",
-               torch_type_name(result), " can't be cast to the desired output type ",
-               torch_type_name(self.dtype()));
+               dtype_torch_scalar_type(result), " can't be cast to the desired output type ",
+               dtype_torch_scalar_type(self.dtype()));
   Shape shape = broadcast_shapes(self.shape(), b.shape(), op);
   MINIDL_CHECK(shape == self.shape(), "op `", op, "`: output with shape ", self.shape_str(),
                " doesn't match the broadcast shape ", shape_str(shape));
@@ -120,48 +122,21 @@ void check_inplace_result(const Tensor& self, const Tensor& b, DType result, std
 template <Op op, typename F>
 Tensor& inplace(Tensor& self, const Tensor& b, std::string_view name, F out_of_place) {
   const DType dt = result_type(self, b);
-  check_inplace_result(self, b, dt, name);
+  validate_inplace_result(self, b, dt, name);
   if (dt != self.dtype()) {
-    self.copy_(out_of_place());
+    copy_(self, out_of_place());
     return self;
   }
-  Tensor other = b.to(dt);
+  Tensor other = to(b, dt);
   const bool same_view =
       other.is_same(self) || (other.storage_offset() == self.storage_offset() &&
                               other.strides() == self.strides() && other.shape() == self.shape());
-  if (other.shares_storage(self) && !same_view) other = other.clone();  // may overlap self
-  other = other.expand(self.shape());
+  if (other.shares_storage(self) && !same_view) other = clone(other);  // may overlap self
+  other = expand(other, self.shape());
   if (self.numel() > 0) kernel<op>(self.device())(self, other, self);
   self.storage()->bump_version();
   return self;
 }
-
-using Saved = std::vector<Tensor>;
-
-// An input's gradient: the output-shaped `g` summed to the input's shape, in the input's dtype.
-Tensor reduce_grad(const Tensor& g, const Shape& shape, DType dt) {
-  Tensor r = sum_to_shape(g, shape);
-  return r.dtype() == dt || !is_floating(dt) ? r : r.to(dt);
-}
-
-// Attaches a two-input node to `out`. fn(g, saved, need_a, need_b) returns (da, db) with the
-// output's shape (undefined where not needed); they are un-broadcast to each input.
-template <typename F>
-Tensor with_grad2(Tensor out, const char* name, const Tensor& a, const Tensor& b,
-                  const Saved& saved, F fn) {
-  const bool na = a.requires_grad(), nb = b.requires_grad();
-  if (!GradMode::is_enabled() || !(na || nb)) return out;
-  autograd::record(name, {a, b}, {&out}, saved,
-                   [fn, na, nb, sa = a.shape(), sb = b.shape(), da = a.dtype(), db = b.dtype()](
-                       const auto& g, const auto& s) {
-                     auto [ga, gb] = fn(g[0], s, na, nb);
-                     return std::vector<Tensor>{na ? reduce_grad(ga, sa, da) : Tensor(),
-                                                nb ? reduce_grad(gb, sb, db) : Tensor()};
-                   });
-  return out;
-}
-
-using GradPair = std::pair<Tensor, Tensor>;
 
 // a + alpha*b for alpha != 1.
 Tensor add_scaled(const Tensor& a, const Tensor& b, Scalar alpha) {
@@ -179,33 +154,16 @@ Tensor add_scaled(const Tensor& a, const Tensor& b, Scalar alpha) {
     if (out.numel() > 0) cpu::add_scaled_reduced(o.a, o.b, float(alpha.to_double()), out);
     return out;
   }
-  Tensor scaled = mul(b.to(ct), wrap_scalar(alpha, ct, b.device()));
-  return arith<Op::add>(a.to(ct), scaled, "add").to(dt);
+  Tensor scaled = mul(to(b, ct), wrap_scalar(alpha, ct, b.device()));
+  return to(arith<Op::add>(to(a, ct), scaled, "add"), dt);
 }
 
 }  // namespace
 
-// ---- device checks (declared in tensor/ops.h, used by every frontend file)
-void check_same_device(std::string_view op, Device a, Device b) {
-  MINIDL_CHECK(a == b, "op `", op, "`: expected all tensors on one device, got ", a, " and ", b);
-}
-
 // ---- tensor-tensor
-// da = g, db = alpha g
 Tensor add(const Tensor& a, const Tensor& b, Scalar alpha) {
   check_pair(a, b, "add");
-  Tensor out;
-  if (is_one(alpha)) {
-    out = arith<Op::add>(a, b, "add");
-  } else {
-    NoGradGuard guard;
-    out = add_scaled(a, b, alpha);
-  }
-  const double al = alpha.to_double();
-  return with_grad2(out, "AddBackward", a, b, {},
-                    [al](const Tensor& g, const Saved&, bool, bool nb) {
-                      return GradPair{g, nb && al != 1 ? mul(g, al) : g};
-                    });
+  return is_one(alpha) ? arith<Op::add>(a, b, "add") : add_scaled(a, b, alpha);
 }
 
 Tensor sub(const Tensor& a, const Tensor& b, Scalar alpha) {
@@ -215,56 +173,29 @@ Tensor sub(const Tensor& a, const Tensor& b, Scalar alpha) {
                "Use the `^` or `logical_xor()` operator instead (shapes ",
                a.shape_str(), " and ", b.shape_str(), ")");
   if (!is_one(alpha)) return add(a, b, negate(alpha));
-  return with_grad2(arith<Op::sub>(a, b, "sub"), "SubBackward", a, b, {},
-                    [](const Tensor& g, const Saved&, bool, bool nb) {
-                      return GradPair{g, nb ? neg(g) : Tensor()};
-                    });
+  return arith<Op::sub>(a, b, "sub");
 }
 
-// da = g b, db = g a
 Tensor mul(const Tensor& a, const Tensor& b) {
-  Tensor out = arith<Op::mul>(a, b, "mul");
-  return with_grad2(out, "MulBackward", a, b, {b.requires_grad() ? a : Tensor(), b},
-                    [](const Tensor& g, const Saved& s, bool na, bool nb) {
-                      return GradPair{na ? mul(g, s[1]) : Tensor(), nb ? mul(g, s[0]) : Tensor()};
-                    });
+  return arith<Op::mul>(a, b, "mul");
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
   check_pair(a, b, "div");
   DType dt = result_type(a, b);
   if (!is_floating(dt)) dt = kFloat32;  // true division
-  Tensor out = run_binary<Op::div>(a, b, dt, dt, "div");
-  // da = g / b, db = -g a / b^2
-  return with_grad2(out, "DivBackward", a, b, {b.requires_grad() ? a : Tensor(), b},
-                    [](const Tensor& g, const Saved& s, bool na, bool nb) {
-                      return GradPair{na ? div(g, s[1]) : Tensor(),
-                                      nb ? neg(div(mul(g, s[0]), mul(s[1], s[1]))) : Tensor()};
-                    });
+  return run_binary<Op::div>(a, b, dt, dt, "div");
 }
 
 Tensor pow(const Tensor& a, const Tensor& b) {
-  if (auto ac = amp::autocast_inputs<amp::AutocastOp::pow>(a, b)) return pow(ac[0], ac[1]);
   check_pair(a, b, "pow");
   const DType dt = result_type(a, b);
   MINIDL_CHECK(dt != kBool, "op `pow`: not supported for bool tensors (shapes ", a.shape_str(),
                " and ", b.shape_str(), ")");
-  Tensor out = run_binary<Op::pow>(a, b, dt, dt, "pow");
-  // da = g b a^(b-1) (0 where b == 0), db = g a^b log(a) (0 where a == 0 and b >= 0), like
-  // PyTorch's masks for the 0 * inf cases.
-  return with_grad2(out, "PowBackward", a, b, {a, b, b.requires_grad() ? out : Tensor()},
-                    [](const Tensor& g, const Saved& s, bool na, bool nb) {
-                      const Tensor &x = s[0], &e = s[1];
-                      Tensor ga, gb;
-                      if (na) ga = where(ne(e, 0), mul(g, mul(e, pow(x, sub(e, 1)))), 0);
-                      if (nb)
-                        gb = where(logical_or(ne(x, 0), lt(e, 0)), mul(g, mul(s[2], log(x))), 0);
-                      return GradPair{ga, gb};
-                    });
+  return run_binary<Op::pow>(a, b, dt, dt, "pow");
 }
 
 Tensor pow(const Tensor& a, Scalar exponent) {
-  if (auto ac = amp::autocast_inputs<amp::AutocastOp::pow>(a)) return pow(ac[0], exponent);
   MINIDL_CHECK(a.defined(), "op `pow`: undefined input tensor");
   const DType dt = result_type(a, exponent);
   MINIDL_CHECK(dt != kBool, "op `pow`: not supported for bool tensors (shape ", a.shape_str(), ")");
@@ -274,32 +205,11 @@ Tensor pow(const Tensor& a, Scalar exponent) {
   return pow(a, wrap_scalar(exponent, dt, a.device()));
 }
 
-namespace {
-// PyTorch 1.13's rule: a gets g where(a == b, g / 2, g) masked to 0 where a loses, b likewise;
-// a NaN operand compares false both ways, so both operands get the whole g.
-GradPair select_grads(const Tensor& g, const Tensor& a_loses, const Tensor& b_loses,
-                      const Tensor& tie, bool na, bool nb) {
-  Tensor shared = where(tie, mul(g, 0.5), g);
-  Tensor ga, gb;
-  if (na) ga = where(logical_not(a_loses), shared, 0);
-  if (nb) gb = where(logical_not(b_loses), shared, 0);
-  return {ga, gb};
-}
-}  // namespace
-
 Tensor maximum(const Tensor& a, const Tensor& b) {
-  return with_grad2(arith<Op::maximum>(a, b, "maximum"), "MaximumBackward", a, b, {a, b},
-                    [](const Tensor& g, const Saved& s, bool na, bool nb) {
-                      return select_grads(g, lt(s[0], s[1]), gt(s[0], s[1]), eq(s[0], s[1]), na,
-                                          nb);
-                    });
+  return arith<Op::maximum>(a, b, "maximum");
 }
 Tensor minimum(const Tensor& a, const Tensor& b) {
-  return with_grad2(arith<Op::minimum>(a, b, "minimum"), "MinimumBackward", a, b, {a, b},
-                    [](const Tensor& g, const Saved& s, bool na, bool nb) {
-                      return select_grads(g, gt(s[0], s[1]), lt(s[0], s[1]), eq(s[0], s[1]), na,
-                                          nb);
-                    });
+  return arith<Op::minimum>(a, b, "minimum");
 }
 Tensor eq(const Tensor& a, const Tensor& b) {
   return compare<Op::eq>(a, b, "eq");
@@ -327,8 +237,6 @@ Tensor logical_or(const Tensor& a, const Tensor& b) {
 }
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
-  if (auto ac = amp::autocast_inputs<amp::AutocastOp::where>(cond, a, b))
-    return where(ac[0], ac[1], ac[2]);
   MINIDL_CHECK(cond.defined(), "op `where`: undefined condition tensor");
   check_pair(a, b, "where");
   check_pair(cond, a, "where");
@@ -340,27 +248,12 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   Shape shape =
       broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(), "where");
   Tensor out = empty(shape, dt, a.device());
-  {
-    NoGradGuard guard;
-    Tensor c = cond.expand(shape), x = a.to(dt).expand(shape), y = b.to(dt).expand(shape);
-    if (out.numel() > 0) kernel<Op::where>(a.device())(c, x, y, out);
-  }
-  // da = g where cond, db = g elsewhere; cond gets none
-  return with_grad2(out, "WhereBackward", a, b, {cond},
-                    [](const Tensor& g, const Saved& s, bool na, bool nb) {
-                      return GradPair{na ? where(s[0], g, 0) : Tensor(),
-                                      nb ? where(logical_not(s[0]), g, 0) : Tensor()};
-                    });
+  Tensor c = expand(cond, shape), x = expand(to(a, dt), shape), y = expand(to(b, dt), shape);
+  if (out.numel() > 0) kernel<Op::where>(a.device())(c, x, y, out);
+  return out;
 }
 
 // ---- Scalar overloads: the scalar becomes a 0-d tensor of the promoted dtype.
-namespace {
-Tensor wrap_for(const Tensor& a, Scalar s, std::string_view op) {
-  MINIDL_CHECK(a.defined(), "op `", op, "`: undefined input tensor");
-  return wrap_scalar(s, result_type(a, s), a.device());
-}
-}  // namespace
-
 Tensor add(const Tensor& a, Scalar b) {
   return add(a, wrap_for(a, b, "add"));
 }
@@ -400,43 +293,58 @@ Tensor ge(const Tensor& a, Scalar b) {
 Tensor where(const Tensor& cond, const Tensor& a, Scalar b) {
   return where(cond, a, wrap_for(a, b, "where"));
 }
-Tensor operator-(Scalar a, const Tensor& b) {
-  return sub(wrap_for(b, a, "sub"), b);
+
+// ---- rounded division (torch.div's rounding_mode, floor_divide): integer dtypes are kept
+Tensor div(const Tensor& a, const Tensor& b, std::optional<std::string_view> rounding_mode) {
+  if (!rounding_mode) return div(a, b);
+  check_pair(a, b, "div");
+  const std::string_view mode = *rounding_mode;
+  MINIDL_CHECK(mode == "trunc" || mode == "floor", "op `div`: expected rounding_mode to be one ",
+               "of None, 'trunc', or 'floor' but found '", mode, "'");
+  const DType dt = result_type(a, b);
+  MINIDL_CHECK(dt != kBool, "op `div` with rounding_mode '", mode, "': not implemented for ",
+               "bool (shapes ", a.shape_str(), " and ", b.shape_str(), ")");
+  return mode == "trunc" ? div_rounded<Op::div_trunc>(a, b, dt)
+                         : div_rounded<Op::div_floor>(a, b, dt);
 }
-Tensor operator/(Scalar a, const Tensor& b) {
-  return div(wrap_for(b, a, "div"), b);
+Tensor div(const Tensor& a, Scalar b, std::optional<std::string_view> rounding_mode) {
+  return div(a, wrap_for(a, b, "div"), rounding_mode);
+}
+Tensor floor_divide(const Tensor& a, const Tensor& b) {
+  return div(a, b, "floor");
+}
+Tensor floor_divide(const Tensor& a, Scalar b) {
+  return div(a, b, "floor");
 }
 
 // ---- in place
 Tensor& add_(Tensor& self, const Tensor& b, Scalar alpha) {
-  autograd::check_inplace("add_", self, b);
   if (!is_one(alpha)) {
-    check_inplace_result(self, b, result_type(self, b), "add_");
-    return self.copy_(add(self, b, alpha));
+    validate_inplace_result(self, b, result_type(self, b), "add_");
+    copy_(self, add(self, b, alpha));
+    return self;
   }
   return inplace<Op::add>(self, b, "add_", [&] { return add(self, b); });
 }
 
 Tensor& sub_(Tensor& self, const Tensor& b, Scalar alpha) {
-  autograd::check_inplace("sub_", self, b);
   if (!is_one(alpha) || (self.dtype() == kBool && b.dtype() == kBool)) {
-    check_inplace_result(self, b, result_type(self, b), "sub_");
-    return self.copy_(sub(self, b, alpha));
+    validate_inplace_result(self, b, result_type(self, b), "sub_");
+    copy_(self, sub(self, b, alpha));
+    return self;
   }
   return inplace<Op::sub>(self, b, "sub_", [&] { return sub(self, b); });
 }
 
 Tensor& mul_(Tensor& self, const Tensor& b) {
-  autograd::check_inplace("mul_", self, b);
   return inplace<Op::mul>(self, b, "mul_", [&] { return mul(self, b); });
 }
 
 Tensor& div_(Tensor& self, const Tensor& b) {
   check_pair(self, b, "div_");
-  autograd::check_inplace("div_", self, b);
   DType dt = result_type(self, b);
   if (!is_floating(dt)) dt = kFloat32;
-  check_inplace_result(self, b, dt, "div_");
+  validate_inplace_result(self, b, dt, "div_");
   return inplace<Op::div>(self, b, "div_", [&] { return div(self, b); });
 }
 
@@ -460,7 +368,7 @@ bool equal(const Tensor& a, const Tensor& b) {
 bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol) {
   check_pair(a, b, "allclose");
   broadcast_shapes(a.shape(), b.shape(), "allclose");
-  Tensor x = a.to(kFloat64), y = b.to(kFloat64);
+  Tensor x = to(a, kFloat64), y = to(b, kFloat64);
   Tensor diff = abs(sub(x, y));
   Tensor close = logical_and(le(diff, add(mul(abs(y), rtol), atol)),
                              lt(diff, std::numeric_limits<double>::infinity()));
@@ -468,4 +376,5 @@ bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol) {
   return std::all_of(v.begin(), v.end(), [](uint8_t x) { return x != 0; });
 }
 
+}  // namespace native
 }  // namespace minidl

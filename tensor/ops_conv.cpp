@@ -1,13 +1,13 @@
-// Frontends for conv2d and 2-D max/avg pooling (NCHW, PyTorch semantics): argument and shape
-// validation, output sizes (floor / ceil_mode), 3-D unbatched inputs, dispatch to the kernels.
-// conv2d / max_pool2d / avg_pool2d record one fused autograd node each.
+// Raw conv2d and 2-D max/avg pooling (NCHW, PyTorch semantics): argument and shape validation,
+// output sizes (floor / ceil_mode), 3-D unbatched inputs, dispatch to the kernels; no history
+// (the differentiable ops are autograd/functions/conv.cpp).
 #include <string>
 
-#include "autograd/function.h"
-#include "tensor/autocast.h"
+#include "tensor/dispatch.h"
 #include "tensor/ops.h"
 
 namespace minidl {
+namespace native {
 namespace {
 
 std::string pair_str(const int64_t* v) {
@@ -118,10 +118,10 @@ Shape pool_output_shape(std::string_view op, const Shape& x, const Shape& xs_ori
 }
 
 Tensor batched(const Tensor& t) {
-  return t.dim() == 3 ? t.unsqueeze(0) : t;
+  return t.dim() == 3 ? unsqueeze(t, 0) : t;
 }
 Tensor unbatch_like(const Tensor& t, size_t rank) {
-  return rank == 3 ? t.squeeze(0) : t;
+  return rank == 3 ? squeeze(t, 0) : t;
 }
 
 // grad_out (and indices) must have the forward's output shape for x_shape.
@@ -134,11 +134,25 @@ void check_grad_shape(std::string_view op, const Tensor& grad_out, const Shape& 
                grad_out.shape_str());
 }
 
+// Values and (when `want_indices`) the int64 indices of the maxima.
+std::pair<Tensor, Tensor> max_pool2d_run(const Tensor& x, const Pool2dParams& p,
+                                         bool want_indices) {
+  constexpr std::string_view op = "max_pool2d";
+  check_floating(op, x, "input");
+  Shape x4 = batched_shape(op, x.shape(), "input");
+  Shape out4 = pool_output_shape(op, x4, x.shape(), p, true);
+  Tensor xc = contiguous(batched(x));
+  Tensor out = empty(out4, x.dtype(), x.device());
+  Tensor idx = want_indices ? empty(out4, kInt64, x.device()) : Tensor();
+  kernel<Op::max_pool2d>(x.device())(xc, out, idx, p);
+  Tensor res = unbatch_like(out, x.shape().size()), res_idx;
+  if (want_indices) res_idx = unbatch_like(idx, x.shape().size());
+  return {res, res_idx};
+}
+
 }  // namespace
 
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2dParams& p) {
-  if (auto ac = amp::autocast_inputs<amp::AutocastOp::conv2d>(x, w, bias))
-    return conv2d(ac[0], ac[1], ac[2], p);
   constexpr std::string_view op = "conv2d";
   check_floating(op, x, "input");
   check_same(op, x, "input", w, "weight");
@@ -150,29 +164,12 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2d
     MINIDL_CHECK(bias.dim() == 1 && bias.size(0) == w.size(0), "op `", op, "`: given weight of ",
                  "shape ", w.shape_str(), ", expected bias to be 1-D with ", w.size(0),
                  " elements, got bias of shape ", bias.shape_str());
-    b = bias.contiguous();
+    b = contiguous(bias);
   }
-  Tensor res;
-  {
-    NoGradGuard no_grad;
-    Tensor xc = batched(x).contiguous(), wc = w.contiguous();
-    Tensor out = empty(out4, x.dtype(), x.device());
-    kernel<Op::conv2d>(x.device())(xc, wc, b, out, p);
-    res = unbatch_like(out, x.shape().size());
-  }
-  // grads: x via conv2d_backward_input, w via conv2d_backward_weight, bias = sum over N,H,W
-  const bool nx = x.requires_grad(), nw = w.requires_grad();
-  const bool nb = bias.defined() && bias.requires_grad();
-  const bool unbatched = x.dim() == 3;
-  autograd::record("Conv2dBackward", {x, w, bias}, {&res}, {x, w},
-                   [p, nx, nw, nb, unbatched](const auto& g, const auto& s) {
-                     std::vector<Tensor> r(3);
-                     if (nx) r[0] = conv2d_backward_input(g[0], s[1], s[0].shape(), p);
-                     if (nw) r[1] = conv2d_backward_weight(g[0], s[0], s[1].shape(), p);
-                     if (nb) r[2] = sum(g[0], unbatched ? DimList{1, 2} : DimList{0, 2, 3});
-                     return r;
-                   });
-  return res;
+  Tensor xc = contiguous(batched(x)), wc = contiguous(w);
+  Tensor out = empty(out4, x.dtype(), x.device());
+  kernel<Op::conv2d>(x.device())(xc, wc, b, out, p);
+  return unbatch_like(out, x.shape().size());
 }
 
 Tensor conv2d_backward_input(const Tensor& grad_out, const Tensor& w, const Shape& x_shape,
@@ -183,7 +180,7 @@ Tensor conv2d_backward_input(const Tensor& grad_out, const Tensor& w, const Shap
   Shape x4 = batched_shape(op, x_shape, "input");
   Shape out4 = conv_output_shape(op, x4, x_shape, w.shape(), p);
   check_grad_shape(op, grad_out, out4, x_shape);
-  Tensor gc = batched(grad_out).contiguous(), wc = w.contiguous();
+  Tensor gc = contiguous(batched(grad_out)), wc = contiguous(w);
   Tensor grad_x = empty(x4, grad_out.dtype(), grad_out.device());
   kernel<Op::conv2d_backward_input>(grad_out.device())(gc, wc, grad_x, p);
   return unbatch_like(grad_x, x_shape.size());
@@ -197,50 +194,20 @@ Tensor conv2d_backward_weight(const Tensor& grad_out, const Tensor& x, const Sha
   Shape x4 = batched_shape(op, x.shape(), "input");
   Shape out4 = conv_output_shape(op, x4, x.shape(), w_shape, p);
   check_grad_shape(op, grad_out, out4, x.shape());
-  Tensor gc = batched(grad_out).contiguous(), xc = batched(x).contiguous();
+  Tensor gc = contiguous(batched(grad_out)), xc = contiguous(batched(x));
   Tensor grad_w = empty(w_shape, grad_out.dtype(), grad_out.device());
   kernel<Op::conv2d_backward_weight>(grad_out.device())(gc, xc, grad_w, p);
   return grad_w;
 }
 
-namespace {
-// Values and (when `want_indices`) indices; without indices nothing is recorded for autograd.
-std::pair<Tensor, Tensor> max_pool2d_run(const Tensor& x, const Pool2dParams& p,
-                                         bool want_indices) {
-  constexpr std::string_view op = "max_pool2d";
-  check_floating(op, x, "input");
-  Shape x4 = batched_shape(op, x.shape(), "input");
-  Shape out4 = pool_output_shape(op, x4, x.shape(), p, true);
-  Tensor res, res_idx;
-  {
-    NoGradGuard no_grad;
-    Tensor xc = batched(x).contiguous();
-    Tensor out = empty(out4, x.dtype(), x.device());
-    Tensor idx = want_indices ? empty(out4, kInt64, x.device()) : Tensor();
-    kernel<Op::max_pool2d>(x.device())(xc, out, idx, p);
-    res = unbatch_like(out, x.shape().size());
-    if (want_indices) res_idx = unbatch_like(idx, x.shape().size());
-  }
-  if (!want_indices) return {res, res_idx};
-  // values only get history; the indices are saved for the backward
-  const Shape x_shape = x.shape();
-  autograd::record("MaxPool2DWithIndicesBackward", {x}, {&res}, {res_idx},
-                   [p, x_shape](const auto& g, const auto& s) {
-                     return std::vector<Tensor>{max_pool2d_backward(g[0], s[0], x_shape, p)};
-                   });
-  return {res, res_idx};
-}
-}  // namespace
-
 std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, const Pool2dParams& p) {
   return max_pool2d_run(x, p, true);
 }
 
-// Inference on CPU (no graph to record) skips the int64 indices: at an MNIST evaluation batch
-// of 1000 they are 74 MB, twice the pooled values.
+// On CPU the int64 indices are skipped (nothing needs them without a graph): at an MNIST
+// evaluation batch of 1000 they are 74 MB, twice the pooled values.
 Tensor max_pool2d(const Tensor& x, const Pool2dParams& p) {
-  const bool need_indices =
-      !x.defined() || !x.is_cpu() || (GradMode::is_enabled() && x.requires_grad());
+  const bool need_indices = !x.defined() || !x.is_cpu();
   return max_pool2d_run(x, p, need_indices).first;
 }
 
@@ -258,7 +225,7 @@ Tensor max_pool2d_backward(const Tensor& grad_out, const Tensor& indices, const 
   check_grad_shape(op, grad_out, out4, x_shape);
   MINIDL_CHECK(indices.shape() == grad_out.shape(), "op `", op, "`: indices of shape ",
                indices.shape_str(), " must have grad_out's shape ", grad_out.shape_str());
-  Tensor gc = batched(grad_out).contiguous(), ic = batched(indices).contiguous();
+  Tensor gc = contiguous(batched(grad_out)), ic = contiguous(batched(indices));
   Tensor grad_x = empty(x4, grad_out.dtype(), grad_out.device());
   kernel<Op::max_pool2d_backward>(grad_out.device())(gc, ic, grad_x, p);
   return unbatch_like(grad_x, x_shape.size());
@@ -269,19 +236,10 @@ Tensor avg_pool2d(const Tensor& x, const Pool2dParams& p) {
   check_floating(op, x, "input");
   Shape x4 = batched_shape(op, x.shape(), "input");
   Shape out4 = pool_output_shape(op, x4, x.shape(), p, false);
-  Tensor res;
-  {
-    NoGradGuard no_grad;
-    Tensor xc = batched(x).contiguous();
-    Tensor out = empty(out4, x.dtype(), x.device());
-    kernel<Op::avg_pool2d>(x.device())(xc, out, p);
-    res = unbatch_like(out, x.shape().size());
-  }
-  const Shape x_shape = x.shape();
-  autograd::record("AvgPool2DBackward", {x}, {&res}, {}, [p, x_shape](const auto& g, const auto&) {
-    return std::vector<Tensor>{avg_pool2d_backward(g[0], x_shape, p)};
-  });
-  return res;
+  Tensor xc = contiguous(batched(x));
+  Tensor out = empty(out4, x.dtype(), x.device());
+  kernel<Op::avg_pool2d>(x.device())(xc, out, p);
+  return unbatch_like(out, x.shape().size());
 }
 
 Tensor avg_pool2d_backward(const Tensor& grad_out, const Shape& x_shape, const Pool2dParams& p) {
@@ -290,11 +248,13 @@ Tensor avg_pool2d_backward(const Tensor& grad_out, const Shape& x_shape, const P
   Shape x4 = batched_shape(op, x_shape, "input");
   Shape out4 = pool_output_shape(op, x4, x_shape, p, false);
   check_grad_shape(op, grad_out, out4, x_shape);
-  Tensor gc = batched(grad_out).contiguous();
+  Tensor gc = contiguous(batched(grad_out));
   Tensor grad_x = empty(x4, grad_out.dtype(), grad_out.device());
   kernel<Op::avg_pool2d_backward>(grad_out.device())(gc, grad_x, p);
   return unbatch_like(grad_x, x_shape.size());
 }
+
+}  // namespace native
 
 Pool2dParams pool2d_params(int64_t kernel, std::optional<int64_t> stride, int64_t padding) {
   Pool2dParams p;

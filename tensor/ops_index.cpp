@@ -1,12 +1,9 @@
-// Indexing frontends: embedding (+ backward), index_select, gather, scatter_add(_), one_hot,
+// Indexing, raw layer: embedding (+ backward), index_select, gather, scatter_add(_), one_hot,
 // topk. Shape/dtype/device checks and output allocation; index range checks are done by the
-// kernels before they write. Device agnostic. embedding, index_select, gather and topk record
-// their backward (scatter-adds into zeros); integer outputs never get history.
-#include "autograd/function.h"
-#include "tensor/autocast.h"
+// kernels before they write. Device agnostic; no history here.
 #include "tensor/ops.h"
 
-namespace minidl {
+namespace minidl::native {
 namespace {
 
 void check_defined(std::string_view op, const Tensor& t, std::string_view what) {
@@ -24,12 +21,12 @@ Tensor long_index(std::string_view op, const Tensor& index, bool allow_int32) {
   const bool ok = index.dtype() == kInt64 || (allow_int32 && index.dtype() == kInt32);
   MINIDL_CHECK(ok, "op `", op, "`: expected dtype int64", allow_int32 ? " or int32" : "",
                " for index, got ", index.dtype(), " (shape ", index.shape_str(), ")");
-  return index.to(kInt64);
+  return to(index, kInt64);
 }
 
 // 0-d tensors are handed to the kernels as [1] views.
 Tensor as_1d(const Tensor& t) {
-  return t.dim() == 0 ? t.view({1}) : t;
+  return t.dim() == 0 ? view(t, {1}) : t;
 }
 
 }  // namespace
@@ -41,16 +38,11 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
   MINIDL_CHECK(weight.dim() == 2, "op `embedding`: 'weight' must be 2-D, got shape ",
                weight.shape_str());
   check_same_device("embedding", weight, "weight", indices, "indices");
-  Tensor idx = long_index("embedding", indices, true).contiguous();
+  Tensor idx = contiguous(long_index("embedding", indices, true));
   Shape shape = indices.shape();
   shape.push_back(weight.size(1));
   Tensor out = empty(shape, weight.dtype(), weight.device());
   kernel<Op::embedding>(weight.device())(weight, 0, idx, out);
-  if (autograd::any_requires_grad({&weight}))
-    autograd::record("EmbeddingBackward", {weight}, {&out}, {idx},
-                     [v = weight.size(0)](const auto& g, const auto& s) {
-                       return std::vector<Tensor>{embedding_backward(g[0], s[0], v, -1)};
-                     });
   return out;
 }
 
@@ -61,7 +53,7 @@ Tensor embedding_backward(const Tensor& grad_out, const Tensor& indices, int64_t
   check_defined("embedding_backward", grad_out, "grad_out");
   check_defined("embedding_backward", indices, "indices");
   check_same_device("embedding_backward", grad_out, "grad_out", indices, "indices");
-  Tensor idx = long_index("embedding_backward", indices, true).contiguous();
+  Tensor idx = contiguous(long_index("embedding_backward", indices, true));
   Shape expect = indices.shape();
   MINIDL_CHECK(grad_out.dim() == indices.dim() + 1 &&
                    Shape(grad_out.shape().begin(), grad_out.shape().end() - 1) == expect,
@@ -84,7 +76,7 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   check_same_device("index_select", x, "input", index, "index");
   MINIDL_CHECK(index.dim() <= 1, "op `index_select`: index is supposed to be a vector, got shape ",
                index.shape_str());
-  Tensor idx = long_index("index_select", index, true).reshape({index.numel()});
+  Tensor idx = reshape(long_index("index_select", index, true), {index.numel()});
   const int64_t d = wrap_dim(dim, x.dim(), "index_select");
   if (x.dim() == 0) {
     MINIDL_CHECK(index.numel() == 1,
@@ -92,32 +84,14 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
                  "value, got ",
                  index.numel());
     Tensor out = empty({}, x.dtype(), x.device());
-    Tensor o = out.view({1});
-    {
-      NoGradGuard guard;
-      kernel<Op::index_select>(x.device())(x.view({1}), 0, idx, o);
-    }
-    if (autograd::any_requires_grad({&x}))
-      autograd::record("IndexSelectBackward", {x}, {&out}, {}, [](const auto& g, const auto&) {
-        return std::vector<Tensor>{g[0].clone()};  // the single index must be 0
-      });
+    Tensor o = view(out, {1});
+    kernel<Op::index_select>(x.device())(view(x, {1}), 0, idx, o);
     return out;
   }
   Shape shape = x.shape();
   shape[size_t(d)] = index.numel();
   Tensor out = empty(shape, x.dtype(), x.device());
   kernel<Op::index_select>(x.device())(x, d, idx, out);
-  if (autograd::any_requires_grad({&x})) {
-    // grad_x = index_add(zeros, d, index, g): scatter_add_ with the index expanded to g's shape
-    autograd::record("IndexSelectBackward", {x}, {&out}, {idx},
-                     [in = x.shape(), d](const auto& g, const auto& s) {
-                       Shape ishape(in.size(), 1);
-                       ishape[size_t(d)] = s[0].numel();
-                       Tensor gx = zeros(in, g[0].dtype(), g[0].device());
-                       scatter_add_(gx, d, s[0].view(ishape).expand(g[0].shape()), g[0]);
-                       return std::vector<Tensor>{gx};
-                     });
-  }
   return out;
 }
 
@@ -140,18 +114,8 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
                  k, ": expected index ", index.shape_str(), " to be smaller than input ",
                  x.shape_str(), " apart from dimension ", d);
   Tensor out = empty(index.shape(), x.dtype(), x.device());
-  {
-    NoGradGuard guard;  // as_1d views of x record nothing
-    Tensor o = as_1d(out);
-    kernel<Op::gather>(x.device())(as_1d(x), d, as_1d(index), o);
-  }
-  if (autograd::any_requires_grad({&x}))
-    autograd::record("GatherBackward", {x}, {&out}, {index},
-                     [in = x.shape(), d](const auto& g, const auto& s) {
-                       Tensor gx = zeros(in, g[0].dtype(), g[0].device());
-                       scatter_add_(gx, d, s[0], g[0]);
-                       return std::vector<Tensor>{gx};
-                     });
+  Tensor o = as_1d(out);
+  kernel<Op::gather>(x.device())(as_1d(x), d, as_1d(index), o);
   return out;
 }
 
@@ -162,7 +126,6 @@ Tensor& scatter_add_(Tensor& self, int64_t dim, const Tensor& index, const Tenso
   check_defined("scatter_add", src, "src");
   check_same_device("scatter_add", self, "self", index, "index");
   check_same_device("scatter_add", self, "self", src, "src");
-  autograd::check_inplace("scatter_add_", self, src);
   long_index("scatter_add", index, false);
   MINIDL_CHECK(self.dtype() == src.dtype(),
                "op `scatter_add`: expected self.dtype to be equal "
@@ -193,33 +156,9 @@ Tensor& scatter_add_(Tensor& self, int64_t dim, const Tensor& index, const Tenso
 }
 
 Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
-  if (auto ac = amp::autocast_inputs<amp::AutocastOp::scatter_add>(x, index, src))
-    return scatter_add(ac[0], dim, ac[1], ac[2]);
   check_defined("scatter_add", x, "input");
-  Tensor out;
-  {
-    NoGradGuard guard;
-    out = x.clone();
-    scatter_add_(out, dim, index, src);
-  }
-  if (autograd::any_requires_grad({&x, &src})) {
-    // grad_x = g; grad_src = g gathered at index (zeros where src is larger than index)
-    const int64_t d = wrap_dim(dim, x.dim(), "scatter_add");
-    autograd::record("ScatterAddBackward", {x, src}, {&out}, {index},
-                     [d, sshape = src.shape()](const auto& g, const auto& s) {
-                       Tensor gs = gather(g[0], d, s[0]);
-                       if (gs.shape() != sshape && gs.numel() == shape_numel(sshape)) {
-                         gs = gs.reshape(sshape);  // 0-d / [1] mixing
-                       } else if (gs.shape() != sshape) {
-                         Tensor z = zeros(sshape, gs.dtype(), gs.device());
-                         Tensor r = z;
-                         for (int64_t k = 0; k < gs.dim(); ++k) r = r.narrow(k, 0, gs.size(k));
-                         r.copy_(gs);
-                         gs = z;
-                       }
-                       return std::vector<Tensor>{g[0], gs};
-                     });
-  }
+  Tensor out = clone(x);
+  scatter_add_(out, dim, index, src);
   return out;
 }
 
@@ -239,7 +178,7 @@ Tensor one_hot(const Tensor& indices, int64_t num_classes) {
                indices.shape_str(), ")");
   if (n > 0) {
     // min / max through topk(k=1), the one reduction this family owns
-    Tensor flat = indices.reshape({n});
+    Tensor flat = reshape(indices, {n});
     const int64_t lo = topk(flat, 1, 0, false).first.item<int64_t>();
     const int64_t hi = topk(flat, 1, 0, true).first.item<int64_t>();
     MINIDL_CHECK(lo >= 0, "op `one_hot`: class values must be non-negative, got ", lo);
@@ -253,8 +192,8 @@ Tensor one_hot(const Tensor& indices, int64_t num_classes) {
   if (n == 0) return out;
   Shape ishape = indices.shape();
   ishape.push_back(1);
-  Tensor ones_src = ones({1}, kInt64, indices.device()).expand(ishape);
-  return scatter_add_(out, -1, indices.unsqueeze(-1), ones_src);
+  Tensor ones_src = expand(ones({1}, kInt64, indices.device()), ishape);
+  return scatter_add_(out, -1, unsqueeze(indices, -1), ones_src);
 }
 
 // values + int64 indices of the k largest (smallest) entries along dim.
@@ -274,14 +213,7 @@ std::pair<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim, bool lar
   }
   Tensor v = as_1d(values), i = as_1d(indices);
   kernel<Op::topk>(x.device())(as_1d(x), k, d, largest, sorted, v, i);
-  if (is_floating(x.dtype()))  // dx: zeros of x's shape with the values' grad at the indices
-    autograd::record("TopkBackward", {x}, {&values}, {indices},
-                     [shape = x.shape(), d](const auto& g, const auto& s) {
-                       if (shape.empty()) return std::vector<Tensor>{g[0].reshape({})};
-                       Tensor z = zeros(shape, g[0].dtype(), g[0].device());
-                       return std::vector<Tensor>{scatter_add(z, d, s[0], g[0])};
-                     });
   return {values, indices};
 }
 
-}  // namespace minidl
+}  // namespace minidl::native

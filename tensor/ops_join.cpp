@@ -1,16 +1,12 @@
-// Joining and splitting: cat, stack (copies) and split, chunk (views). Device agnostic.
-// cat records one node that splits the gradient back; stack/split/chunk are composites of
-// differentiable views (unsqueeze + cat, narrow).
+// Joining and splitting, raw layer: cat, stack (copies) and split, chunk (views). Device
+// agnostic; no history here (stack/split/chunk are compositions of raw views and cat).
 #include <algorithm>
 
-#include "autograd/function.h"
-#include "tensor/autocast.h"
 #include "tensor/ops.h"
 
-namespace minidl {
+namespace minidl::native {
 
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
-  if (auto ac = amp::autocast_list<amp::AutocastOp::cat>(tensors)) return cat(ac.tensors, dim);
   MINIDL_CHECK(!tensors.empty(), "op `cat`: expected a non-empty list of tensors");
   // PyTorch skips legacy 1-D empty tensors ([0]) when other inputs have higher rank.
   const Tensor* ref = nullptr;
@@ -46,52 +42,20 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   }
   Tensor out = empty(out_shape, dtype, ref->device());
   const bool skip_legacy = ref->dim() != 1;
-  {
-    NoGradGuard guard;  // the copies record nothing; CatBackward below covers them
-    int64_t offset = 0;
-    for (const Tensor& t : tensors) {
-      if (t.dim() == 1 && t.numel() == 0 && skip_legacy) continue;
-      const int64_t n = t.size(d);
-      if (n > 0) out.narrow(d, offset, n).copy_(t);
-      offset += n;
-    }
-  }
-  if (!GradMode::is_enabled() || !is_floating(dtype)) return out;
-  bool any = false;
-  for (const Tensor& t : tensors) any = any || t.requires_grad();
-  if (!any) return out;
-  // per input: (start, length) along d, or length -1 for skipped legacy empties; its dtype
-  std::vector<std::pair<int64_t, int64_t>> ranges;
-  std::vector<DType> dtypes;
   int64_t offset = 0;
   for (const Tensor& t : tensors) {
-    dtypes.push_back(t.dtype());
-    if (t.dim() == 1 && t.numel() == 0 && skip_legacy) {
-      ranges.emplace_back(0, -1);
-      continue;
+    if (t.dim() == 1 && t.numel() == 0 && skip_legacy) continue;
+    const int64_t n = t.size(d);
+    if (n > 0) {
+      Tensor dst = narrow(out, d, offset, n);
+      copy_(dst, t);
     }
-    ranges.emplace_back(offset, t.size(d));
-    offset += t.size(d);
+    offset += n;
   }
-  autograd::record(
-      "CatBackward", tensors, {&out}, {}, [d, ranges, dtypes](const auto& g, const auto&) {
-        std::vector<Tensor> gi;
-        for (size_t i = 0; i < ranges.size(); ++i) {
-          if (!is_floating(dtypes[i])) {
-            gi.emplace_back();  // integer inputs never require grad
-          } else if (ranges[i].second < 0) {
-            gi.push_back(zeros({0}, dtypes[i], g[0].device()));  // skipped legacy [0]
-          } else {
-            gi.push_back(g[0].narrow(d, ranges[i].first, ranges[i].second).to(dtypes[i]));
-          }
-        }
-        return gi;
-      });
   return out;
 }
 
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
-  if (auto ac = amp::autocast_list<amp::AutocastOp::stack>(tensors)) return stack(ac.tensors, dim);
   MINIDL_CHECK(!tensors.empty(), "op `stack`: expected a non-empty list of tensors");
   const int64_t d = wrap_dim(dim, tensors[0].dim() + 1, "stack");
   std::vector<Tensor> expanded;
@@ -102,7 +66,7 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
                  "tensor to be equal size, but got ",
                  tensors[0].shape_str(), " at entry 0 and ", tensors[i].shape_str(), " at entry ",
                  i);
-    expanded.push_back(tensors[i].unsqueeze(d));
+    expanded.push_back(unsqueeze(tensors[i], d));
   }
   return cat(expanded, d);
 }
@@ -120,7 +84,7 @@ std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
     return out;
   }
   for (int64_t start = 0; start < n; start += split_size)
-    out.push_back(x.narrow(d, start, std::min(split_size, n - start)));
+    out.push_back(narrow(x, d, start, std::min(split_size, n - start)));
   return out;
 }
 
@@ -137,7 +101,7 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, in
   std::vector<Tensor> out;
   int64_t start = 0;
   for (int64_t s : sizes) {
-    out.push_back(x.narrow(d, start, s));
+    out.push_back(narrow(x, d, start, s));
     start += s;
   }
   return out;
@@ -155,4 +119,4 @@ std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
   return split(x, size, d);
 }
 
-}  // namespace minidl
+}  // namespace minidl::native

@@ -1,12 +1,11 @@
-// Loss frontends: cross_entropy (log_softmax + nll with ignore_index and label smoothing,
-// PyTorch semantics) forward and backward. Logits [N,C,d1..] are moved to [M,C] rows. Index
-// targets record one fused autograd node (gradient to the logits only); class-probability
-// targets are torch's composite (gradients to logits and target).
-#include "autograd/function.h"
-#include "tensor/autocast.h"
+// Raw cross_entropy (log_softmax + nll with ignore_index and label smoothing, PyTorch semantics)
+// forward and backward; no history (the differentiable op is autograd/functions/loss.cpp).
+// Logits [N,C,d1..] are moved to [M,C] rows; class-probability targets compute torch's composite.
+#include "tensor/dispatch.h"
 #include "tensor/ops.h"
 
 namespace minidl {
+namespace native {
 namespace {
 
 struct CeLayout {
@@ -47,11 +46,11 @@ CeLayout ce_layout(std::string_view op, const Tensor& logits, const Tensor& targ
 
 // logits -> contiguous [M, C] rows (class dim moved last).
 Tensor logits_rows(const Tensor& logits, const CeLayout& l) {
-  if (logits.dim() <= 2) return logits.contiguous().reshape({l.M, l.C});
+  if (logits.dim() <= 2) return reshape(contiguous(logits), {l.M, l.C});
   DimList perm{0};
   for (int64_t d = 2; d < logits.dim(); ++d) perm.push_back(d);
   perm.push_back(1);
-  return logits.permute(perm).contiguous().reshape({l.M, l.C});
+  return reshape(contiguous(permute(logits, perm)), {l.M, l.C});
 }
 
 // Number of non-ignored targets as a 0-d int64 tensor.
@@ -63,21 +62,21 @@ DType lse_dtype(DType x) {
   return x == kFloat64 ? kFloat64 : kFloat32;
 }
 
-// The forward proper (no history): per-sample losses and log-sum-exp, then the reduction.
-CrossEntropyResult cross_entropy_nograd(const Tensor& logits, const Tensor& target,
-                                        const CeLayout& l, Reduction reduction,
-                                        int64_t ignore_index, double label_smoothing) {
+// Index targets: per-sample losses and log-sum-exp, then the reduction.
+CrossEntropyResult cross_entropy_index_target(const Tensor& logits, const Tensor& target,
+                                              const CeLayout& l, Reduction reduction,
+                                              int64_t ignore_index, double label_smoothing) {
   Tensor x = logits_rows(logits, l);
-  Tensor t = target.contiguous().reshape({l.M});
+  Tensor t = reshape(contiguous(target), {l.M});
   Tensor loss = empty({l.M}, logits.dtype(), logits.device());
   Tensor lse = empty({l.M}, lse_dtype(logits.dtype()), logits.device());
   CrossEntropyParams p{ignore_index, label_smoothing};
   kernel<Op::cross_entropy>(logits.device())(x, t, loss, lse, p);
   CrossEntropyResult res;
-  res.lse = lse.view(l.per_sample);
+  res.lse = view(lse, l.per_sample);
   switch (reduction) {
     case Reduction::none:
-      res.loss = loss.view(l.per_sample);
+      res.loss = view(loss, l.per_sample);
       break;
     case Reduction::sum:
       res.loss = sum(loss);
@@ -90,10 +89,10 @@ CrossEntropyResult cross_entropy_nograd(const Tensor& logits, const Tensor& targ
   return res;
 }
 
-// Class-probability targets (floating target of the logits' shape): torch 1.13's composite
-// cross_entropy_loss_prob_target, so autograd gives the gradient to the logits and the target:
-// loss = -sum_c t_c * log_softmax(logits)_c with t = target (1 - ls) + ls / C; mean divides by
-// N*d1*... (the number of class rows), as torch. No lse is saved (the result's lse is empty).
+// Class-probability targets (floating target of the logits' shape): the value of torch 1.13's
+// composite cross_entropy_loss_prob_target, from raw ops (autograd/functions/loss.cpp builds the
+// same from the differentiable ops): loss = -sum_c t_c * log_softmax(logits)_c with
+// t = target (1 - ls) + ls / C; mean divides by N*d1*... (the number of class rows), as torch.
 Tensor cross_entropy_prob_target(const Tensor& logits, const Tensor& target, Reduction reduction,
                                  int64_t ignore_index, double label_smoothing) {
   constexpr std::string_view op = "cross_entropy";
@@ -128,25 +127,13 @@ Tensor cross_entropy_prob_target(const Tensor& logits, const Tensor& target, Red
 CrossEntropyResult cross_entropy_forward(const Tensor& logits, const Tensor& target,
                                          Reduction reduction, int64_t ignore_index,
                                          double label_smoothing) {
-  if (auto ac = amp::autocast_inputs<amp::AutocastOp::cross_entropy>(logits, target))
-    return cross_entropy_forward(ac[0], ac[1], reduction, ignore_index, label_smoothing);
   // torch's rule: a target of the logits' shape holds class probabilities
   if (target.defined() && logits.defined() && target.is_floating_point() &&
       target.shape() == logits.shape())
     return {cross_entropy_prob_target(logits, target, reduction, ignore_index, label_smoothing),
             Tensor()};
   const CeLayout l = ce_layout("cross_entropy", logits, target, label_smoothing);
-  CrossEntropyResult res;
-  {
-    NoGradGuard no_grad;  // the internal reshapes and reductions record nothing
-    res = cross_entropy_nograd(logits, target, l, reduction, ignore_index, label_smoothing);
-  }
-  autograd::record("CrossEntropyBackward", {logits}, {&res.loss}, {logits, target, res.lse},
-                   [reduction, ignore_index, label_smoothing](const auto& g, const auto& s) {
-                     return std::vector<Tensor>{cross_entropy_backward(
-                         g[0], s[0], s[1], s[2], reduction, ignore_index, label_smoothing)};
-                   });
-  return res;
+  return cross_entropy_index_target(logits, target, l, reduction, ignore_index, label_smoothing);
 }
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduction,
@@ -171,31 +158,33 @@ Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& logits, con
     MINIDL_CHECK(grad_loss.numel() == 1, "op `cross_entropy_backward`: expected a one-element ",
                  "grad_loss for a reduced loss, got shape ", grad_loss.shape_str());
   Tensor x = logits_rows(logits, l);
-  Tensor t = target.contiguous().reshape({l.M});
-  Tensor s = lse.to(lse_dtype(logits.dtype())).contiguous().reshape({l.M});
+  Tensor t = reshape(contiguous(target), {l.M});
+  Tensor s = reshape(contiguous(to(lse, lse_dtype(logits.dtype()))), {l.M});
   // per-sample upstream gradient [M] (may be a stride-0 expansion)
   Tensor g;
   switch (reduction) {
     case Reduction::none:
-      g = grad_loss.to(logits.dtype()).contiguous().reshape({l.M});
+      g = reshape(contiguous(to(grad_loss, logits.dtype())), {l.M});
       break;
     case Reduction::sum:
-      g = grad_loss.to(logits.dtype()).reshape({}).expand({l.M});
+      g = expand(reshape(to(grad_loss, logits.dtype()), {}), {l.M});
       break;
     case Reduction::mean:
-      g = div(grad_loss.reshape({}), count_valid(t, ignore_index)).to(logits.dtype()).expand({l.M});
+      g = expand(to(div(reshape(grad_loss, {}), count_valid(t, ignore_index)), logits.dtype()),
+                 {l.M});
       break;
   }
   Tensor grad = empty({l.M, l.C}, logits.dtype(), logits.device());
   CrossEntropyParams p{ignore_index, label_smoothing};
   kernel<Op::cross_entropy_backward>(logits.device())(g, x, t, s, grad, p);
-  if (logits.dim() <= 2) return grad.view(logits.shape());
+  if (logits.dim() <= 2) return view(grad, logits.shape());
   // [M, C] -> [N, d1.., C] -> [N, C, d1..]
   Shape moved = l.per_sample;
   moved.push_back(l.C);
   DimList perm{0, logits.dim() - 1};
   for (int64_t d = 1; d < logits.dim() - 1; ++d) perm.push_back(d);
-  return grad.view(moved).permute(perm).contiguous();
+  return contiguous(permute(view(grad, moved), perm));
 }
 
+}  // namespace native
 }  // namespace minidl

@@ -1,11 +1,11 @@
-// Normalisation frontends: layer_norm and batch_norm (forward + backward). Validate shapes,
-// dtypes and devices, allocate outputs, dispatch to the kernels. The forwards record one fused
-// autograd node on `out` (grads for x, weight, bias; statistics and running stats get none).
-#include "autograd/function.h"
-#include "tensor/autocast.h"
+// Raw normalisation ops: layer_norm and batch_norm (forward + backward). Validate shapes,
+// dtypes and devices, allocate outputs, dispatch to the kernels; no history (the
+// differentiable forwards are autograd/functions/norm.cpp).
+#include "tensor/dispatch.h"
 #include "tensor/ops.h"
 
 namespace minidl {
+namespace native {
 namespace {
 
 // Saved statistics dtype: f64 for f64 inputs, f32 otherwise.
@@ -41,85 +41,6 @@ std::pair<int64_t, int64_t> layer_norm_rows(std::string_view op, const Tensor& x
   return {R, shape_numel(ns)};
 }
 
-}  // namespace
-
-LayerNormResult layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& w,
-                           const Tensor& b, double eps) {
-  if (auto ac = amp::autocast_inputs<amp::AutocastOp::layer_norm>(x, w, b))
-    return layer_norm(ac[0], normalized_shape, ac[1], ac[2], eps);
-  constexpr std::string_view op = "layer_norm";
-  MINIDL_CHECK(x.defined(), "op `layer_norm`: input is undefined");
-  check_floating(op, x, "input");
-  auto [R, D] = layer_norm_rows(op, x, normalized_shape);
-  for (const auto& [t, name] : {std::pair{&w, "weight"}, std::pair{&b, "bias"}}) {
-    if (!t->defined()) continue;
-    MINIDL_CHECK(t->shape() == normalized_shape, "op `layer_norm`: expected ", name,
-                 " of the same shape as normalized_shape=", shape_str(normalized_shape), ", got ",
-                 name, " of shape ", t->shape_str());
-    check_floating(op, *t, name);
-    check_same_device(op, x, *t, name);
-  }
-  LayerNormResult res;
-  {
-    NoGradGuard no_grad;
-    Tensor xc = x.contiguous().reshape({R, D});
-    Tensor out = empty({R, D}, x.dtype(), x.device());
-    Tensor mean = empty({R}, stat_dtype(x.dtype()), x.device());
-    Tensor rstd = empty({R}, stat_dtype(x.dtype()), x.device());
-    kernel<Op::layer_norm>(x.device())(xc, w, b, out, mean, rstd, D, eps);
-    res = {out.view(x.shape()), mean, rstd};
-  }
-  const bool nx = x.requires_grad(), nw = w.defined() && w.requires_grad();
-  const bool nb = b.defined() && b.requires_grad();
-  autograd::record(
-      "NativeLayerNormBackward", {x, w, b}, {&res.out}, {x, w, res.mean, res.rstd},
-      [normalized_shape, nx, nw, nb](const auto& g, const auto& s) {
-        LayerNormGrads lg =
-            layer_norm_backward(g[0], s[0], normalized_shape, s[2], s[3], s[1], nw || nb);
-        return std::vector<Tensor>{nx ? lg.grad_x : Tensor(), nw ? lg.grad_w : Tensor(),
-                                   nb ? lg.grad_b : Tensor()};
-      });
-  return res;
-}
-
-LayerNormGrads layer_norm_backward(const Tensor& grad_out, const Tensor& x,
-                                   const Shape& normalized_shape, const Tensor& mean,
-                                   const Tensor& rstd, const Tensor& w, bool need_grad_w_b) {
-  constexpr std::string_view op = "layer_norm_backward";
-  check_floating(op, x, "input");
-  auto [R, D] = layer_norm_rows(op, x, normalized_shape);
-  MINIDL_CHECK(grad_out.shape() == x.shape(), "op `layer_norm_backward`: grad_out shape ",
-               grad_out.shape_str(), " does not match input shape ", x.shape_str());
-  const DType sd = stat_dtype(x.dtype());
-  for (const auto& [t, name] : {std::pair{&mean, "mean"}, std::pair{&rstd, "rstd"}}) {
-    MINIDL_CHECK(t->defined() && t->numel() == R, "op `layer_norm_backward`: expected ", name,
-                 " with ", R, " elements (one per row), got ",
-                 t->defined() ? t->shape_str() : "undefined");
-    check_same_device(op, x, *t, name);
-  }
-  if (w.defined())
-    MINIDL_CHECK(w.shape() == normalized_shape, "op `layer_norm_backward`: weight shape ",
-                 w.shape_str(), " does not match normalized_shape=", shape_str(normalized_shape));
-  check_same_device(op, x, grad_out, "grad_out");
-  check_same_device(op, x, w, "weight");
-  Tensor g = grad_out.to(x.dtype()).contiguous().reshape({R, D});
-  Tensor xc = x.contiguous().reshape({R, D});
-  Tensor m = mean.to(sd).contiguous().reshape({R});
-  Tensor rs = rstd.to(sd).contiguous().reshape({R});
-  LayerNormGrads res;
-  Tensor grad_x = empty({R, D}, x.dtype(), x.device());
-  if (need_grad_w_b) {
-    const DType pd = w.defined() ? w.dtype() : x.dtype();
-    res.grad_w = empty(normalized_shape, pd, x.device());
-    res.grad_b = empty(normalized_shape, pd, x.device());
-  }
-  kernel<Op::layer_norm_backward>(x.device())(g, xc, m, rs, w, grad_x, res.grad_w, res.grad_b, D);
-  res.grad_x = grad_x.view(x.shape());
-  return res;
-}
-
-namespace {
-
 // Validates batch_norm's per-channel tensors ([C], floating, same device).
 void check_channel_params(std::string_view op, const Tensor& x,
                           std::initializer_list<std::pair<const Tensor*, const char*>> ts) {
@@ -142,10 +63,68 @@ void check_bn_input(std::string_view op, const Tensor& x) {
 
 }  // namespace
 
+LayerNormResult layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& w,
+                           const Tensor& b, double eps) {
+  constexpr std::string_view op = "layer_norm";
+  MINIDL_CHECK(x.defined(), "op `layer_norm`: input is undefined");
+  check_floating(op, x, "input");
+  auto [R, D] = layer_norm_rows(op, x, normalized_shape);
+  for (const auto& [t, name] : {std::pair{&w, "weight"}, std::pair{&b, "bias"}}) {
+    if (!t->defined()) continue;
+    MINIDL_CHECK(t->shape() == normalized_shape, "op `layer_norm`: expected ", name,
+                 " of the same shape as normalized_shape=", shape_str(normalized_shape), ", got ",
+                 name, " of shape ", t->shape_str());
+    check_floating(op, *t, name);
+    check_same_device(op, x, *t, name);
+  }
+  Tensor xc = reshape(contiguous(x), {R, D});
+  Tensor out = empty({R, D}, x.dtype(), x.device());
+  Tensor mean = empty({R}, stat_dtype(x.dtype()), x.device());
+  Tensor rstd = empty({R}, stat_dtype(x.dtype()), x.device());
+  kernel<Op::layer_norm>(x.device())(xc, w, b, out, mean, rstd, D, eps);
+  return {view(out, x.shape()), mean, rstd};
+}
+
+LayerNormGrads layer_norm_backward(const Tensor& grad_out, const Tensor& x,
+                                   const Shape& normalized_shape, const Tensor& mean,
+                                   const Tensor& rstd, const Tensor& w, bool need_grad_w_b) {
+  constexpr std::string_view op = "layer_norm_backward";
+  check_floating(op, x, "input");
+  auto [R, D] = layer_norm_rows(op, x, normalized_shape);
+  MINIDL_CHECK(grad_out.shape() == x.shape(), "op `layer_norm_backward`: grad_out shape ",
+               grad_out.shape_str(), " does not match input shape ", x.shape_str());
+  const DType sd = stat_dtype(x.dtype());
+  for (const auto& [t, name] : {std::pair{&mean, "mean"}, std::pair{&rstd, "rstd"}}) {
+    MINIDL_CHECK(t->defined() && t->numel() == R, "op `layer_norm_backward`: expected ", name,
+                 " with ", R, " elements (one per row), got ",
+                 t->defined() ? t->shape_str() : "undefined");
+    check_same_device(op, x, *t, name);
+  }
+  if (w.defined())
+    MINIDL_CHECK(w.shape() == normalized_shape, "op `layer_norm_backward`: weight shape ",
+                 w.shape_str(), " does not match normalized_shape=", shape_str(normalized_shape));
+  check_same_device(op, x, grad_out, "grad_out");
+  check_same_device(op, x, w, "weight");
+  Tensor g = reshape(contiguous(to(grad_out, x.dtype())), {R, D});
+  Tensor xc = reshape(contiguous(x), {R, D});
+  Tensor m = reshape(contiguous(to(mean, sd)), {R});
+  Tensor rs = reshape(contiguous(to(rstd, sd)), {R});
+  LayerNormGrads res;
+  Tensor grad_x = empty({R, D}, x.dtype(), x.device());
+  if (need_grad_w_b) {
+    const DType pd = w.defined() ? w.dtype() : x.dtype();
+    res.grad_w = empty(normalized_shape, pd, x.device());
+    res.grad_b = empty(normalized_shape, pd, x.device());
+  }
+  kernel<Op::layer_norm_backward>(x.device())(g, xc, m, rs, w, grad_x, res.grad_w, res.grad_b, D);
+  res.grad_x = view(grad_x, x.shape());
+  return res;
+}
+
+// Batch statistics when training (running stats, if any, updated in place by the kernel) or
+// when there are no running stats; otherwise the running stats normalise (eval).
 BatchNormResult batch_norm(const Tensor& x, const Tensor& w, const Tensor& b, Tensor running_mean,
                            Tensor running_var, bool training, double momentum, double eps) {
-  if (auto ac = amp::autocast_inputs<amp::AutocastOp::batch_norm>(x, w, b))  // not the stats
-    return batch_norm(ac[0], ac[1], ac[2], running_mean, running_var, training, momentum, eps);
   constexpr std::string_view op = "batch_norm";
   check_bn_input(op, x);
   check_channel_params(op, x,
@@ -165,34 +144,14 @@ BatchNormResult batch_norm(const Tensor& x, const Tensor& w, const Tensor& b, Te
                  "input of shape ",
                  x.shape_str());
   }
-  BatchNormResult res;
-  {
-    NoGradGuard no_grad;
-    Tensor xc = x.contiguous();
-    Tensor out = empty(x.shape(), x.dtype(), x.device());
-    const DType sd = stat_dtype(x.dtype());
-    Tensor save_mean = empty({batch_stats ? C : 0}, sd, x.device());
-    Tensor save_invstd = empty({batch_stats ? C : 0}, sd, x.device());
-    // batch statistics when training (running stats, if any, updated in place) or when there
-    // are no running stats; otherwise the running stats normalise (eval).
-    kernel<Op::batch_norm>(x.device())(xc, w, b, running_mean, running_var, out, save_mean,
-                                       save_invstd, batch_stats, momentum, eps);
-    res = {out, save_mean, save_invstd};
-  }
-  // batch stats: the backward uses save_mean/save_invstd; eval: the running stats (constants)
-  const bool nx = x.requires_grad(), nw = w.defined() && w.requires_grad();
-  const bool nb = b.defined() && b.requires_grad();
-  Tensor rm = batch_stats ? Tensor() : running_mean, rv = batch_stats ? Tensor() : running_var;
-  autograd::record(
-      "NativeBatchNormBackward", {x, w, b}, {&res.out},
-      {x, w, rm, rv, res.save_mean, res.save_invstd},
-      [batch_stats, eps, nx, nw, nb](const auto& g, const auto& s) {
-        BatchNormGrads bg =
-            batch_norm_backward(g[0], s[0], s[1], s[2], s[3], s[4], s[5], batch_stats, eps);
-        return std::vector<Tensor>{nx ? bg.grad_x : Tensor(), nw ? bg.grad_w : Tensor(),
-                                   nb ? bg.grad_b : Tensor()};
-      });
-  return res;
+  Tensor xc = contiguous(x);
+  Tensor out = empty(x.shape(), x.dtype(), x.device());
+  const DType sd = stat_dtype(x.dtype());
+  Tensor save_mean = empty({batch_stats ? C : 0}, sd, x.device());
+  Tensor save_invstd = empty({batch_stats ? C : 0}, sd, x.device());
+  kernel<Op::batch_norm>(x.device())(xc, w, b, running_mean, running_var, out, save_mean,
+                                     save_invstd, batch_stats, momentum, eps);
+  return {out, save_mean, save_invstd};
 }
 
 BatchNormGrads batch_norm_backward(const Tensor& grad_out, const Tensor& x, const Tensor& w,
@@ -213,11 +172,11 @@ BatchNormGrads batch_norm_backward(const Tensor& grad_out, const Tensor& x, cons
     check_channel_params(op, x, {{&save_mean, "save_mean"}, {&save_invstd, "save_invstd"}});
     MINIDL_CHECK(save_mean.defined() && save_invstd.defined(),
                  "op `batch_norm_backward`: training mode needs save_mean and save_invstd");
-    sm = save_mean.to(sd);
-    si = save_invstd.to(sd);
+    sm = to(save_mean, sd);
+    si = to(save_invstd, sd);
   }
-  Tensor g = grad_out.to(x.dtype()).contiguous();
-  Tensor xc = x.contiguous();
+  Tensor g = contiguous(to(grad_out, x.dtype()));
+  Tensor xc = contiguous(x);
   const DType pd = w.defined() ? w.dtype() : x.dtype();
   BatchNormGrads res;
   res.grad_x = empty(x.shape(), x.dtype(), x.device());
@@ -228,4 +187,5 @@ BatchNormGrads batch_norm_backward(const Tensor& grad_out, const Tensor& x, cons
   return res;
 }
 
+}  // namespace native
 }  // namespace minidl

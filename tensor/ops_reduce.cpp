@@ -1,13 +1,11 @@
-// Reduction frontends (torch.sum/mean/var/std/amax/amin/max/min/argmax/argmin/logsumexp and
-// sum_to_shape): dim normalisation and checks, result dtype, keepdim shapes, then dispatch;
-// floating results record their backward (autograd::record) when an input requires grad.
+// Raw reductions (sum/mean/var/std/amax/amin/max/min/argmax/argmin/logsumexp and sum_to_shape):
+// dim normalisation and checks, result dtype, keepdim shapes, then dispatch; no history (the
+// differentiable forms are autograd/functions/reduce.cpp).
 #include <algorithm>
 
-#include "autograd/function.h"
-#include "tensor/autocast.h"
 #include "tensor/ops.h"
 
-namespace minidl {
+namespace minidl::native {
 namespace {
 
 int64_t wrap(const Tensor& x, int64_t dim, std::string_view op) {
@@ -55,7 +53,7 @@ Shape drop_shape(const Shape& s, const DimList& dims) {
 }
 
 Tensor finish(const Tensor& out, const Shape& in_shape, const DimList& dims, bool keepdim) {
-  return keepdim ? out : out.view(drop_shape(in_shape, dims));
+  return keepdim ? out : native::view(out, drop_shape(in_shape, dims));
 }
 
 // Max-like reductions cannot reduce an empty dim (no identity).
@@ -98,58 +96,8 @@ Tensor arg_index(const Tensor& x, std::optional<int64_t> dim, bool keepdim, bool
   if (dim) return arg_reduce(x, *dim, keepdim, is_max, op).second;
   MINIDL_CHECK(x.defined(), "op `", op, "`: undefined input tensor");
   check_nonempty(x, {}, true, op);
-  Tensor idx = arg_reduce(x.reshape({-1}), 0, false, is_max, op).second;
-  return keepdim ? idx.view(Shape(size_t(x.dim()), 1)) : idx;
-}
-
-// ---- autograd helpers (backward closures run under NoGradGuard inside the engine)
-using autograd::record;
-using Grads = std::vector<Tensor>;
-
-// g: gradient of a reduction's output -> broadcast view of in_shape (re-inserts reduced dims).
-Tensor unreduce(const Tensor& g, const Shape& in_shape, const DimList& dims, bool keepdim) {
-  Tensor r = g;
-  if (!keepdim)
-    for (int64_t d : dims) r = r.unsqueeze(d);  // dims sorted ascending
-  return r.expand(in_shape);
-}
-
-int64_t reduced_count(const Shape& s, const DimList& dims) {
-  int64_t n = 1;
-  for (int64_t d : dims) n *= s[size_t(d)];
-  return n;
-}
-
-// amax/amin/max/min: the gradient is split evenly among the elements equal to the result.
-// `nan_ties` (the full max()/min(), PyTorch's evenly_distribute_backward): a NaN result is
-// shared by the NaN elements. amax/amin (PyTorch's scale_grad_by_count) leave a NaN result with
-// no equal element, so its gradient is 0/0 = NaN, as in PyTorch 1.13.
-void record_extreme(const char* name, const Tensor& x, Tensor& out, const DimList& d, bool keepdim,
-                    bool nan_ties) {
-  if (!is_floating(out.dtype())) return;
-  record(name, {x}, {&out}, {x, out}, [d, keepdim, nan_ties](const Grads& g, const Grads& s) {
-    const Tensor& x = s[0];
-    const Tensor r = unreduce(s[1], x.shape(), d, keepdim);
-    Tensor tie = eq(x, r);
-    if (nan_ties) tie = logical_or(tie, logical_and(ne(x, x), ne(r, r)));
-    Tensor mask = tie.to(g[0].dtype());
-    Tensor count = sum(mask, d, true);
-    return Grads{div(mul(unreduce(g[0], x.shape(), d, keepdim), mask), count)};
-  });
-}
-
-// max/min(dim): the values' gradient goes to the index positions.
-void record_dim_extreme(const char* name, const Tensor& x, std::pair<Tensor, Tensor>& r,
-                        int64_t dim, bool keepdim) {
-  if (!is_floating(r.first.dtype())) return;
-  const int64_t d = dim < 0 ? dim + std::max<int64_t>(x.dim(), 1) : dim;
-  record(name, {x}, {&r.first}, {r.second},
-         [shape = x.shape(), d, keepdim](const Grads& g, const Grads& s) {
-           if (shape.empty()) return Grads{g[0].reshape({})};
-           const Tensor idx = keepdim ? s[0] : s[0].unsqueeze(d);
-           const Tensor gk = keepdim ? g[0] : g[0].unsqueeze(d);
-           return Grads{scatter_add(zeros(shape, g[0].dtype(), g[0].device()), d, idx, gk)};
-         });
+  Tensor idx = arg_reduce(native::reshape(x, {-1}), 0, false, is_max, op).second;
+  return keepdim ? native::view(idx, Shape(size_t(x.dim()), 1)) : idx;
 }
 
 void check_floating_var(const Tensor& x, std::string_view op) {
@@ -158,135 +106,65 @@ void check_floating_var(const Tensor& x, std::string_view op) {
                " (input shape ", x.shape_str(), ")");
 }
 
+// amax/amin and the full max/min: the extreme over `dims`.
+template <Op op>
+Tensor extreme(const Tensor& x, const DimList& dims, bool keepdim, const char* name) {
+  const DimList d = reduce_dims(x, dims, name);
+  check_nonempty(x, d, dims.empty(), name);
+  return simple_reduce<op>(x, d, keepdim, x.dtype());
+}
+
 }  // namespace
 
 Tensor sum(const Tensor& x, const DimList& dims, bool keepdim, std::optional<DType> dtype) {
-  if (!dtype)  // with an explicit dtype the caller chose (torch's fp32_set_opt_dtype)
-    if (auto ac = amp::autocast_inputs<amp::AutocastOp::sum>(x)) return sum(ac[0], dims, keepdim);
   const DimList d = reduce_dims(x, dims, "sum");
   const DType od = dtype ? *dtype : (is_integral(x.dtype(), true) ? kInt64 : x.dtype());
-  Tensor out;
-  {
-    NoGradGuard no_grad;
-    const Tensor in = dtype ? x.to(*dtype) : x;
-    out = simple_reduce<Op::sum>(in, d, keepdim, od);
-  }
-  if (is_floating(od))
-    record("SumBackward", {x}, {&out}, {},
-           [shape = x.shape(), xd = x.dtype(), d, keepdim](const Grads& g, const Grads&) {
-             return Grads{unreduce(g[0], shape, d, keepdim).to(xd).contiguous()};
-           });
-  return out;
+  const Tensor in = dtype ? native::to(x, *dtype) : x;
+  return simple_reduce<Op::sum>(in, d, keepdim, od);
 }
 
 Tensor mean(const Tensor& x, const DimList& dims, bool keepdim) {
-  if (auto ac = amp::autocast_inputs<amp::AutocastOp::mean>(x)) return mean(ac[0], dims, keepdim);
   const DimList d = reduce_dims(x, dims, "mean");
   MINIDL_CHECK(is_floating(x.dtype()),
                "op `mean`: could not infer output dtype. Input dtype must be either a floating "
                "point or complex dtype. Got: ",
                x.dtype(), " (input shape ", x.shape_str(), ")");
-  Tensor out;
-  {
-    NoGradGuard no_grad;
-    out = simple_reduce<Op::mean>(x, d, keepdim, x.dtype());
-  }
-  record("MeanBackward", {x}, {&out}, {},
-         [shape = x.shape(), d, keepdim](const Grads& g, const Grads&) {
-           const double n = double(reduced_count(shape, d));
-           return Grads{div(unreduce(g[0], shape, d, keepdim), n)};
-         });
-  return out;
+  return simple_reduce<Op::mean>(x, d, keepdim, x.dtype());
 }
 
 Tensor var(const Tensor& x, const DimList& dims, double correction, bool keepdim) {
   const DimList d = reduce_dims(x, dims, "var");
   check_floating_var(x, "var");
-  Tensor out;
-  {
-    NoGradGuard no_grad;
-    out = empty(keep_shape(x.shape(), d), x.dtype(), x.device());
-    kernel<Op::var>(x.device())(x, out, d, correction);
-    out = finish(out, x.shape(), d, keepdim);
-  }
-  // d var / dx = 2 (x - mean) / (N - correction)
-  record("VarBackward", {x}, {&out}, {x}, [d, correction, keepdim](const Grads& g, const Grads& s) {
-    const Tensor& x = s[0];
-    const double n = double(reduced_count(x.shape(), d)) - correction;
-    Tensor centered = sub(x, mean(x, d, true));
-    return Grads{mul(unreduce(g[0], x.shape(), d, keepdim), mul(centered, 2.0 / n))};
-  });
-  return out;
+  Tensor out = empty(keep_shape(x.shape(), d), x.dtype(), x.device());
+  kernel<Op::var>(x.device())(x, out, d, correction);
+  return finish(out, x.shape(), d, keepdim);
 }
 
 Tensor std(const Tensor& x, const DimList& dims, double correction, bool keepdim) {
-  const DimList d = reduce_dims(x, dims, "std");
+  reduce_dims(x, dims, "std");  // the checks, with "std" in their messages
   check_floating_var(x, "std");
-  Tensor out;
-  {
-    NoGradGuard no_grad;
-    out = sqrt(var(x, dims, correction, keepdim));
-  }
-  // d std / dx = (x - mean) / ((N - correction) std)
-  record("StdBackward", {x}, {&out}, {x, out},
-         [d, correction, keepdim](const Grads& g, const Grads& s) {
-           const Tensor& x = s[0];
-           const double n = double(reduced_count(x.shape(), d)) - correction;
-           Tensor centered = sub(x, mean(x, d, true));
-           Tensor scale = div(g[0], mul(s[1], n));  // output shape
-           return Grads{mul(unreduce(scale, x.shape(), d, keepdim), centered)};
-         });
-  return out;
+  return native::sqrt(native::var(x, dims, correction, keepdim));
 }
-
-namespace {
-// amax/amin and the full max/min: the extreme over `dims`; the gradient is split evenly among
-// tied elements.
-template <Op op>
-Tensor extreme(const Tensor& x, const DimList& dims, bool keepdim, const char* name,
-               const char* node, bool nan_ties = false) {
-  const DimList d = reduce_dims(x, dims, name);
-  check_nonempty(x, d, dims.empty(), name);
-  Tensor out = [&] {
-    NoGradGuard no_grad;
-    return simple_reduce<op>(x, d, keepdim, x.dtype());
-  }();
-  record_extreme(node, x, out, d, keepdim, nan_ties);
-  return out;
-}
-}  // namespace
 
 Tensor amax(const Tensor& x, const DimList& dims, bool keepdim) {
-  return extreme<Op::amax>(x, dims, keepdim, "amax", "AmaxBackward");
+  return extreme<Op::amax>(x, dims, keepdim, "amax");
 }
 Tensor amin(const Tensor& x, const DimList& dims, bool keepdim) {
-  return extreme<Op::amin>(x, dims, keepdim, "amin", "AminBackward");
+  return extreme<Op::amin>(x, dims, keepdim, "amin");
 }
 Tensor max(const Tensor& x) {
-  return extreme<Op::amax>(x, {}, false, "max", "MaxBackward", true);
+  return extreme<Op::amax>(x, {}, false, "max");
 }
 Tensor min(const Tensor& x) {
-  return extreme<Op::amin>(x, {}, false, "min", "MinBackward", true);
+  return extreme<Op::amin>(x, {}, false, "min");
 }
 
 std::pair<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim) {
-  std::pair<Tensor, Tensor> r;
-  {
-    NoGradGuard no_grad;
-    r = arg_reduce(x, dim, keepdim, true, "max");
-  }
-  record_dim_extreme("MaxBackward", x, r, dim, keepdim);
-  return r;
+  return arg_reduce(x, dim, keepdim, true, "max");
 }
 
 std::pair<Tensor, Tensor> min(const Tensor& x, int64_t dim, bool keepdim) {
-  std::pair<Tensor, Tensor> r;
-  {
-    NoGradGuard no_grad;
-    r = arg_reduce(x, dim, keepdim, false, "min");
-  }
-  record_dim_extreme("MinBackward", x, r, dim, keepdim);
-  return r;
+  return arg_reduce(x, dim, keepdim, false, "min");
 }
 
 Tensor argmax(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
@@ -298,22 +176,9 @@ Tensor argmin(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
 }
 
 Tensor logsumexp(const Tensor& x, const DimList& dims, bool keepdim) {
-  if (auto ac = amp::autocast_inputs<amp::AutocastOp::logsumexp>(x))
-    return logsumexp(ac[0], dims, keepdim);
   const DimList d = reduce_dims(x, dims, "logsumexp");
-  Tensor out;
-  {
-    NoGradGuard no_grad;
-    const Tensor in = is_floating(x.dtype()) ? x : x.to(kFloat32);  // integers -> default float
-    out = simple_reduce<Op::logsumexp>(in, d, keepdim, in.dtype());
-  }
-  // d lse / dx = exp(x - lse) (the softmax over the reduced dims)
-  record("LogsumexpBackward", {x}, {&out}, {x, out}, [d, keepdim](const Grads& g, const Grads& s) {
-    const Tensor& x = s[0];
-    Tensor sm = exp(sub(x, unreduce(s[1], x.shape(), d, keepdim)));
-    return Grads{mul(unreduce(g[0], x.shape(), d, keepdim), sm)};
-  });
-  return out;
+  const Tensor in = is_floating(x.dtype()) ? x : native::to(x, kFloat32);  // ints -> default float
+  return simple_reduce<Op::logsumexp>(in, d, keepdim, in.dtype());
 }
 
 Tensor sum_to_shape(const Tensor& x, const Shape& shape) {
@@ -331,16 +196,8 @@ Tensor sum_to_shape(const Tensor& x, const Shape& shape) {
                  ": ", shape[i], " vs ", xs, ")");
     if (shape[i] == 1 && xs != 1) dims.push_back(lead + int64_t(i));
   }
-  Tensor out;
-  {
-    NoGradGuard no_grad;
-    out = dims.empty() ? x.reshape(shape) : sum(x, dims, true, x.dtype()).reshape(shape);
-  }
-  if (is_floating(out.dtype()))
-    record("SumToShapeBackward", {x}, {&out}, {}, [xs = x.shape()](const Grads& g, const Grads&) {
-      return Grads{g[0].expand(xs).contiguous()};
-    });
-  return out;
+  return dims.empty() ? native::reshape(x, shape)
+                      : native::reshape(native::sum(x, dims, true, x.dtype()), shape);
 }
 
-}  // namespace minidl
+}  // namespace minidl::native

@@ -1,11 +1,11 @@
-// Softmax frontends (torch.softmax / log_softmax and their backward formulas): dim and dtype
-// checks, output allocation, dispatch. 0-d inputs are treated as one-element vectors.
-// softmax/log_softmax record a node whose backward uses the saved output.
-#include "autograd/function.h"
-#include "tensor/autocast.h"
+// Raw softmax ops (torch.softmax / log_softmax and their backward formulas): dim and dtype
+// checks, output allocation, dispatch; no history (autograd/functions/softmax.cpp records).
+// 0-d inputs are treated as one-element vectors.
+#include <algorithm>
+
 #include "tensor/ops.h"
 
-namespace minidl {
+namespace minidl::native {
 namespace {
 
 int64_t softmax_dim(const Tensor& x, int64_t dim, std::string_view op) {
@@ -23,11 +23,10 @@ int64_t softmax_dim(const Tensor& x, int64_t dim, std::string_view op) {
 template <Op op>
 Tensor softmax_forward(const Tensor& x, int64_t dim, std::string_view name) {
   const int64_t d = softmax_dim(x, dim, name);
-  NoGradGuard no_grad;
-  const Tensor in = x.dim() == 0 ? x.reshape({1}) : x;
+  const Tensor in = x.dim() == 0 ? native::reshape(x, {1}) : x;
   Tensor out = empty(in.shape(), in.dtype(), in.device());
   if (out.numel() > 0) kernel<op>(in.device())(in, out, d);
-  return x.dim() == 0 ? out.reshape({}) : out;
+  return x.dim() == 0 ? native::reshape(out, {}) : out;
 }
 
 template <Op op>
@@ -42,34 +41,21 @@ Tensor softmax_bwd(const Tensor& grad_out, const Tensor& out, int64_t dim, std::
   MINIDL_CHECK(grad_out.dtype() == out.dtype(), "op `", name, "`: grad_output dtype ",
                grad_out.dtype(), " does not match output dtype ", out.dtype());
   const bool scalar = out.dim() == 0;
-  const Tensor g = scalar ? grad_out.reshape({1}) : grad_out;
-  const Tensor y = scalar ? out.reshape({1}) : out;
+  const Tensor g = scalar ? native::reshape(grad_out, {1}) : grad_out;
+  const Tensor y = scalar ? native::reshape(out, {1}) : out;
   Tensor grad_in = empty(y.shape(), y.dtype(), y.device());
   if (grad_in.numel() > 0) kernel<op>(y.device())(g, y, grad_in, d);
-  return scalar ? grad_in.reshape({}) : grad_in;
+  return scalar ? native::reshape(grad_in, {}) : grad_in;
 }
 
 }  // namespace
 
 Tensor softmax(const Tensor& x, int64_t dim) {
-  if (auto ac = amp::autocast_inputs<amp::AutocastOp::softmax>(x)) return softmax(ac[0], dim);
-  Tensor out = softmax_forward<Op::softmax>(x, dim, "softmax");
-  autograd::record("SoftmaxBackward", {x}, {&out}, {out},
-                   [dim](const std::vector<Tensor>& g, const std::vector<Tensor>& s) {
-                     return std::vector<Tensor>{softmax_backward(g[0], s[0], dim)};
-                   });
-  return out;
+  return softmax_forward<Op::softmax>(x, dim, "softmax");
 }
 
 Tensor log_softmax(const Tensor& x, int64_t dim) {
-  if (auto ac = amp::autocast_inputs<amp::AutocastOp::log_softmax>(x))
-    return log_softmax(ac[0], dim);
-  Tensor out = softmax_forward<Op::log_softmax>(x, dim, "log_softmax");
-  autograd::record("LogSoftmaxBackward", {x}, {&out}, {out},
-                   [dim](const std::vector<Tensor>& g, const std::vector<Tensor>& s) {
-                     return std::vector<Tensor>{log_softmax_backward(g[0], s[0], dim)};
-                   });
-  return out;
+  return softmax_forward<Op::log_softmax>(x, dim, "log_softmax");
 }
 
 Tensor softmax_backward(const Tensor& grad_out, const Tensor& out, int64_t dim) {
@@ -80,4 +66,4 @@ Tensor log_softmax_backward(const Tensor& grad_out, const Tensor& out, int64_t d
   return softmax_bwd<Op::log_softmax_backward>(grad_out, out, dim, "log_softmax_backward");
 }
 
-}  // namespace minidl
+}  // namespace minidl::native

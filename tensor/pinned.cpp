@@ -40,7 +40,7 @@ Tensor pin_memory(const Tensor& t) {
   MINIDL_CHECK(t.is_cpu(), "pin_memory: only CPU tensors can be pinned, got one on ", t.device());
   if (is_pinned(t)) return t;
   Tensor out = empty_pinned(t.shape(), t.dtype());
-  out.copy_(t);
+  native::copy_(out, t);
   return out;
 }
 

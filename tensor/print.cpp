@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "tensor/ops.h"
 #include "tensor/tensor.h"
 
 namespace minidl {
@@ -219,7 +220,7 @@ std::string Tensor::str() const {
     DType dt = dtype();
     if (dt != DType::f32 && dt != DType::i64 && dt != DType::boolean)
       suffixes.push_back(std::string("dtype=torch.").append(dtype_name(dt)));
-    Tensor c = is_cpu() ? *this : to(kCPU);
+    Tensor c = is_cpu() ? *this : native::to(*this, kCPU);  // raw: printing records nothing
     Walker w{c.shape(), c.strides(), numel() > kThreshold};
     std::vector<int64_t> offsets;
     w.collect(0, 0, offsets);

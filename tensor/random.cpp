@@ -1,6 +1,6 @@
-// Random frontends (torch.rand/randn/randint/bernoulli/randperm, uniform_/normal_, dropout
-// masks) and the default generator. Validation here, the numbers come from the device's
-// uniform/normal/randint/bernoulli kernels (Philox stream contract in tensor/random.h).
+// Random frontends (torch.rand/randn/randint/bernoulli/randperm/multinomial, uniform_/normal_,
+// dropout masks) and the default generator. Validation here, the numbers come from the device's
+// random kernels (Philox stream contract in tensor/random.h). No history: raw ops only.
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -38,7 +38,7 @@ Tensor& fill_random(Tensor& t, double a, double b, Generator* gen) {
   } else {
     Tensor tmp = empty(t.shape(), t.dtype(), t.device());
     kernel<op>(t.device())(tmp, a, b, gen_or_default(gen));
-    t.copy_(tmp);
+    native::copy_(t, tmp);
   }
   return t;
 }
@@ -126,13 +126,51 @@ Tensor randperm(int64_t n, Generator* gen) {
   return out;
 }
 
+// Indices drawn from rows of non-negative weights: validated here (weights checked on their
+// device with raw ops), drawn by the multinomial kernel from a float64 scratch copy.
+Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement, Generator* gen) {
+  MINIDL_CHECK(probs.defined(), "op `multinomial`: undefined input tensor");
+  MINIDL_CHECK(probs.dim() == 1 || probs.dim() == 2, "op `multinomial`: prob_dist must be 1 or ",
+               "2 dim, got shape ", probs.shape_str());
+  MINIDL_CHECK(probs.is_floating_point(), "op `multinomial`: only supports floating-point dtypes ",
+               "for input, got ", probs.dtype());
+  MINIDL_CHECK(num_samples > 0, "op `multinomial`: cannot sample n_sample <= 0 samples (got ",
+               num_samples, ")");
+  const int64_t C = probs.size(-1), B = probs.dim() == 2 ? probs.size(0) : 1;
+  MINIDL_CHECK(C > 0, "op `multinomial`: no categories (shape ", probs.shape_str(), ")");
+  MINIDL_CHECK(replacement || num_samples <= C, "op `multinomial`: cannot sample n_sample > ",
+               "prob_dist.size(-1) samples without replacement (n_sample ", num_samples,
+               ", categories ", C, ")");
+  Tensor w = empty({B, C}, kFloat64, probs.device());
+  native::copy_(w, native::reshape(probs, {B, C}));  // the kernel's scratch copy
+  if (B > 0) {
+    constexpr double inf = std::numeric_limits<double>::infinity();
+    Tensor bad = native::logical_or(native::logical_or(native::lt(w, 0.0), native::ne(w, w)), native::eq(w, inf));
+    Tensor positive = native::sum(native::gt(w, 0.0), {1});  // [B] int64
+    std::vector<int64_t> stats =
+        native::stack({native::sum(bad), native::amin(positive), native::sum(native::eq(native::sum(w, {1}), 0.0))})
+            .tolist<int64_t>();
+    MINIDL_CHECK(stats[0] == 0, "op `multinomial`: probability tensor contains either `inf`, ",
+                 "`nan` or element < 0 (shape ", probs.shape_str(), ")");
+    MINIDL_CHECK(stats[2] == 0, "op `multinomial`: invalid multinomial distribution (sum of ",
+                 "probabilities <= 0) (shape ", probs.shape_str(), ")");
+    MINIDL_CHECK(replacement || stats[1] >= num_samples, "op `multinomial`: invalid multinomial ",
+                 "distribution (with replacement=False, not enough non-negative category to ",
+                 "sample): ", num_samples, " samples but a row has ", stats[1],
+                 " positive weights");
+  }
+  Tensor out = empty({B, num_samples}, kInt64, probs.device());
+  kernel<Op::multinomial>(probs.device())(w, out, replacement, gen_or_default(gen));
+  return probs.dim() == 1 ? native::view(out, {num_samples}) : out;
+}
+
 Tensor dropout_mask(const Shape& shape, double p, DType dtype, Device device, Generator* gen) {
   MINIDL_CHECK(p >= 0.0 && p <= 1.0,
                "op `dropout_mask`: dropout probability has to be between 0 and 1, but got ", p);
   check_floating(dtype, "dropout_mask");
   Tensor out = empty(shape, dtype, device);
-  if (p == 0.0) return out.fill_(1);
-  if (p == 1.0) return out.fill_(0);
+  if (p == 0.0) return native::fill_(out, 1);
+  if (p == 1.0) return native::fill_(out, 0);
   return fill_random<Op::bernoulli>(out, 1.0 - p, 1.0 / (1.0 - p), gen);
 }
 

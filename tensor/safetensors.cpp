@@ -14,6 +14,7 @@
 #include <string_view>
 
 #include "tensor/atomic_file.h"
+#include "tensor/ops.h"
 
 namespace minidl {
 namespace {
@@ -29,8 +30,11 @@ struct DTypeName {
   DType dtype;
 };
 constexpr DTypeName kDTypes[] = {
-    {"F64", DType::f64}, {"F32", DType::f32}, {"F16", DType::f16}, {"BF16", DType::bf16},
-    {"I64", DType::i64}, {"I32", DType::i32}, {"U8", DType::u8},   {"BOOL", DType::boolean}};
+#define MINIDL_DTYPE(name, T, size, torch_name, short_name, scalar_type, safetensors) \
+  {safetensors, DType::name},
+#include "tensor/dtypes.def"
+#undef MINIDL_DTYPE
+};
 // Valid in the format, but minidl has no such dtype.
 constexpr const char* kUnsupportedDTypes[] = {"I8",      "I16",     "U16",     "U32",
                                               "U64",     "F8_E5M2", "F8_E4M3", "F8_E8M0",
@@ -98,8 +102,11 @@ DType parse_dtype(const json& v, const std::string& name, const std::string& src
     if (s == d.name) return d.dtype;
   }
   for (const char* u : kUnsupportedDTypes) {
-    MINIDL_CHECK(s != u, prefix(src), "tensor '", name, "': dtype ", s,
-                 " is not supported by minidl (supported: F64 F32 F16 BF16 I64 I32 U8 BOOL)");
+    if (s != u) continue;
+    std::string supported;
+    for (const auto& d : kDTypes) supported += (supported.empty() ? "" : " ") + std::string(d.name);
+    MINIDL_FAIL(prefix(src), "tensor '", name, "': dtype ", s,
+                " is not supported by minidl (supported: ", supported, ")");
   }
   MINIDL_FAIL(prefix(src), "tensor '", name, "': unknown dtype '", s, "'");
 }
@@ -276,7 +283,7 @@ void write_image(const std::map<std::string, Tensor>& tensors, const Safetensors
   sink(len, 8);
   sink(header.data(), header.size());
   for (const auto& [name, t] : tensors) {
-    Tensor c = t.to(kCPU).contiguous();  // one tensor at a time on the host
+    Tensor c = native::contiguous(native::to(t, kCPU));  // one tensor at a time on the host
     if (c.nbytes() > 0) sink(c.data_ptr(), c.nbytes());
   }
 }

@@ -12,7 +12,7 @@
 #include "dist_test_util.h"
 #include "parallel/ddp.h"
 #include "parallel/tcp_store.h"
-#include "tensor/ops.h"
+#include "autograd/ops.h"
 
 namespace ddptest {
 using namespace minidl;

@@ -10,7 +10,7 @@
 #include "optim/adam.h"
 #include "optim/fused.h"
 #include "optim/sgd.h"
-#include "tensor/ops.h"
+#include "autograd/ops.h"
 #include "test_util.h"
 
 using namespace minidl;

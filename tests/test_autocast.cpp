@@ -10,8 +10,8 @@
 #include "nn/attention_functional.h"
 #include "nn/functional.h"
 #include "nn/loss.h"
-#include "tensor/autocast.h"
-#include "tensor/ops.h"
+#include "autograd/autocast.h"
+#include "autograd/ops.h"
 
 using namespace minidl;
 using amp::AutocastOp;

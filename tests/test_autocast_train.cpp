@@ -12,8 +12,8 @@
 #include "nn/loss.h"
 #include "parallel/data_parallel.h"
 #include "parallel_test_models.h"
-#include "tensor/autocast.h"
-#include "tensor/ops.h"
+#include "autograd/autocast.h"
+#include "autograd/ops.h"
 #include "test_util.h"
 
 using namespace minidl;

@@ -12,7 +12,7 @@
 #include "optim/grad_scaler.h"
 #include "optim/sgd.h"
 #include "tensor/cuda.h"
-#include "tensor/ops.h"
+#include "autograd/ops.h"
 
 using namespace minidl;
 using namespace parity;

@@ -6,7 +6,7 @@
 #include <cmath>
 
 #include "tensor/cuda.h"
-#include "tensor/ops.h"
+#include "autograd/ops.h"
 #include "test_util.h"
 
 using namespace minidl;

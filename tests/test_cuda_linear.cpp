@@ -8,7 +8,7 @@
 #include <cmath>
 
 #include "tensor/cuda.h"
-#include "tensor/ops.h"
+#include "autograd/ops.h"
 #include "test_util.h"
 #ifdef MINIDL_TEST_WITH_CUDA
 #include "tensor/cuda/gemm.h"

@@ -4,7 +4,7 @@
 #include <doctest/doctest.h>
 
 #include "tensor/cuda.h"
-#include "tensor/ops.h"
+#include "autograd/ops.h"
 #include "tensor/pinned.h"
 #include "test_util.h"
 

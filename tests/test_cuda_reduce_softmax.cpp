@@ -9,7 +9,7 @@
 #include <limits>
 
 #include "tensor/cuda.h"
-#include "tensor/ops.h"
+#include "autograd/ops.h"
 #include "test_util.h"
 
 using namespace minidl;

@@ -16,7 +16,7 @@
 #include "parallel/distributed.h"
 #include "parallel_test_models.h"
 #include "pg_test_util.h"
-#include "tensor/ops.h"
+#include "autograd/ops.h"
 #include "skip.h"
 
 using namespace minidl;

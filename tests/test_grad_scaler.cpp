@@ -15,7 +15,7 @@
 #include "optim/grad_scaler.h"
 #include "optim/lr_scheduler.h"
 #include "optim/sgd.h"
-#include "tensor/ops.h"
+#include "autograd/ops.h"
 #include "test_util.h"
 
 using namespace minidl;

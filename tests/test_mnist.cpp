@@ -12,7 +12,7 @@
 #include "data/mnist.h"
 #include "data/mnist_offline.h"
 #include "safetensors_test_util.h"  // TempDir, error_of, read_file, write_file
-#include "tensor/ops.h"
+#include "autograd/ops.h"
 
 using namespace minidl::data;
 

@@ -8,7 +8,7 @@
 #include "dist_test_util.h"
 #include "parallel/process_group.h"
 #include "pg_test_util.h"
-#include "tensor/ops.h"
+#include "autograd/ops.h"
 #include "skip.h"
 
 using namespace minidl;

@@ -9,7 +9,7 @@
 #include "autograd/gradcheck.h"
 #include "golden.h"
 #include "nn/attention.h"
-#include "tensor/autocast.h"
+#include "autograd/autocast.h"
 #include "tensor/storage.h"
 
 using namespace minidl;

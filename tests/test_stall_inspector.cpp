@@ -11,7 +11,7 @@
 #include "parallel/process_group.h"
 #include "parallel/stall_inspector.h"
 #include "pg_test_util.h"
-#include "tensor/ops.h"
+#include "autograd/ops.h"
 
 using namespace minidl;
 using namespace minidl::dist;

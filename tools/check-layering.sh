@@ -69,9 +69,16 @@ fi
 if [[ -n $build_dir ]]; then
   objdir="$build_dir/CMakeFiles/minidl.dir"
   [[ -d $objdir/tensor ]] || { echo "check-layering: no objects under $objdir/tensor" >&2; exit 2; }
-  mapfile -t lower < <(find "$objdir/tensor" -name '*.o')
+  # Objects of sources that still exist (a build folder keeps those of deleted files).
+  live_objects() {
+    find "$objdir/$1" -name '*.o' | while IFS= read -r o; do
+      src=${o#"$objdir"/}
+      [[ -f ${src%.o} ]] && echo "$o"
+    done
+  }
+  mapfile -t lower < <(live_objects tensor)
   mapfile -t higher < <(for f in "${floors[@]:1}"; do
-    [[ -d $objdir/$f ]] && find "$objdir/$f" -name '*.o'
+    [[ -d $objdir/$f ]] && live_objects "$f"
   done)
   defined_low=$(nm --defined-only -g "${lower[@]}" 2>/dev/null | awk 'NF >= 3 {print $3}' | sort -u)
   needed=$(nm -u "${lower[@]}" 2>/dev/null | awk '$1 == "U" {print $2}' | sort -u |

@@ -12,6 +12,9 @@ bash tools/setup-deps.sh
 # build that tools/run.sh configured CPU-only on a machine without a GPU.
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DMINIDL_WERROR=ON -DMINIDL_CUDA=ON
 cmake --build "$BUILD_DIR" -j "$JOBS"
+# The floors: no include runs back up (tensor -> autograd -> nn -> optim -> data -> parallel ->
+# apps) and no tensor/ object calls a function defined above tensor/.
+bash tools/check-layering.sh --counts "$BUILD_DIR"
 # The MNIST tests and the end-to-end mnist_ddp runs read the offline digits (data/mnist/).
 BUILD_DIR="$BUILD_DIR" bash tools/fetch-mnist.sh data/mnist
 # The gpt app's tests read the offline Moby-Dick text (data/moby-dick/).

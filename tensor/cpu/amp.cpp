@@ -6,6 +6,7 @@
 #include "tensor/cpu/kernels.h"
 #include "tensor/cpu/loops.h"
 #include "tensor/dispatch.h"
+#include "tensor/ops.h"
 
 namespace minidl::cpu {
 namespace {
@@ -40,13 +41,13 @@ void non_finite_check_and_unscale_kernel(const std::vector<Tensor>& grads, Tenso
   for (const Tensor& g0 : grads) {
     if (g0.numel() == 0) continue;
     // Strided gradients go through a contiguous copy written back afterwards.
-    Tensor g = g0.is_contiguous() ? g0 : g0.contiguous();
+    Tensor g = g0.is_contiguous() ? g0 : native::contiguous(g0);
     dispatch_floating(g.dtype(), "non_finite_check_and_unscale", [&]<typename T>() {
       bad |= unscale_contiguous(static_cast<T*>(g.data_ptr()), g.numel(), inv);
     });
     if (!g.is_same(g0) && inv != 1.0f) {
       Tensor dst = g0;
-      dst.copy_(g);
+      native::copy_(dst, g);
     }
   }
   if (bad) *static_cast<float*>(found_inf.data_ptr()) = 1.0f;

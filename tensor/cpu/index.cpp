@@ -12,6 +12,7 @@
 #include "tensor/cpu/kernels.h"
 #include "tensor/cpu/loops.h"
 #include "tensor/dispatch.h"
+#include "tensor/ops.h"
 
 namespace minidl::cpu {
 namespace {
@@ -70,8 +71,8 @@ void index_select_impl(const Tensor& x, int64_t dim, const Tensor& index, Tensor
   Strides xs = x.strides(), is(size_t(out.dim()), 0);
   xs[dim] = 0;
   is[dim] = index.stride(0);
-  Tensor src = x.as_strided(out.shape(), xs, x.storage_offset());
-  Tensor idx = index.as_strided(out.shape(), is, index.storage_offset());
+  Tensor src = native::as_strided(x, out.shape(), xs, x.storage_offset());
+  Tensor idx = native::as_strided(index, out.shape(), is, index.storage_offset());
   gather_loop(out, src, idx, x.stride(dim));
 }
 
@@ -82,8 +83,8 @@ void index_select_kernel(const Tensor& x, int64_t dim, const Tensor& index, Tens
 // weight:[V,D], indices: any shape -> out:[*indices, D]
 void embedding_kernel(const Tensor& weight, int64_t, const Tensor& indices, Tensor& out) {
   const int64_t n = indices.numel();
-  Tensor o = out.view({n, weight.size(1)});
-  index_select_impl(weight, 0, indices.reshape({n}), o, "embedding");
+  Tensor o = native::view(out, {n, weight.size(1)});
+  index_select_impl(weight, 0, native::reshape(indices, {n}), o, "embedding");
 }
 
 // x, index, out: same rank; out has index's shape; index.size(d) <= x.size(d) for d != dim.
@@ -92,7 +93,7 @@ void gather_kernel(const Tensor& x, int64_t dim, const Tensor& index, Tensor& ou
   if (out.numel() == 0) return;
   Strides xs = x.strides();
   xs[dim] = 0;
-  Tensor src = x.as_strided(index.shape(), xs, x.storage_offset());
+  Tensor src = native::as_strided(x, index.shape(), xs, x.storage_offset());
   gather_loop(out, src, index, x.stride(dim));
 }
 
@@ -171,7 +172,7 @@ void embedding_backward_kernel(const Tensor& grad_out, const Tensor& indices, Te
     std::vector<int64_t> fill(start.begin(), start.end() - 1);
     for (int64_t p = 0; p < N; ++p) order[size_t(fill[size_t(idx[size_t(p)])]++)] = p;
   }
-  const Tensor g = grad_out.reshape({N, D});
+  const Tensor g = native::reshape(grad_out, {N, D});
   const int64_t gs0 = g.stride(0), gs1 = g.stride(1);
   const int64_t ws0 = grad_weight.stride(0), ws1 = grad_weight.stride(1);
   const int64_t avg = std::max<int64_t>(1, (N / std::max<int64_t>(V, 1) + 1) * D);

@@ -168,7 +168,7 @@ MatBatch<T> plan_batch(const Tensor& t) {
     return {t.data_ptr<T>(), t.stride(0), false, R == 1 ? std::max<int64_t>(C, 1) : sr, {}};
   if ((sr == 1 || R == 1) && (C == 1 || sc >= std::max<int64_t>(R, 1)))
     return {t.data_ptr<T>(), t.stride(0), true, C == 1 ? std::max<int64_t>(R, 1) : sc, {}};
-  Tensor c = t.contiguous();
+  Tensor c = native::contiguous(t);
   return {c.data_ptr<T>(), R * C, false, std::max<int64_t>(C, 1), c};
 }
 
@@ -241,17 +241,17 @@ void bmm_kernel(const Tensor& a, const Tensor& b, Tensor& out) {
       bmm_eigen<T>(a, b, res);
     } else if constexpr (is_reduced_float_v<T>) {
       // f16/bf16: compute in f32, round once on the final copy.
-      Tensor af = a.to(kFloat32), bf = b.to(kFloat32);
+      Tensor af = native::to(a, kFloat32), bf = native::to(b, kFloat32);
       Tensor rf = empty(out.shape(), kFloat32, out.device());
       bmm_eigen<float>(af, bf, rf);
-      res.copy_(rf);
+      native::copy_(res, rf);
     } else if constexpr (std::is_same_v<T, bool>) {
       MINIDL_FAIL("op `bmm` does not support dtype bool");
     } else {
       bmm_integer<T>(a, b, res);
     }
   });
-  if (!res.is_same(out)) out.copy_(res);
+  if (!res.is_same(out)) native::copy_(out, res);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include "tensor/cpu/kernels.h"
 #include "tensor/cpu/loops.h"
 #include "tensor/dispatch.h"
+#include "tensor/ops.h"
 
 namespace minidl::cpu {
 namespace {
@@ -33,7 +34,7 @@ template <typename A>
 std::vector<A> load_vec(const Tensor& t, int64_t n, A dflt) {
   std::vector<A> v(size_t(n), dflt);
   if (!t.defined()) return v;
-  Tensor c = t.contiguous();
+  Tensor c = native::contiguous(t);
   dispatch_floating(c.dtype(), "norm parameter", [&]<typename T>() {
     const T* p = c.data_ptr<T>();
     for (int64_t i = 0; i < n; ++i) v[size_t(i)] = A(static_cast<opmath_t<T>>(p[i]));

@@ -232,7 +232,7 @@ bool conv2d_backward_weight(const Tensor& grad_out, const Tensor& x, Tensor& gra
       for (int64_t i = 0, n = total.numel(); i < n; ++i) t[i] += q[i];
     }
   }
-  if (chunked) grad_w.copy_(total);
+  if (chunked) native::copy_(grad_w, total);
   return true;
 }
 

@@ -1,12 +1,13 @@
-// CPU kernels of the fused optimizer ops (fused_sgd, fused_adam): the per-tensor math of
-// optim/sgd.cpp and optim/adam.cpp, op by op, so results are bitwise equal to the plain steps;
-// with AMP inputs the grads are divided by grad_scale and a set found_inf skips everything.
+// CPU kernels of the fused optimizer ops (fused_sgd, fused_adam): the per-tensor update formulas
+// the plain steps of optim/sgd.cpp and optim/adam.cpp use too (tensor/optim_update.h), so results
+// are bitwise equal; with AMP inputs the grads are divided by grad_scale and a set found_inf skips
+// everything.
 #include <cmath>
 
-#include "autograd/grad_mode.h"
 #include "tensor/cpu/kernels.h"
 #include "tensor/dispatch.h"
 #include "tensor/ops.h"
+#include "tensor/optim_update.h"
 
 namespace minidl::cpu {
 namespace {
@@ -19,67 +20,31 @@ bool amp_inputs(const FusedAmpArgs& amp, double* scale) {
 }
 
 Tensor unscaled(const Tensor& g, double scale) {
-  return scale == 1.0 ? g : div(g, scale);
+  return scale == 1.0 ? g : native::div(g, scale);
 }
 
 void fused_sgd_kernel(const FusedSgdArgs& a) {
   double scale = 1.0;
   if (amp_inputs(a.amp, &scale)) return;
-  NoGradGuard guard;
   const std::array<double, 8> h = a.hyper->read();
-  const double lr = h[0], momentum = h[1], dampening = h[2], wd = h[3];
-  for (size_t i = 0; i < a.params.size(); ++i) {
-    Tensor p = a.params[i];
-    const Tensor grad = unscaled(a.grads[i], scale);
-    Tensor d = wd != 0 ? add(grad, p, wd) : grad;
-    if (!a.bufs.empty()) {
-      Tensor buf = a.bufs[i];
-      if (a.first[i]) {
-        buf.copy_(d);
-      } else {
-        mul_(buf, momentum);
-        add_(buf, d, 1 - dampening);
-      }
-      d = a.nesterov ? add(d, buf, momentum) : buf;
-    }
-    add_(p, d, -lr);
-  }
+  const optim_update::SgdHyper hyper{h[0], h[1], h[2], h[3], a.nesterov};
+  for (size_t i = 0; i < a.params.size(); ++i)
+    optim_update::sgd(a.params[i], unscaled(a.grads[i], scale),
+                      a.bufs.empty() ? Tensor() : a.bufs[i], !a.bufs.empty() && a.first[i], hyper);
 }
 
 void fused_adam_kernel(const FusedAdamArgs& a) {
   double scale = 1.0;
   if (amp_inputs(a.amp, &scale)) return;
-  NoGradGuard guard;
   const std::array<double, 8> h = a.hyper->read();
-  const double lr = h[0], b1 = h[1], b2 = h[2], eps = h[3], wd = h[4];
+  const optim_update::AdamHyper hyper{h[0], h[1], h[2], h[3], h[4], a.decoupled};
   const bool amsgrad = !a.max_exp_avg_sq.empty();
   for (size_t i = 0; i < a.params.size(); ++i) {
-    Tensor p = a.params[i];
-    Tensor step = a.steps[i];
+    const Tensor& step = a.steps[i];
     const double t = *static_cast<const double*>(step.data_ptr()) + 1;
-    step.fill_(t);
-    const Tensor grad0 = unscaled(a.grads[i], scale);
-    Tensor grad = grad0;
-    if (a.decoupled)
-      mul_(p, 1 - lr * wd);
-    else if (wd != 0)
-      grad = add(grad0, p, wd);
-    Tensor m = a.exp_avg[i], v = a.exp_avg_sq[i];
-    mul_(m, b1);
-    add_(m, grad, 1 - b1);
-    mul_(v, b2);
-    add_(v, mul(grad, grad), 1 - b2);
-    const double bc1 = 1 - std::pow(b1, t), bc2_sqrt = std::sqrt(1 - std::pow(b2, t));
-    Tensor denom;
-    if (amsgrad) {
-      Tensor vmax = a.max_exp_avg_sq[i];
-      vmax.copy_(maximum(vmax, v));
-      denom = div(sqrt(vmax), bc2_sqrt);
-    } else {
-      denom = div(sqrt(v), bc2_sqrt);
-    }
-    add_(denom, eps);
-    add_(p, div(m, denom), -lr / bc1);
+    native::fill_(step, t);
+    optim_update::adam(a.params[i], unscaled(a.grads[i], scale), a.exp_avg[i], a.exp_avg_sq[i],
+                       amsgrad ? a.max_exp_avg_sq[i] : Tensor(), t, hyper);
   }
 }
 

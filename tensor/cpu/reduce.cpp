@@ -11,6 +11,7 @@
 #include "tensor/cpu/kernels.h"
 #include "tensor/cpu/loops.h"
 #include "tensor/dispatch.h"
+#include "tensor/ops.h"
 
 namespace minidl::cpu {
 namespace {
@@ -42,8 +43,8 @@ Rows make_rows(const Tensor& in, const DimList& dims) {
     if (!red[size_t(d)]) perm.push_back(d), r.outer *= in.size(d);
   for (int64_t d = 0; d < nd; ++d)
     if (red[size_t(d)]) perm.push_back(d), r.K *= in.size(d);
-  Tensor p = nd == 0 ? in : in.permute(perm);
-  r.t = p.is_contiguous() ? p : p.contiguous();
+  Tensor p = nd == 0 ? in : native::permute(in, perm);
+  r.t = p.is_contiguous() ? p : native::contiguous(p);
   return r;
 }
 
@@ -266,7 +267,7 @@ void with_out_buffer(Tensor& out, Fn&& fn) {
   }
   Tensor tmp = empty(out.shape(), dtype_of<A>());
   fn(tmp.data_ptr<A>());
-  out.copy_(tmp);
+  native::copy_(out, tmp);
 }
 
 // dims form one run [a..b] of a contiguous x with enough trailing kept elements M for the column

@@ -6,22 +6,18 @@
 namespace minidl {
 
 void register_cpu_kernels() {
-  cpu::register_copy_kernels();
-  cpu::register_unary_kernels();
-  cpu::register_binary_kernels();
-  cpu::register_reduce_kernels();
-  cpu::register_softmax_kernels();
-  cpu::register_linalg_kernels();
-  cpu::register_conv_kernels();
-  cpu::register_pool_kernels();
-  cpu::register_norm_kernels();
-  cpu::register_loss_kernels();
-  cpu::register_index_kernels();
-  cpu::register_random_kernels();
-  cpu::register_amp_kernels();
-  cpu::register_optim_kernels();
-  cpu::register_scan_select_kernels();
-  cpu::register_attention_kernels();
+#define MINIDL_KERNEL_FAMILY(family) cpu::register_##family##_kernels();
+#include "tensor/kernel_families.def"
+#undef MINIDL_KERNEL_FAMILY
+}
+
+const std::vector<KernelFamily>& cpu_kernel_families() {
+  static const std::vector<KernelFamily> families = {
+#define MINIDL_KERNEL_FAMILY(family) {#family, &cpu::register_##family##_kernels},
+#include "tensor/kernel_families.def"
+#undef MINIDL_KERNEL_FAMILY
+  };
+  return families;
 }
 
 }  // namespace minidl

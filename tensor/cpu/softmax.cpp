@@ -11,6 +11,7 @@
 #include "tensor/cpu/kernels.h"
 #include "tensor/cpu/loops.h"
 #include "tensor/dispatch.h"
+#include "tensor/ops.h"
 
 namespace minidl::cpu {
 namespace {
@@ -56,7 +57,7 @@ constexpr int64_t kHalfTileElems = 65536;
 template <typename T, typename RowFn, typename ColFn>
 void half_line_op(const Tensor& a, const Tensor& b, Tensor& out, int64_t dim, RowFn row,
                   ColFn col) {
-  const Tensor ca = a.contiguous(), cb = b.defined() ? b.contiguous() : Tensor();
+  const Tensor ca = native::contiguous(a), cb = b.defined() ? native::contiguous(b) : Tensor();
   const bool direct = out.is_contiguous();
   Tensor ro = direct ? out : empty(out.shape(), out.dtype());
   const int64_t K = out.size(dim);
@@ -104,7 +105,7 @@ void half_line_op(const Tensor& a, const Tensor& b, Tensor& out, int64_t dim, Ro
                    narrow(xo.data(), po + off, len);
                  }
                });
-  if (!direct) out.copy_(ro);
+  if (!direct) native::copy_(out, ro);
 }
 
 template <typename RowFn, typename ColFn>
@@ -120,7 +121,9 @@ void line_op(const Tensor& a, const Tensor& b, Tensor& out, int64_t dim, std::st
     }
     using S = std::conditional_t<std::is_same_v<T, double>, double, float>;
     const DType sdt = dtype_of<S>();
-    auto prep = [&](const Tensor& t) { return t.dtype() != sdt ? t.to(sdt) : t.contiguous(); };
+    auto prep = [&](const Tensor& t) {
+      return t.dtype() != sdt ? native::to(t, sdt) : native::contiguous(t);
+    };
     const Tensor ra = prep(a);
     const Tensor rb = b.defined() ? prep(b) : Tensor();
     const bool direct = out.is_contiguous() && out.dtype() == sdt;
@@ -148,7 +151,7 @@ void line_op(const Tensor& a, const Tensor& b, Tensor& out, int64_t dim, std::st
                      }
                    });
     }
-    if (!direct) out.copy_(ro);
+    if (!direct) native::copy_(out, ro);
   });
 }
 

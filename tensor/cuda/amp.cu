@@ -10,6 +10,7 @@
 #include "tensor/cuda/kernels.h"
 #include "tensor/cuda/multi_tensor.cuh"
 #include "tensor/dispatch.h"
+#include "tensor/ops.h"
 
 namespace minidl::cuda {
 namespace {
@@ -48,7 +49,7 @@ void non_finite_check_and_unscale_kernel(const std::vector<Tensor>& grads, Tenso
   // Strided gradients go through contiguous copies written back afterwards.
   std::vector<Tensor> dense(grads.size());
   for (size_t i = 0; i < grads.size(); ++i)
-    dense[i] = grads[i].is_contiguous() ? grads[i] : grads[i].contiguous();
+    dense[i] = grads[i].is_contiguous() ? grads[i] : native::contiguous(grads[i]);
   for (const auto& [dt, idx] : by_dtype(dense)) {
     const std::vector<Tensor> g = pick(dense, idx);
     dispatch_floating(dt, "non_finite_check_and_unscale", [&]<typename T>() {
@@ -61,7 +62,7 @@ void non_finite_check_and_unscale_kernel(const std::vector<Tensor>& grads, Tenso
   for (size_t i = 0; i < grads.size(); ++i)
     if (!dense[i].is_same(grads[i])) {
       Tensor dst = grads[i];
-      dst.copy_(dense[i]);
+      native::copy_(dst, dense[i]);
     }
 }
 

@@ -175,40 +175,6 @@ struct ScalarPow {
   __device__ static double m_sqrt_(double v) { return sqrt(v); }
 };
 
-// GELU gradients in one pass (grad, x) in opmath (the CPU kernels' formulas).
-template <typename T>
-struct GeluBackward {
-  __device__ T operator()(T gt, T xt) const {
-    using C = opmath_t<T>;
-    const C g = to_op(gt), x = to_op(xt);
-    const C cdf = C(0.5) * (C(1) + erf(x * C(0.70710678118654752440)));
-    const C pdf = exp(C(-0.5) * x * x) * C(0.39894228040143267794);
-    return from_op<T>(g * (cdf + x * pdf));
-  }
-};
-template <typename T>
-struct GeluTanhBackward {
-  __device__ T operator()(T gt, T xt) const {
-    using C = opmath_t<T>;
-    const C g = to_op(gt), x = to_op(xt);
-    const C k = C(0.79788456080286535588), c = C(0.044715), x2 = x * x;
-    const C t = tanh(k * (x + c * x2 * x));
-    return from_op<T>(
-        g * (C(0.5) * (C(1) + t) + C(0.5) * x * (C(1) - t * t) * k * (C(1) + C(3) * c * x2)));
-  }
-};
-
-void gelu_backward_kernel(const Tensor& a, const Tensor& b, Tensor& out) {
-  dispatch_floating(out.dtype(), "gelu_backward", [&]<typename T>() {
-    launch_elementwise<T, T, T>(out, GeluBackward<T>{}, a, b);
-  });
-}
-void gelu_tanh_backward_kernel(const Tensor& a, const Tensor& b, Tensor& out) {
-  dispatch_floating(out.dtype(), "gelu_tanh_backward", [&]<typename T>() {
-    launch_elementwise<T, T, T>(out, GeluTanhBackward<T>{}, a, b);
-  });
-}
-
 bool all_strides_zero(const Tensor& t) {
   for (int64_t s : t.strides())
     if (s != 0) return false;
@@ -298,8 +264,6 @@ void register_binary_kernels() {
   register_kernel<Op::mul>(DeviceType::cuda, mul_kernel);
   register_kernel<Op::div>(DeviceType::cuda, div_kernel);
   register_kernel<Op::pow>(DeviceType::cuda, pow_kernel);
-  register_kernel<Op::gelu_backward>(DeviceType::cuda, gelu_backward_kernel);
-  register_kernel<Op::gelu_tanh_backward>(DeviceType::cuda, gelu_tanh_backward_kernel);
   register_kernel<Op::maximum>(DeviceType::cuda, maximum_kernel);
   register_kernel<Op::minimum>(DeviceType::cuda, minimum_kernel);
   register_kernel<Op::eq>(DeviceType::cuda, eq_kernel);

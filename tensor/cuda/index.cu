@@ -13,6 +13,7 @@
 #include "tensor/cuda/kernels.h"
 #include "tensor/cuda/loops.cuh"
 #include "tensor/dispatch.h"
+#include "tensor/ops.h"
 
 namespace minidl::cuda {
 
@@ -110,8 +111,8 @@ void index_select_impl(const Tensor& x, int64_t dim, const Tensor& index, Tensor
   Strides xs = x.strides(), is(size_t(out.dim()), 0);
   xs[size_t(dim)] = 0;
   is[size_t(dim)] = index.stride(0);
-  Tensor src = x.as_strided(out.shape(), xs, x.storage_offset());
-  Tensor idx = index.as_strided(out.shape(), is, index.storage_offset());
+  Tensor src = native::as_strided(x, out.shape(), xs, x.storage_offset());
+  Tensor idx = native::as_strided(index, out.shape(), is, index.storage_offset());
   gather_loop(out, src, idx, x.size(dim), x.stride(dim));
 }
 
@@ -122,8 +123,8 @@ void index_select_kernel(const Tensor& x, int64_t dim, const Tensor& index, Tens
 // weight:[V,D], indices: any shape -> out:[*indices, D]
 void embedding_kernel(const Tensor& weight, int64_t, const Tensor& indices, Tensor& out) {
   const int64_t n = indices.numel();
-  Tensor o = out.view({n, weight.size(1)});
-  index_select_impl(weight, 0, indices.reshape({n}), o);
+  Tensor o = native::view(out, {n, weight.size(1)});
+  index_select_impl(weight, 0, native::reshape(indices, {n}), o);
 }
 
 // x, index, out: same rank; out has index's shape; index.size(d) <= x.size(d) for d != dim.
@@ -131,7 +132,7 @@ void gather_kernel(const Tensor& x, int64_t dim, const Tensor& index, Tensor& ou
   if (out.numel() == 0) return;
   Strides xs = x.strides();
   xs[size_t(dim)] = 0;
-  Tensor src = x.as_strided(index.shape(), xs, x.storage_offset());
+  Tensor src = native::as_strided(x, index.shape(), xs, x.storage_offset());
   gather_loop(out, src, index, x.size(dim), x.stride(dim));
 }
 
@@ -307,7 +308,7 @@ void embedding_backward_kernel(const Tensor& grad_out, const Tensor& indices, Te
     MINIDL_CUDA_LAUNCH_CHECK();
   });
   if (N == 0) return;
-  const Tensor idx = indices.reshape({N});
+  const Tensor idx = native::reshape(indices, {N});
   Tensor keys = empty({2, N}, kInt32, dev), pos = empty({2, N}, kInt32, dev);
   uint32_t* k = static_cast<uint32_t*>(keys.data_ptr());
   int32_t* p = pos.data_ptr<int32_t>();
@@ -322,7 +323,7 @@ void embedding_backward_kernel(const Tensor& grad_out, const Tensor& indices, Te
   Tensor temp = empty({int64_t(bytes) + 1}, kUInt8, dev);
   MINIDL_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp.data_ptr(), bytes, k, k + N, p, p + N, N,
                                                     0, end_bit, stream));
-  const Tensor g = grad_out.reshape({N, D});
+  const Tensor g = native::reshape(grad_out, {N, D});
   const int threads = D >= 256 ? 256 : int((D + 31) / 32 * 32);
   const unsigned blocks = unsigned(N < (int64_t(1) << 20) ? N : (int64_t(1) << 20));
   dispatch_numeric(grad_weight.dtype(), "embedding_backward", [&]<typename T>() {

@@ -6,7 +6,6 @@
 #include <map>
 #include <mutex>
 
-#include "autograd/grad_mode.h"
 #include "tensor/cuda.h"
 #include "tensor/cuda/gemm.h"
 #include "tensor/cuda/handles.cuh"
@@ -58,7 +57,7 @@ MatView plan_view(const Tensor& t) {
     if ((sr == 1 || R == 1) && (C == 1 || sc >= std::max<int64_t>(R, 1)))
       return {t, true, C == 1 ? std::max<int64_t>(R, 1) : sc, one};
   }
-  return {t.contiguous(), false, std::max<int64_t>(C, 1), R * C};
+  return {native::contiguous(t), false, std::max<int64_t>(C, 1), R * C};
 }
 
 // Largest power of two (<= 256) dividing the address: cuBLASLt's alignment preference.
@@ -257,7 +256,7 @@ void bmm_kernel(const Tensor& a, const Tensor& b, Tensor& out) {
   } else {
     lt_matmul(a, b, res, nullptr, Epilogue::none, "bmm");
   }
-  if (!res.is_same(out)) out.copy_(res);
+  if (!res.is_same(out)) native::copy_(out, res);
 }
 
 }  // namespace
@@ -285,20 +284,19 @@ void gemm_bias_act(const Tensor& x2d, const Tensor& w, const Tensor& bias, Tenso
   (void)lt_types(x2d.dtype(), op);
   if (out.numel() == 0) return;
   TensorDeviceGuard guard(out);
-  const Tensor b = bias.defined() ? bias.contiguous() : Tensor();
+  const Tensor b = bias.defined() ? native::contiguous(bias) : Tensor();
   if (x2d.size(1) > 0) {
-    Tensor out3 = out.unsqueeze(0);
-    if (lt_matmul(x2d.unsqueeze(0), w.t().unsqueeze(0), out3, b.defined() ? b.data_ptr() : nullptr,
-                  ep, op))
+    Tensor out3 = native::unsqueeze(out, 0);
+    if (lt_matmul(native::unsqueeze(x2d, 0), native::unsqueeze(native::t(w), 0), out3,
+                  b.defined() ? b.data_ptr() : nullptr, ep, op))
       return;
   }
   // No fused kernel for this dtype / shape: the same result from separate ops.
-  NoGradGuard no_grad;
-  Tensor r = matmul(x2d, w.t());
-  if (b.defined()) r = add(r, b);
-  if (ep == Epilogue::relu) r = relu(r);
-  if (ep == Epilogue::gelu_tanh) r = gelu(r, "tanh");
-  out.copy_(r);
+  Tensor r = native::matmul(x2d, native::t(w));
+  if (b.defined()) r = native::add(r, b);
+  if (ep == Epilogue::relu) r = native::relu(r);
+  if (ep == Epilogue::gelu_tanh) r = native::gelu(r, "tanh");
+  native::copy_(out, r);
 }
 
 void register_linalg_kernels() {

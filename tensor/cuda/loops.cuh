@@ -212,17 +212,14 @@ inline bool aligned_to(const void* p, size_t bytes) {
 template <typename Fn>
 void dispatch_numeric_types(DType t, std::string_view op, Fn&& fn) {
   switch (t) {
-    case DType::i32:
-      return fn.template operator()<int32_t>();
-    case DType::i64:
-      return fn.template operator()<int64_t>();
-    case DType::u8:
-      return fn.template operator()<uint8_t>();
-    case DType::boolean:
-      MINIDL_FAIL("op `", op, "` does not support dtype bool");
-    default:
-      return dispatch_floating(t, op, std::forward<Fn>(fn));
+#define MINIDL_DTYPE(name, T, ...)                                              \
+  case DType::name:                                                             \
+    if constexpr (!std::is_same_v<T, bool>) return fn.template operator()<T>(); \
+    break;
+#include "tensor/dtypes.def"
+#undef MINIDL_DTYPE
   }
+  MINIDL_FAIL("op `", op, "` does not support dtype bool");
 }
 
 // out = f(ins...) elementwise. Out and In... are the element types of out and the inputs

@@ -4,7 +4,7 @@
 #include "tensor/cuda/kernels.h"
 #include "tensor/cuda/norm.cuh"
 #include "tensor/dispatch.h"
-#include "autograd/grad_mode.h"
+#include "tensor/ops.h"
 
 namespace minidl::cuda {
 namespace {
@@ -16,8 +16,7 @@ inline constexpr int kMaxWarpRow = 1024;  // longest row held in a warp's regist
 // w / b (or undefined) as contiguous opmath-typed data (a copy only when dtype/layout differ).
 Tensor param_as(const Tensor& t, DType adt) {
   if (!t.defined()) return Tensor();
-  NoGradGuard no_grad;
-  return t.to(adt).contiguous();
+  return native::contiguous(native::to(t, adt));
 }
 template <typename A>
 const A* cptr(const Tensor& t) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "tensor/cuda/common.cuh"
+#include "tensor/ops.h"
 
 namespace minidl::cuda::reduce_detail {
 
@@ -192,7 +193,7 @@ inline Plan make_plan(const Tensor& in, const DimList& dims) {
     if (!red[size_t(d)]) perm.push_back(d), p.O *= in.size(d);
   for (int64_t d = 0; d < nd; ++d)
     if (red[size_t(d)]) perm.push_back(d), p.K *= in.size(d);
-  const Tensor pv = nd == 0 ? in : in.permute(perm);
+  const Tensor pv = nd == 0 ? in : native::permute(in, perm);
   if (pv.is_contiguous()) {
     p.x = pv;
     return p;
@@ -207,7 +208,7 @@ inline Plan make_plan(const Tensor& in, const DimList& dims) {
       return p;
     }
   }
-  p.x = pv.contiguous();
+  p.x = native::contiguous(pv);
   return p;
 }
 
@@ -279,7 +280,7 @@ struct OutBuffer {
     return static_cast<O*>(buf.data_ptr());
   }
   void finish() {
-    if (buf.data_ptr() != out.data_ptr() || buf.dtype() != out.dtype()) out.copy_(buf);
+    if (buf.data_ptr() != out.data_ptr() || buf.dtype() != out.dtype()) native::copy_(out, buf);
   }
 };
 

@@ -38,24 +38,20 @@ void cross_device_copy_impl(const Tensor& src, Tensor& dst);
 
 // Registration needs no GPU: the table is filled on every CUDA build (op-coverage test).
 void register_cuda_kernels() {
-  cuda::register_copy_kernels();
-  cuda::register_unary_kernels();
-  cuda::register_binary_kernels();
-  cuda::register_reduce_kernels();
-  cuda::register_softmax_kernels();
-  cuda::register_linalg_kernels();
-  cuda::register_conv_kernels();
-  cuda::register_pool_kernels();
-  cuda::register_norm_kernels();
-  cuda::register_loss_kernels();
-  cuda::register_index_kernels();
-  cuda::register_random_kernels();
-  cuda::register_amp_kernels();
-  cuda::register_optim_kernels();
-  cuda::register_scan_select_kernels();
-  cuda::register_attention_kernels();
+#define MINIDL_KERNEL_FAMILY(family) cuda::register_##family##_kernels();
+#include "tensor/kernel_families.def"
+#undef MINIDL_KERNEL_FAMILY
   set_cross_device_copy(&cuda::cross_device_copy_impl);
   cuda::install_allocator();
+}
+
+const std::vector<KernelFamily>& cuda_kernel_families() {
+  static const std::vector<KernelFamily> families = {
+#define MINIDL_KERNEL_FAMILY(family) {#family, &cuda::register_##family##_kernels},
+#include "tensor/kernel_families.def"
+#undef MINIDL_KERNEL_FAMILY
+  };
+  return families;
 }
 
 namespace cuda {

@@ -8,6 +8,7 @@
 #include "tensor/cuda/common.cuh"
 #include "tensor/cuda/kernels.h"
 #include "tensor/dispatch.h"
+#include "tensor/ops.h"
 
 namespace minidl::cuda {
 namespace {
@@ -285,8 +286,8 @@ void line_op(const Tensor& a_in, const Tensor& b_in, Tensor& out, int64_t dim, b
   if (out.numel() == 0) return;
   TensorDeviceGuard guard(out);
   dispatch_floating(out.dtype(), name, [&]<typename T>() {
-    const Tensor a = a_in.contiguous();
-    const Tensor b = Bwd ? b_in.contiguous() : Tensor();
+    const Tensor a = native::contiguous(a_in);
+    const Tensor b = Bwd ? native::contiguous(b_in) : Tensor();
     Tensor o = out.is_contiguous() ? out : empty(out.shape(), out.dtype(), out.device());
     const T* pa = ptr<T>(a);
     const T* pb = Bwd ? ptr<T>(b) : nullptr;
@@ -320,7 +321,7 @@ void line_op(const Tensor& a_in, const Tensor& b_in, Tensor& out, int64_t dim, b
       long_kernel<T, Bwd><<<grid, kLongBlock, 0, st>>>(pa, pb, po, rows, K, log);
       MINIDL_CUDA_LAUNCH_CHECK();
     }
-    if (o.data_ptr() != out.data_ptr()) out.copy_(o);
+    if (o.data_ptr() != out.data_ptr()) native::copy_(out, o);
   });
 }
 

@@ -198,6 +198,40 @@ void clamp_kernel(const Tensor& in, Tensor& out, double lo, double hi) {
   });
 }
 
+// GELU gradients in one pass (grad, x) in opmath (the CPU kernels' formulas).
+template <typename T>
+struct GeluBackward {
+  __device__ T operator()(T gt, T xt) const {
+    using C = opmath_t<T>;
+    const C g = to_op(gt), x = to_op(xt);
+    const C cdf = C(0.5) * (C(1) + erf(x * C(0.70710678118654752440)));
+    const C pdf = exp(C(-0.5) * x * x) * C(0.39894228040143267794);
+    return from_op<T>(g * (cdf + x * pdf));
+  }
+};
+template <typename T>
+struct GeluTanhBackward {
+  __device__ T operator()(T gt, T xt) const {
+    using C = opmath_t<T>;
+    const C g = to_op(gt), x = to_op(xt);
+    const C k = C(0.79788456080286535588), c = C(0.044715), x2 = x * x;
+    const C t = tanh(k * (x + c * x2 * x));
+    return from_op<T>(
+        g * (C(0.5) * (C(1) + t) + C(0.5) * x * (C(1) - t * t) * k * (C(1) + C(3) * c * x2)));
+  }
+};
+
+void gelu_backward_kernel(const Tensor& a, const Tensor& b, Tensor& out) {
+  dispatch_floating(out.dtype(), "gelu_backward", [&]<typename T>() {
+    launch_elementwise<T, T, T>(out, GeluBackward<T>{}, a, b);
+  });
+}
+void gelu_tanh_backward_kernel(const Tensor& a, const Tensor& b, Tensor& out) {
+  dispatch_floating(out.dtype(), "gelu_tanh_backward", [&]<typename T>() {
+    launch_elementwise<T, T, T>(out, GeluTanhBackward<T>{}, a, b);
+  });
+}
+
 }  // namespace
 
 void register_unary_kernels() {
@@ -220,6 +254,8 @@ void register_unary_kernels() {
   register_kernel<Op::erf>(DeviceType::cuda, float_kernel<ErfOp>);
   register_kernel<Op::logical_not>(DeviceType::cuda, logical_not_kernel);
   register_kernel<Op::clamp>(DeviceType::cuda, clamp_kernel);
+  register_kernel<Op::gelu_backward>(DeviceType::cuda, gelu_backward_kernel);
+  register_kernel<Op::gelu_tanh_backward>(DeviceType::cuda, gelu_tanh_backward_kernel);
 }
 
 }  // namespace minidl::cuda

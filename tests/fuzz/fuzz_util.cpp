@@ -10,7 +10,7 @@
 #include "fuzz_targets.h"
 #include "nn/activation.h"
 #include "nn/linear_conv.h"
-#include "tensor/ops.h"
+#include "autograd/ops.h"
 #include "tensor/random.h"
 
 namespace minidl::fuzz {

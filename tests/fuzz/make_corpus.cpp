@@ -11,7 +11,7 @@
 #include "optim/checkpoint.h"
 #include "tensor/safetensors.h"
 #include "parallel/store_protocol.h"
-#include "tensor/ops.h"
+#include "autograd/ops.h"
 #include "tensor/random.h"
 
 using namespace minidl;

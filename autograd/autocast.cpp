@@ -1,12 +1,12 @@
 // Autocast state (thread-local, per device type), the policy table generated from
-// tensor/autocast.def, the input casts of the hook and the per-region weight cast cache.
-#include "tensor/autocast.h"
+// autograd/autocast.def, the input casts of the hook and the per-region weight cast cache.
+#include "autograd/autocast.h"
 
 #include <memory>
 #include <unordered_map>
 
 #include "tensor/cuda.h"
-#include "tensor/ops.h"
+#include "autograd/ops.h"
 
 namespace minidl::amp {
 namespace {
@@ -21,7 +21,7 @@ constexpr CastPolicy lower = CastPolicy::lower, fp32 = CastPolicy::fp32,
 
 constexpr PolicyRow kTable[] = {
 #define MINIDL_AUTOCAST(name, cuda, cpu) {#name, cuda, cpu},
-#include "tensor/autocast.def"
+#include "autograd/autocast.def"
 #undef MINIDL_AUTOCAST
 };
 static_assert(sizeof(kTable) / sizeof(kTable[0]) == size_t(kNumAutocastOps));

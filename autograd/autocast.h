@@ -1,5 +1,5 @@
 // Autocast (torch.autocast): a thread-local mixed-precision mode per device type, the cast
-// policy table (tensor/autocast.def) and the one hook the listed frontends call first.
+// policy table (autograd/autocast.def) and the one hook the listed frontends call first.
 // Usage: { amp::autocast ac(DeviceType::cpu); Tensor y = model(x); }  // matmuls run in bf16
 #pragma once
 #include <array>
@@ -15,15 +15,15 @@ namespace minidl::amp {
 // What a listed frontend does with its floating inputs under autocast.
 enum class CastPolicy : uint8_t { none, lower, fp32, promote };
 
-// One entry per row of tensor/autocast.def.
+// One entry per row of autograd/autocast.def.
 enum class AutocastOp : uint16_t {
 #define MINIDL_AUTOCAST(name, cuda, cpu) name,
-#include "tensor/autocast.def"
+#include "autograd/autocast.def"
 #undef MINIDL_AUTOCAST
 };
 inline constexpr int kNumAutocastOps = 0
 #define MINIDL_AUTOCAST(name, cuda, cpu) +1
-#include "tensor/autocast.def"
+#include "autograd/autocast.def"
 #undef MINIDL_AUTOCAST
     ;
 

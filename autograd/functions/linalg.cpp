@@ -1,0 +1,102 @@
+// The differentiable matmul, mm, bmm and linear: the autocast hook, the raw op
+// (tensor/ops_linalg.cpp), then one node each: grad_a = g @ b^T, grad_b = a^T @ g (un-broadcast).
+#include "autograd/autocast.h"
+#include "autograd/function.h"
+#include "autograd/ops.h"
+
+namespace minidl {
+namespace {
+
+// Gradients of matmul(a, b) (torch.matmul semantics) for output gradient g; only the
+// requested ones are computed (others undefined).
+std::pair<Tensor, Tensor> matmul_grads(const Tensor& g, const Tensor& a, const Tensor& b,
+                                       bool need_a, bool need_b) {
+  Tensor ga, gb;
+  if (a.dim() == 1 && b.dim() == 1) {  // dot: g is 0-d
+    if (need_a) ga = mul(g, b);
+    if (need_b) gb = mul(g, a);
+    return {ga, gb};
+  }
+  const Tensor a2 = a.dim() == 1 ? a.unsqueeze(0) : a;  // [.., M, K]
+  const Tensor b2 = b.dim() == 1 ? b.unsqueeze(1) : b;  // [.., K, N]
+  Tensor g2 = g;                                        // [.., M, N]
+  if (a.dim() == 1) g2 = g2.unsqueeze(-2);
+  if (b.dim() == 1) g2 = g2.unsqueeze(-1);
+  if (need_a) ga = sum_to_shape(matmul(g2, b2.transpose(-1, -2)), a2.shape()).reshape(a.shape());
+  if (need_b) gb = sum_to_shape(matmul(a2.transpose(-1, -2), g2), b2.shape()).reshape(b.shape());
+  return {ga, gb};
+}
+
+void record_matmul(const char* name, const Tensor& a, const Tensor& b, Tensor& out) {
+  const bool need_a = a.requires_grad(), need_b = b.requires_grad();
+  autograd::record(name, {a, b}, {&out}, {a, b},
+                   [need_a, need_b](const std::vector<Tensor>& g, const std::vector<Tensor>& s) {
+                     auto [ga, gb] = matmul_grads(g[0], s[0], s[1], need_a, need_b);
+                     return std::vector<Tensor>{ga, gb};
+                   });
+}
+
+}  // namespace
+
+Tensor mm(const Tensor& a, const Tensor& b) {
+  if (auto ac = amp::autocast_inputs<amp::AutocastOp::mm>(a, b)) return mm(ac[0], ac[1]);
+  Tensor out = native::mm(a, b);
+  record_matmul("MmBackward", a, b, out);
+  return out;
+}
+
+Tensor bmm(const Tensor& a, const Tensor& b) {
+  if (auto ac = amp::autocast_inputs<amp::AutocastOp::bmm>(a, b)) return bmm(ac[0], ac[1]);
+  Tensor out = native::bmm(a, b);
+  record_matmul("BmmBackward", a, b, out);
+  return out;
+}
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  if (auto ac = amp::autocast_inputs<amp::AutocastOp::matmul>(a, b)) return matmul(ac[0], ac[1]);
+  Tensor out = native::matmul(a, b);
+  record_matmul("MatmulBackward", a, b, out);
+  return out;
+}
+
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
+  if (auto ac = amp::autocast_inputs<amp::AutocastOp::linear>(x, w, b))
+    return linear(ac[0], ac[1], ac[2]);
+  Tensor out = native::linear(x, w, b);
+  // out = x @ w^T + b: one node for x, w and b.
+  const bool need_x = x.requires_grad(), need_w = w.requires_grad();
+  const bool need_b = b.defined() && b.requires_grad();
+  const Shape b_shape = b.defined() ? b.shape() : Shape{};
+  autograd::record("LinearBackward", {x, w, b}, {&out}, {x, w},
+                   [need_x, need_w, need_b, b_shape](const std::vector<Tensor>& g,
+                                                     const std::vector<Tensor>& s) {
+                     const Tensor& w = s[1];
+                     const Tensor& x = s[0];
+                     const DType dt = g[0].dtype();
+                     if ((dt == kBFloat16 || dt == kFloat16) && w.dim() == 2 && x.dim() >= 2) {
+                       // 16-bit floats: fold the batch dims into one GEMM per gradient, gw =
+                       // g^T x [N,K] directly: no per-batch partial products rounded to 16
+                       // bits and summed again, no transposing copy. (f32/f64 keep the batched
+                       // path below, whose summation order their results are pinned to.)
+                       const int64_t N = w.size(0), K = w.size(1);
+                       const Tensor g2 = g[0].reshape({-1, N});  // [M, N]
+                       Tensor gx = need_x ? matmul(g[0], w) : Tensor();
+                       Tensor gw = need_w ? mm(g2.t(), x.reshape({-1, K})) : Tensor();
+                       Tensor gb = need_b ? sum_to_shape(g[0], b_shape).contiguous() : Tensor();
+                       return std::vector<Tensor>{gx, gw, gb};
+                     }
+                     const Tensor wt = w.dim() == 2 ? w.t() : w;
+                     // x:[M,K], w:[N,K]: gw = g^T x [N,K] as one GEMM on a transposed view,
+                     // not (x^T g)^T, whose transposing copy cost as much as the GEMM.
+                     const bool gw_direct = need_w && w.dim() == 2 && x.dim() == 2;
+                     auto [gx, gwt] = matmul_grads(g[0], s[0], wt, need_x, need_w && !gw_direct);
+                     Tensor gw = gw_direct                       ? mm(g[0].t(), x)
+                                 : gwt.defined() && w.dim() == 2 ? gwt.t().contiguous()
+                                                                 : gwt;
+                     Tensor gb = need_b ? sum_to_shape(g[0], b_shape).contiguous() : Tensor();
+                     return std::vector<Tensor>{gx, gw, gb};
+                   });
+  return out;
+}
+
+}  // namespace minidl
