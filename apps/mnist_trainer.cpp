@@ -153,7 +153,8 @@ Result run_training(const Options& o) {
 
   if (!o.checkpoint_dir.empty() && main_rank) fs::create_directories(o.checkpoint_dir);
   apps::JsonLinesLog log;
-  if (!o.log_json.empty() && main_rank) log = apps::JsonLinesLog(o.log_json, !o.resume.empty());
+  if (const std::string path = apps::rank_log_path(o.log_json, acc.process_index()); !path.empty())
+    log = apps::JsonLinesLog(path, !o.resume.empty());
   apps::TrainingCurves curves;
   const int64_t global_batch = o.batch_size * acc.num_processes();
   if (verbose)

@@ -19,6 +19,15 @@
 
 namespace minidl::apps {
 
+std::string rank_log_path(const std::string& path, int rank) {
+  const size_t at = path.find("{rank}");
+  if (at == std::string::npos) return rank == 0 ? path : std::string();
+  std::string p = path;
+  for (size_t pos = at; pos != std::string::npos; pos = p.find("{rank}", pos))
+    p.replace(pos, 6, std::to_string(rank));
+  return p;
+}
+
 JsonLinesLog::JsonLinesLog(const std::string& path, bool append) : path_(path) {
   file_ = std::fopen(path.c_str(), append ? "a" : "w");
   MINIDL_CHECK(file_ != nullptr, "cannot open --log-json file '", path,

@@ -11,6 +11,10 @@
 namespace minidl::apps {
 
 // Appends one JSON object per line, flushed at once so a crash keeps every finished record.
+// The --log-json file of `rank`: a path holding "{rank}" gives every rank its own file (the
+// placeholder replaced by the rank); any other path is written by rank 0 only (empty otherwise).
+std::string rank_log_path(const std::string& path, int rank);
+
 class JsonLinesLog {
  public:
   JsonLinesLog() = default;

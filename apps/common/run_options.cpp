@@ -21,8 +21,10 @@ void add_run_flags(CLI::App& app, RunOptions& o) {
   app.add_option("--checkpoint-dir", o.checkpoint_dir,
                  "write atomic checkpoints here (only the newest is kept)");
   app.add_option("--resume", o.resume, "continue from a checkpoint file, or a directory's latest");
-  app.add_option("--log-json", o.log_json,
-                 "write metrics as JSON lines to FILE (appended on --resume)");
+  app.add_option(
+      "--log-json", o.log_json,
+      "write metrics as JSON lines to FILE (appended on --resume; rank 0 writes it, or every "
+      "rank its own where FILE holds {rank})");
   app.add_option("--plot", o.plot, "training-curve plot: FILE.png (gnuplot) or FILE.svg");
   app.add_option("--log-interval", o.log_interval, "steps between progress lines")
       ->capture_default_str()

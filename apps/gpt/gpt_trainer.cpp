@@ -125,7 +125,8 @@ Result run_training(const Options& o) {
 
   if (!o.checkpoint_dir.empty() && main_rank) fs::create_directories(o.checkpoint_dir);
   apps::JsonLinesLog log;
-  if (!o.log_json.empty() && main_rank) log = apps::JsonLinesLog(o.log_json, !o.resume.empty());
+  if (const std::string path = apps::rank_log_path(o.log_json, acc.process_index()); !path.empty())
+    log = apps::JsonLinesLog(path, !o.resume.empty());
   apps::TrainingCurves curves;
   curves.x_label = "iteration", curves.eval_label = "val";
   const int64_t tokens_per_iter = o.batch_size * o.block_size * acc.num_processes();
