@@ -24,7 +24,6 @@ constexpr uint32_t kValidationMagic = 0x3C85F7CE;
 constexpr uint8_t kReady = 0, kNotReady = 1;            // CHECK's reply
 constexpr uint8_t kStopWaiting = 0, kWaitCanceled = 1;  // WAIT's / CANCEL_WAIT's replies
 constexpr uint64_t kMaxReplyBytes = uint64_t(1) << 31;  // a sanity bound on a blob reply
-constexpr milliseconds kCancelGrace{5000};              // for CANCEL_WAIT's answer
 
 // Little-endian frame builder (c10d sends host-order integers; x86 and ARM are little-endian).
 struct Frame {
@@ -49,6 +48,12 @@ struct Frame {
   Frame& str(const std::string& s) { return blob(s.data(), s.size()); }
   Frame& bytes(const Bytes& b) { return blob(b.data(), b.size()); }
 };
+
+// How long past a wait's own bound its last replies (GET's value, CANCEL_WAIT's answer) may
+// take: a tenth of it, 0.1 to 5 s, as minidl's TcpStore allows.
+milliseconds reply_grace(milliseconds wait) {
+  return std::clamp(wait / 10, milliseconds(100), milliseconds(5000));
+}
 
 uint64_t read_u64(const uint8_t* b) {
   uint64_t v = 0;
@@ -265,7 +270,7 @@ bool C10dStore::wait_locked(const std::vector<std::string>& keys, milliseconds t
     sock_.reset();  // 1.13 cannot cancel a wait; closing makes the server forget it
     return false;
   }
-  const auto grace = net::Clock::now() + std::min(timeout_, kCancelGrace);
+  const auto grace = net::Clock::now() + reply_grace(timeout);
   send_locked(Frame(opcode(Op::cancel_wait)).buf, grace, what + " (cancelling)");
   reply = recv_u8_locked(grace, what + " (cancelling)");
   if (reply == kStopWaiting) reply = recv_u8_locked(grace, what + " (cancelling)");  // raced
@@ -277,12 +282,13 @@ Bytes C10dStore::get(const std::string& key) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!sock_.valid()) connect_locked();
   const std::string what = "get('" + key + "')";
+  // One bound for both requests: the timeout plus a grace for the value once the key is there.
+  const auto deadline = net::Clock::now() + timeout_ + reply_grace(timeout_);
   if (!wait_locked({key}, timeout_, what))
     MINIDL_FAIL("store ", what, " timed out after ", format_seconds(timeout_), " (rank ", rank_,
                 ") waiting on ", where());
-  send_locked(Frame(opcode(Op::get)).str(options_.key_prefix + key).buf,
-              net::Clock::now() + timeout_, what);
-  return recv_blob_locked(net::Clock::now() + timeout_, what);
+  send_locked(Frame(opcode(Op::get)).str(options_.key_prefix + key).buf, deadline, what);
+  return recv_blob_locked(deadline, what);
 }
 
 int64_t C10dStore::add(const std::string& key, int64_t delta) {

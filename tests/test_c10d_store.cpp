@@ -154,6 +154,24 @@ TEST_CASE("c10d store: every operation against PyTorch's TCPStore") {
   auto c = a.connect_another();
   CHECK(c->protocol() == a.protocol());
   CHECK(c->get_string("after") == "ok");
+
+  // A blocking get is bounded by the store's timeout.
+  C10dStore quick = connect(server.port, 300ms, 2);
+  f = expect_error([&] { quick.get("never"); });
+  CHECK(f.seconds < 2.0);
+  CHECK(contains(f.message, "get('never') timed out after 0.3 s (rank 2)"));
+
+  // The server going away under a waiting client fails the wait at once, naming the store.
+  const auto kill_at = Clock::now();
+  std::thread killer([&] {
+    std::this_thread::sleep_for(200ms);
+    ::kill(server.pid, SIGKILL);
+  });
+  f = expect_error([&] { b.wait({"never"}, 20000ms); });
+  killer.join();
+  CHECK(seconds_since(kill_at) < 5.0);
+  CHECK(contains(f.message, "closed the connection"));
+  CHECK(contains(f.message, "rank 1"));
 }
 
 TEST_CASE("c10d store: an unreachable store fails in time, naming host:port and rank") {
