@@ -21,14 +21,10 @@ fail() {
   exit 1
 }
 
-PY=""
-for p in ${MINIDL_TORCH_PYTHON:-python3 /usr/bin/python3}; do
-  "$p" -c 'import torch' >/dev/null 2>&1 && { PY=$p; break; }
-done
-[ -n "$PY" ] || { echo "SKIP: no python3 imports torch (apt-get install python3-torch)"; exit 77; }
-
-# Hosts the store as torchrun's agent does (Debian's 2.6 has no libuv: retry without it).
-"$PY" -c '
+# Hosts the store as torchrun's agent does (Debian's 2.6 has no libuv: retry without it), prints
+# its port, then, once both ranks have registered, minidl's joined count and world size as a
+# c10d client reads them (keys under minidl's prefix). The first interpreter that imports torch.
+HOST_SCRIPT='
 import socket, sys, time, torch, torch.distributed as d
 s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
 try:
@@ -37,14 +33,22 @@ except RuntimeError as e:
     if "libuv" not in str(e): raise
     st = d.TCPStore("127.0.0.1", port, is_master=True, wait_for_workers=False, use_libuv=False)
 print(port, torch.__version__, flush=True)
+st.wait(["minidl/attempt_0/rank/0", "minidl/attempt_0/rank/1"])
+print(st.add("minidl/attempt_0/rdzv/joined", 0), st.get("minidl/attempt_0/rdzv/world_size").decode(), flush=True)
 time.sleep(300)
-' >"$WORK/host.out" 2>"$WORK/host.err" &
-host=$!
-for _ in $(seq 300); do [ -s "$WORK/host.out" ] && break; sleep 0.1; done
-read -r PORT VERSION <"$WORK/host.out" || fail "PyTorch's TCPStore did not start"
+'
+PORT="" VERSION=""
+for PY in ${MINIDL_TORCH_PYTHON:-python3 /usr/bin/python3}; do
+  "$PY" -c "$HOST_SCRIPT" >"$WORK/host.out" 2>"$WORK/host.err" &
+  host=$!
+  while kill -0 "$host" 2>/dev/null && ! [ -s "$WORK/host.out" ]; do sleep 0.1; done
+  read -r PORT VERSION <"$WORK/host.out" && break
+  host=""
+done
+[ -n "$PORT" ] || { echo "SKIP: no python3 imports torch (apt-get install python3-torch)"; exit 77; }
 echo "PyTorch $VERSION hosts a TCPStore on 127.0.0.1:$PORT"
 
-FLAGS=(--data "$DATA" --threads 1 --workers 1 --epochs 1 --max-steps 6 --test-batch-size 1000
+FLAGS=(--data "$DATA" --threads 1 --workers 1 --epochs 1 --max-steps 4 --test-batch-size 1000
   --quiet --dist-timeout 30)
 start=$(date +%s%N)
 pids=()
@@ -62,13 +66,9 @@ summary=$(grep -o "test accuracy .*, test loss [0-9.]*" "$WORK/rank0.out")
 [ -n "$summary" ] || fail "rank 0 printed no summary"
 echo "agent store: $summary"
 
-# Both ranks registered in PyTorch's store (keys under minidl's prefix, read by a c10d client).
-"$PY" -c '
-import datetime, sys, torch.distributed as d
-s = d.TCPStore("127.0.0.1", int(sys.argv[1]), is_master=False, timeout=datetime.timedelta(seconds=10))
-print(int(s.add("minidl/attempt_0/rdzv/joined", 0)), s.get("minidl/attempt_0/rdzv/world_size").decode())
-' "$PORT" >"$WORK/keys.out" 2>"$WORK/keys.err" || fail "reading minidl's keys from PyTorch's store"
-[ "$(cat "$WORK/keys.out")" = "2 2" ] || fail "PyTorch's store holds joined/world_size '$(cat "$WORK/keys.out")', expected '2 2'"
+# Both ranks registered in PyTorch's store, as its own client read it.
+keys=$(sed -n 2p "$WORK/host.out")
+[ "$keys" = "2 2" ] || fail "PyTorch's store holds joined/world_size '$keys', expected '2 2'"
 
 # The same run through minidl's own store: the same model, so the same summary.
 "$BIN" "${FLAGS[@]}" -n 2 >"$WORK/ref.out" 2>"$WORK/ref.err" || fail "mnist_ddp -n 2 exited $?"
