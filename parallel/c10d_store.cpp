@@ -185,8 +185,11 @@ Bytes C10dStore::recv_blob_locked(net::Clock::time_point deadline, const std::st
 }
 
 bool C10dStore::try_validated_handshake(net::Clock::time_point deadline) {
+  // A 1.13 server reads these bytes as SET with a key length made of the magic, PING and the
+  // nonce's low three bytes; bit 23 of the nonce makes that length exceed 2^63, so 1.13 fails
+  // at once (vector length error) and resets, instead of allocating gigabytes and waiting.
   const uint32_t nonce =
-      uint32_t(::getpid()) ^ uint32_t(net::Clock::now().time_since_epoch().count());
+      (uint32_t(::getpid()) ^ uint32_t(net::Clock::now().time_since_epoch().count())) | 0x800000u;
   Frame f(kValidate);
   f.u32(kValidationMagic);
   f.buf.push_back(kPing);
