@@ -240,8 +240,8 @@ void C10dStore::connect_locked() {
   if (net::recv_all(sock_.get(), b, 8, deadline) != net::IoResult::ok) {
     options_.protocol = C10dProtocol::unknown;
     fail_locked("connect",
-                "the server closed both PyTorch 2.x's validated handshake and 1.13's "
-                "first query: an unsupported c10d TCPStore version?");
+                "the server refused PyTorch 2.x's validated handshake and did not answer 1.13's "
+                "GETNUMKEYS: an unsupported c10d TCPStore version?");
   }
 }
 
