@@ -3,15 +3,17 @@
 // protocol, every key under a prefix. No server here: every rank, rank 0 included, connects.
 //
 // Protocol versions (detected on the first connection, then kept):
-//   - 2.x (validated, 2.3+ at least; tested against 2.6's classic backend): VALIDATE with the
-//     magic 0x3C85F7CE and a PING whose nonce the server echoes; commands numbered from SET=1;
-//     a timed-out wait is withdrawn with CANCEL_WAIT.
+//   - 2.x servers that validate and answer PING (tested: 2.6's classic backend; the libuv
+//     backend reads the same frames by its source): VALIDATE with the magic 0x3C85F7CE, then a
+//     PING whose nonce the server echoes; commands numbered from SET=1; a timed-out wait is
+//     withdrawn with CANCEL_WAIT.
 //   - 1.13 (and other unvalidated servers numbering from SET=0): no handshake; a 1.13 server
 //     resets a connection that opens with VALIDATE, so the client reconnects and speaks 1.13.
 //     1.13 cannot cancel a wait: a timed-out wait drops the connection (the server forgets the
 //     waiter) and the next request reconnects.
-// The short-lived 2.x variants that prefix every query with a magic number, or validate but
-// know no PING, are refused with an error naming the store (they close both handshakes).
+// Untested, and expected to fail with an error naming the store (not to work): 2.x builds that
+// validate but know no PING, or that prefix every query with a magic number.
+// Not used: APPEND, MULTI_GET / MULTI_SET, queues (rendezvous and barriers do not need them).
 #pragma once
 #include <chrono>
 #include <memory>
