@@ -11,6 +11,7 @@
 
 #include "parallel/process_group_gloo.h"
 #include "parallel/socket.h"
+#include "parallel/c10d_store.h"
 #include "parallel/tcp_store.h"
 #include "tensor/error.h"
 
@@ -64,6 +65,11 @@ std::string gloo_host_address(Store& store) {
   if (auto* tcp = dynamic_cast<TcpStore*>(&store)) {
     if (is_loopback(tcp->host())) return "127.0.0.1";
     std::string addr = local_address_towards(tcp->host(), tcp->port());
+    if (!addr.empty()) return addr;
+  }
+  if (auto* c10d = dynamic_cast<C10dStore*>(&store)) {  // torchrun's agent store
+    if (is_loopback(c10d->host())) return "127.0.0.1";
+    std::string addr = local_address_towards(c10d->host(), c10d->port());
     if (!addr.empty()) return addr;
   }
   char name[256] = {};

@@ -136,7 +136,9 @@ std::vector<std::string> rank_env(const std::vector<std::string>& base, const La
       {"LOCAL_WORLD_SIZE", std::to_string(o.nproc_per_node)},
       {"MASTER_ADDR", o.master_addr},
       {"MASTER_PORT", std::to_string(master_port)},
-      {"MINIDL_LAUNCHER", "1"}};
+      {"MINIDL_LAUNCHER", "1"},
+      // rank 0 hosts minidl's own store, whatever a surrounding torchrun told this process
+      {"TORCHELASTIC_USE_AGENT_STORE", "False"}};
   std::vector<std::string> env;
   bool has_omp = false;
   for (const std::string& kv : base) {

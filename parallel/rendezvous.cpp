@@ -8,6 +8,7 @@
 #include <optional>
 #include <thread>
 
+#include "parallel/c10d_store.h"
 #include "parallel/peer_watch.h"
 #include "parallel/rendezvous_file.h"
 #include "parallel/socket.h"
@@ -258,6 +259,7 @@ RendezvousInfo rendezvous(const std::string& init_method, const RendezvousOption
 
   RendezvousFileGuard guard;
   std::shared_ptr<TcpStore> store;
+  std::shared_ptr<C10dStore> agent_store;  // torchrun >= 1.13's own store, when it says so
   if (scheme == "env" || scheme == "tcp") {
     if (scheme == "env") {
       MINIDL_CHECK(!env.master_addr.empty() && env.master_port >= 0, "rendezvous via env://: ",
@@ -268,11 +270,19 @@ RendezvousInfo rendezvous(const std::string& init_method, const RendezvousOption
     } else {
       std::tie(info.master_addr, info.master_port) = split_host_port(rest, init_method);
     }
-    store = std::make_shared<TcpStore>(TcpStoreOptions{.host = info.master_addr,
+    if (scheme == "env" && use_agent_store())  // torchrun's agent hosts a c10d store there
+      agent_store =
+          std::make_shared<C10dStore>(C10dStoreOptions{.host = info.master_addr,
                                                        .port = info.master_port,
-                                                       .is_master = info.rank == 0,
                                                        .timeout = o.timeout,
-                                                       .rank = info.rank});
+                                                       .rank = info.rank,
+                                                       .key_prefix = agent_store_key_prefix()});
+    else
+      store = std::make_shared<TcpStore>(TcpStoreOptions{.host = info.master_addr,
+                                                         .port = info.master_port,
+                                                         .is_master = info.rank == 0,
+                                                         .timeout = o.timeout,
+                                                         .rank = info.rank});
   } else if (scheme == "file") {
     MINIDL_CHECK(!rest.empty(), "rendezvous: ", init_method, " needs a path (file:///tmp/x)");
     store = info.rank == 0 ? file_rendezvous_master(rest, info.rank, o.timeout, guard)
@@ -282,17 +292,22 @@ RendezvousInfo rendezvous(const std::string& init_method, const RendezvousOption
     MINIDL_FAIL("rendezvous: unknown scheme '", scheme, "' in '", init_method,
                 "' (use env://, tcp://host:port or file:///path)");
   }
-  info.master_port = store->port();
+  if (store) info.master_port = store->port();
+  Store& kv = agent_store ? static_cast<Store&>(*agent_store) : *store;
   bool joined = false;
   std::vector<PeerAddress> peers;
   try {
-    register_with_peers(*store, info, o.timeout, init_method, &joined, &peers);
+    register_with_peers(kv, info, o.timeout, init_method, &joined, &peers);
   } catch (const Error&) {
     if (info.rank == 0)
-      linger_for_peers(*store, joined);
+      linger_for_peers(kv, joined);
     else if (joined)
-      acknowledge_failure(*store);
+      acknowledge_failure(kv);
     throw;
+  }
+  if (agent_store) {  // no PeerWatch: it needs a minidl TcpStore (c10d has no heartbeat keys)
+    info.store = std::move(agent_store);
+    return info;
   }
   start_heartbeat(info, *store, std::move(peers), o.timeout);
   info.store = std::move(store);

@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "parallel/stall_inspector.h"
+#include "parallel/c10d_store.h"
 #include "parallel/tcp_store.h"
 
 namespace minidl::dist::detail {
@@ -240,6 +241,12 @@ StallInspector::StallInspector(std::shared_ptr<Store> store, std::string prefix,
   if (auto* tcp = dynamic_cast<TcpStore*>(store.get())) {
     core_->host = tcp->host();
     core_->port = tcp->port();
+  } else if (auto* c10d = dynamic_cast<C10dStore*>(store.get())) {
+    try {  // a connection of its own, as for a TcpStore
+      core_->shared = c10d->connect_another();
+    } catch (const Error&) {
+      core_->shared = std::move(store);
+    }
   } else {
     core_->shared = std::move(store);
   }

@@ -138,8 +138,10 @@ TEST_CASE("launcher rank_env sets the torchrun contract and keeps OMP_NUM_THREAD
   o.nnodes = 2;
   o.node_rank = 1;
   o.master_addr = "10.0.0.7";
-  std::vector<std::string> base{"PATH=/bin", "RANK=99", "HOME=/root"};
+  std::vector<std::string> base{"PATH=/bin", "RANK=99", "HOME=/root",
+                                "TORCHELASTIC_USE_AGENT_STORE=True"};
   auto env = rank_env(base, o, 2, 29501, 3);
+  CHECK(value_of(env, "TORCHELASTIC_USE_AGENT_STORE") == "False");  // minidl-run's own store
   CHECK(value_of(env, "RANK") == "6");
   CHECK(value_of(env, "WORLD_SIZE") == "8");
   CHECK(value_of(env, "LOCAL_RANK") == "2");
