@@ -123,8 +123,12 @@ Result run_training(const Options& o) {
   const bool amp = acc.amp() != nullptr;
 
   int64_t first_epoch = 1;
-  if (!o.resume.empty()) {
-    std::string path = apps::resolve_resume(o.resume, "epoch");
+  std::string resume_path, fresh_note;
+  if (!o.resume.empty())
+    resume_path = apps::resolve_resume(o.resume, o.checkpoint_dir, "epoch", &fresh_note);
+  if (!fresh_note.empty() && main_rank) std::fprintf(stderr, "mnist_ddp: %s\n", fresh_note.c_str());
+  if (!resume_path.empty()) {
+    const std::string& path = resume_path;
     auto meta = acc.load_state(path);
     MINIDL_CHECK(meta.count("epoch"), "checkpoint '", path, "' has no epoch");
     first_epoch = std::stoll(meta["epoch"]) + 1;
@@ -153,7 +157,7 @@ Result run_training(const Options& o) {
 
   if (!o.checkpoint_dir.empty() && main_rank) fs::create_directories(o.checkpoint_dir);
   apps::JsonLinesLog log;
-  if (!o.log_json.empty() && main_rank) log = apps::JsonLinesLog(o.log_json, !o.resume.empty());
+  if (!o.log_json.empty() && main_rank) log = apps::JsonLinesLog(o.log_json, !resume_path.empty());
   apps::TrainingCurves curves;
   const int64_t global_batch = o.batch_size * acc.num_processes();
   if (verbose)

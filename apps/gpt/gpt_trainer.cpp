@@ -115,8 +115,11 @@ Result run_training(const Options& o) {
   const bool amp = acc.amp() != nullptr;
 
   int64_t first_iter = 0;
-  if (!o.resume.empty()) {
-    std::string path = apps::resolve_resume(o.resume, "iter");
+  std::string path, fresh_note;
+  if (!o.resume.empty())
+    path = apps::resolve_resume(o.resume, o.checkpoint_dir, "iter", &fresh_note);
+  if (!fresh_note.empty() && main_rank) std::fprintf(stderr, "gpt: %s\n", fresh_note.c_str());
+  if (!path.empty()) {
     auto meta = load_training_checkpoint(acc, path, data.vocab());
     first_iter = std::stoll(meta.at("iter"));
     if (verbose)
@@ -125,7 +128,7 @@ Result run_training(const Options& o) {
 
   if (!o.checkpoint_dir.empty() && main_rank) fs::create_directories(o.checkpoint_dir);
   apps::JsonLinesLog log;
-  if (!o.log_json.empty() && main_rank) log = apps::JsonLinesLog(o.log_json, !o.resume.empty());
+  if (!o.log_json.empty() && main_rank) log = apps::JsonLinesLog(o.log_json, !path.empty());
   apps::TrainingCurves curves;
   curves.x_label = "iteration", curves.eval_label = "val";
   const int64_t tokens_per_iter = o.batch_size * o.block_size * acc.num_processes();

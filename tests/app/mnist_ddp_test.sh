@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end tests of the mnist_ddp app, run by ctest: short training clears an accuracy bar,
-# resume is bitwise equal to an uninterrupted run, Ctrl-C keeps the last checkpoint, bad input
+# resume is bitwise equal to an uninterrupted run (also via --resume auto, which starts fresh
+# on an empty or missing directory), Ctrl-C keeps the last checkpoint, bad input
 # gives one-line errors, 2-rank DDP (self-launched with -n) checkpoints once, evaluates exactly
 # and resumes bitwise, DataParallel trains. Usage: mnist_ddp_test.sh MNIST_DDP DATA_DIR CASE
 set -uo pipefail
@@ -42,6 +43,25 @@ resume)  # 2 epochs straight vs 1 epoch + resume: bitwise identical checkpoints
   [ ! -f "$WORK/b/checkpoint-epoch-1.safetensors" ] || fail "old checkpoint not removed"
   cmp "$WORK/a/checkpoint-epoch-2.safetensors" "$WORK/b/checkpoint-epoch-2.safetensors" ||
     fail "resumed run differs from the uninterrupted one"
+  ;;
+resume_auto)  # --resume auto / an empty DIR start fresh with one line, then resume bitwise
+  SHORT=(--max-steps 12 --test-batch-size 500 --seed 7 --scheduler step)
+  expect_rc 0 "${COMMON[@]}" "${SHORT[@]}" --epochs 2 --checkpoint-dir "$WORK/a"
+  expect_rc 0 "${COMMON[@]}" "${SHORT[@]}" --epochs 1 --checkpoint-dir "$WORK/b" --resume auto
+  grep -qx "mnist_ddp: no checkpoint in $WORK/b yet: starting from scratch" "$WORK/err" ||
+    { cat "$WORK/err" >&2; fail "no fresh-start line for --resume auto"; }
+  expect_rc 0 "${COMMON[@]}" "${SHORT[@]}" --epochs 2 --checkpoint-dir "$WORK/b" --resume auto
+  grep -q "starting from scratch" "$WORK/err" && fail "--resume auto ignored the checkpoint"
+  cmp "$WORK/a/checkpoint-epoch-2.safetensors" "$WORK/b/checkpoint-epoch-2.safetensors" ||
+    fail "--resume auto run differs from the uninterrupted one"
+  mkdir "$WORK/empty"  # an existing empty DIR: also from scratch (and equal to run a)
+  expect_rc 0 "${COMMON[@]}" "${SHORT[@]}" --epochs 2 --checkpoint-dir "$WORK/c" \
+    --resume "$WORK/empty"
+  grep -qx "mnist_ddp: no checkpoint in $WORK/empty yet: starting from scratch" "$WORK/err" ||
+    { cat "$WORK/err" >&2; fail "no fresh-start line for an empty --resume DIR"; }
+  cmp "$WORK/a/checkpoint-epoch-2.safetensors" "$WORK/c/checkpoint-epoch-2.safetensors" ||
+    fail "fresh start from an empty DIR differs from a run without --resume"
+  expect_error 1 "no --checkpoint-dir" "${COMMON[@]}" --epochs 1 --resume auto
   ;;
 interrupt)  # SIGINT after the first checkpoint: exit 130, the checkpoint loads and resumes
   "$BIN" "${COMMON[@]}" --epochs 50 --max-steps 10 --test-batch-size 500 \
