@@ -290,6 +290,8 @@ Result run_training(const Options& o) {
                       {"optimizer", o.optimizer},
                       {"amp", amp ? apps::amp_name(acc) : "off"}});
       if (main_rank) apps::remove_older_checkpoints(o.checkpoint_dir, "epoch", epoch);
+      if (main_rank)
+        apps::note_checkpoint_written(apps::checkpoint_path(o.checkpoint_dir, "epoch", epoch));
     }
     if (!o.plot.empty() && main_rank) apps::write_training_plot(o.plot, curves, "mnist_ddp");
   }

@@ -3,6 +3,8 @@
 
 #include <atomic>
 #include <csignal>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <regex>
 
@@ -58,6 +60,15 @@ std::string resolve_resume(const std::string& arg, const std::string& checkpoint
   }
   if (best_n < 0 && note) *note = "no checkpoint in " + dir + " yet: starting from scratch";
   return best;
+}
+
+void note_checkpoint_written(const std::string& path) {
+  const char* file = std::getenv("MINIDL_PROGRESS_FILE");
+  if (!file || !*file) return;
+  if (std::FILE* f = std::fopen(file, "w")) {
+    std::fprintf(f, "%s\n", path.c_str());
+    std::fclose(f);
+  }
 }
 
 void remove_older_checkpoints(const std::string& dir, const std::string& unit, int64_t keep) {

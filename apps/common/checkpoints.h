@@ -16,6 +16,9 @@ std::string checkpoint_path(const std::string& dir, const std::string& unit, int
 // for a missing FILE (a name ending in .safetensors) and for `auto` without a checkpoint_dir.
 std::string resolve_resume(const std::string& arg, const std::string& checkpoint_dir,
                            const std::string& unit, std::string* note = nullptr);
+// After a complete checkpoint: tells minidl-run --max-restarts that a restart can resume
+// (writes `path` to $MINIDL_PROGRESS_FILE when set; errors are ignored).
+void note_checkpoint_written(const std::string& path);
 // Removes the checkpoints of `unit` older than `keep` (after the newest is complete).
 void remove_older_checkpoints(const std::string& dir, const std::string& unit, int64_t keep);
 

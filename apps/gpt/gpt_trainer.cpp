@@ -154,6 +154,8 @@ Result run_training(const Options& o) {
     acc.save_state(apps::checkpoint_path(o.checkpoint_dir, "iter", iter),
                    checkpoint_metadata(cfg, data.vocab(), iter, o, acc));
     if (main_rank) apps::remove_older_checkpoints(o.checkpoint_dir, "iter", iter);
+    if (main_rank)
+      apps::note_checkpoint_written(apps::checkpoint_path(o.checkpoint_dir, "iter", iter));
   };
   auto evaluate = [&](int64_t iter) {
     auto [train_loss, val_loss] = estimate_loss(acc, data, o);

@@ -142,6 +142,37 @@ mpirun)  # OpenMPI's launcher: ranks from OMPI_COMM_WORLD_*, the store at MASTER
   done
   grep -q "ddp, 2 rank(s)" "$WORK/out" || { cat "$WORK/out" "$WORK/err" >&2; fail "no 2-rank summary"; }
   ;;
+elastic)  # minidl-run --max-restarts 1: rank 1 SIGKILLed in epoch 2 of 3, relaunched with
+  # --resume auto: the final checkpoint and accuracy equal an uninterrupted run's
+  RUN="$(dirname "$BIN")/minidl-run"
+  SHORT=(--max-steps 40 --test-batch-size 500 --seed 13 --scheduler step --epochs 3)
+  "$RUN" -n 2 --log-dir none "$BIN" "${COMMON[@]}" "${SHORT[@]}" --checkpoint-dir "$WORK/a" \
+    >"$WORK/a.out" 2>"$WORK/a.err" || { cat "$WORK/a.err" >&2; fail "uninterrupted run failed"; }
+  "$RUN" -n 2 --log-dir none --max-restarts 1 "$BIN" "${COMMON[@]}" "${SHORT[@]}" \
+    --checkpoint-dir "$WORK/b" >"$WORK/out" 2>"$WORK/err" &
+  launcher=$!
+  for _ in $(seq 1200); do  # epoch 1's checkpoint is there: epoch 2 runs
+    [ -f "$WORK/b/checkpoint-epoch-1.safetensors" ] && break
+    sleep 0.02
+  done
+  victim=""
+  for pid in $(pgrep -P "$launcher"); do
+    tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "RANK=1" && victim=$pid
+  done
+  [ -n "$victim" ] || { kill -9 "$launcher"; fail "rank 1 not found"; }
+  kill -9 "$victim"
+  [ ! -f "$WORK/b/checkpoint-epoch-2.safetensors" ] || fail "epoch 2 ended before the kill"
+  wait "$launcher"; rc=$?
+  [ "$rc" -eq 0 ] || { cat "$WORK/err" >&2; fail "exit $rc after a restart, expected 0"; }
+  grep -q "attempt 1 of 2 failed: rank 1 killed by signal 9 (SIGKILL); restarting all 2 rank(s) (restart 1 of 1) with --resume auto" \
+    "$WORK/err" || { cat "$WORK/err" >&2; fail "no restart line"; }
+  cmp "$WORK/a/checkpoint-epoch-3.safetensors" "$WORK/b/checkpoint-epoch-3.safetensors" ||
+    fail "the restarted run's final checkpoint differs from the uninterrupted run's"
+  want=$(grep -o 'test accuracy [0-9.]*% ([0-9]*/2000), test loss [0-9.]*' "$WORK/a.out")
+  got=$(grep -o 'test accuracy [0-9.]*% ([0-9]*/2000), test loss [0-9.]*' "$WORK/out")
+  echo "uninterrupted: $want; restarted: $got"
+  [ -n "$want" ] && [ "$want" = "$got" ] || fail "final accuracy differs: '$want' vs '$got'"
+  ;;
 kill9)  # a rank SIGKILLed mid-training: the launcher stops the other and names it within 10 s
   "$BIN" "${COMMON[@]}" -n 2 --epochs 100 --test-batch-size 500 >"$WORK/out" 2>"$WORK/err" &
   launcher=$!
