@@ -145,7 +145,7 @@ mpirun)  # OpenMPI's launcher: ranks from OMPI_COMM_WORLD_*, the store at MASTER
 elastic)  # minidl-run --max-restarts 1: rank 1 SIGKILLed in epoch 2 of 3, relaunched with
   # --resume auto: the final checkpoint and accuracy equal an uninterrupted run's
   RUN="$(dirname "$BIN")/minidl-run"
-  SHORT=(--max-steps 40 --test-batch-size 500 --seed 13 --scheduler step --epochs 3)
+  SHORT=(--max-steps 12 --test-batch-size 500 --seed 13 --scheduler step --epochs 3)
   "$RUN" -n 2 --log-dir none "$BIN" "${COMMON[@]}" "${SHORT[@]}" --checkpoint-dir "$WORK/a" \
     >"$WORK/a.out" 2>"$WORK/a.err" || { cat "$WORK/a.err" >&2; fail "uninterrupted run failed"; }
   "$RUN" -n 2 --log-dir none --max-restarts 1 "$BIN" "${COMMON[@]}" "${SHORT[@]}" \
