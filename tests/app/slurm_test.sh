@@ -3,7 +3,9 @@
 # ports, auth/none, config in a temp dir via SLURM_CONF) started by this test as root.
 # Cases: step (`srun -N2 -n4` with no MASTER_* exported: the master comes from the step's node
 # list, the port from the job id; bitwise the checkpoint of a 4-rank minidl-run run), batch (an
-# sbatch script that runs the binary without srun: one process, says why, done in seconds).
+# sbatch script that runs the binary without srun: one process, says why, done in seconds),
+# requeue (`sbatch --requeue` of `srun ... --resume auto`, `scontrol requeue` in epoch 2 of 3: the
+# requeued run starts from epoch 1's checkpoint and finishes).
 # Installs nothing: .ci/run installs Debian's slurmctld slurmd slurm-client; exit 77 (skipped)
 # with the reason when they are missing or the daemons cannot start.
 # Usage: slurm_test.sh MNIST_DDP MINIDL_RUN DATA_DIR CASE
@@ -118,6 +120,42 @@ batch)  # sbatch -n2 running the binary without srun: one process, one line sayi
     fail "no line saying why the batch script runs as one process"
   grep -q "1 process, cpu" "$WORK/job.out" ||
     { cat "$WORK/job.out" >&2; fail "the batch script did not train as one process"; }
+  ;;
+requeue)  # sbatch --requeue; scontrol requeue in epoch 2 of 3: --resume auto continues from epoch 1
+  SHORT=(--data "$DATA" --threads 1 --workers 1 --max-steps 12 --test-batch-size 500 --seed 3
+    --scheduler step --epochs 3)
+  printf '#!/bin/bash\nexec env -u MASTER_ADDR -u MASTER_PORT srun %q %s --checkpoint-dir %q --resume auto\n' \
+    "$BIN" "$(printf '%q ' "${SHORT[@]}")" "$WORK/ck" >"$WORK/job.sh"
+  t0=$(now)
+  job=$(sbatch --parsable --requeue -N2 -n2 --open-mode=append -o "$WORK/job.out" \
+    -e "$WORK/job.err" "$WORK/job.sh") || fail "sbatch failed"
+  for _ in $(seq 600); do
+    [ -f "$WORK/ck/checkpoint-epoch-1.safetensors" ] && break
+    sleep 0.05
+  done
+  [ -f "$WORK/ck/checkpoint-epoch-1.safetensors" ] || { cat "$WORK"/job.*; fail "no epoch-1 checkpoint"; }
+  scontrol requeue "$job" || fail "scontrol requeue $job failed"
+  [ ! -f "$WORK/ck/checkpoint-epoch-2.safetensors" ] || fail "epoch 2 ended before the requeue"
+  echo "requeued job $job in epoch 2 after $(elapsed "$t0") s"
+  # Slurm may give a requeued job a later begin time: make it eligible now (else a no-op).
+  for _ in $(seq 100); do
+    squeue -h -j "$job" -o %T 2>/dev/null | grep -q PENDING && break
+    sleep 0.1
+  done
+  scontrol update JobId="$job" StartTime=now >/dev/null 2>&1
+  for _ in $(seq 600); do  # 60 s at most
+    squeue -h -j "$job" 2>/dev/null | grep -q . || break
+    sleep 0.1
+  done
+  squeue -h -j "$job" 2>/dev/null | grep -q . && { scancel "$job"; cat "$WORK"/job.*; fail "job not done after 60 s"; }
+  echo "requeued job finished after $(elapsed "$t0") s"
+  grep -q "resumed from $WORK/ck/checkpoint-epoch-1.safetensors (epoch 1 done)" "$WORK/job.out" ||
+    { cat "$WORK"/job.* >&2; fail "the requeued run did not resume from epoch 1's checkpoint"; }
+  [ "$(grep -c "starting from scratch" "$WORK/job.err")" -eq 1 ] ||
+    { cat "$WORK/job.err" >&2; fail "expected one fresh start (the first run) in the job's stderr"; }
+  # (That a resumed run is bitwise an uninterrupted one: app.mnist_ddp.ddp_resume / elastic.)
+  [ -f "$WORK/ck/checkpoint-epoch-3.safetensors" ] || fail "the requeued job did not finish epoch 3"
+  grep "test accuracy" "$WORK/job.out"
   ;;
 *) fail "unknown case $CASE" ;;
 esac
