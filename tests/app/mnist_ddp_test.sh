@@ -151,8 +151,9 @@ elastic)  # minidl-run --max-restarts 1: rank 1 SIGKILLed in epoch 2 of 3, relau
   "$RUN" -n 2 --log-dir none --max-restarts 1 "$BIN" "${COMMON[@]}" "${SHORT[@]}" \
     --checkpoint-dir "$WORK/b" >"$WORK/out" 2>"$WORK/err" &
   launcher=$!
-  for _ in $(seq 1200); do  # epoch 1's checkpoint is there: epoch 2 runs
-    [ -f "$WORK/b/checkpoint-epoch-1.safetensors" ] && break
+  progress="${TMPDIR:-/tmp}/minidl-run-$launcher.progress"  # written after each checkpoint
+  for _ in $(seq 1200); do  # epoch 1's checkpoint is there (and announced): epoch 2 runs
+    [ -f "$WORK/b/checkpoint-epoch-1.safetensors" ] && [ -s "$progress" ] && break
     sleep 0.02
   done
   victim=""
