@@ -154,7 +154,10 @@ restart)  # --max-restarts: relaunch after a failure (counted in the env), not b
   # Rank 1 kills itself in attempt 0 after "a checkpoint"; attempt 1 succeeds.
   P=$(program flaky 'echo "$RANK $MINIDL_RESTART_COUNT $TORCHELASTIC_RESTART_COUNT $*" >>"$(dirname "$0")/runs"
 echo done >"$MINIDL_PROGRESS_FILE"
-if [ "$RANK" = 1 ] && [ "$MINIDL_RESTART_COUNT" = 0 ]; then kill -KILL $$; fi')
+if [ "$RANK" = 1 ] && [ "$MINIDL_RESTART_COUNT" = 0 ]; then
+  until grep -q "^0 0 " "$(dirname "$0")/runs"; do sleep 0.01; done  # rank 0 has run too
+  kill -KILL $$
+fi')
   expect_rc 0 -n 2 --log-dir none --max-restarts 2 bash "$P" --checkpoint-dir x
   [ "$(sort "$WORK/runs" | tr '\n' ' ')" = "0 0 0 --checkpoint-dir x 0 1 1 --checkpoint-dir x 1 0 0 --checkpoint-dir x 1 1 1 --checkpoint-dir x " ] ||
     { cat "$WORK/runs" >&2; fail "expected 2 attempts of 2 ranks with restart counts 0 and 1"; }
