@@ -92,6 +92,11 @@ void read_slurm(const Reader& r, LaunchEnv& e) {
   if (job >= 0) e.master_port = slurm_port(job);
 }
 
+// Inside a Slurm job step (srun), not the batch script.
+bool slurm_step(const Reader& r) {
+  return r.get("SLURM_PROCID") && (r.get("SLURM_STEP_ID") || r.get("SLURM_STEPID"));
+}
+
 }  // namespace
 
 LaunchEnv parse_launch_env(const EnvLookup& env) {
@@ -105,14 +110,19 @@ LaunchEnv parse_launch_env(const EnvLookup& env) {
     e.world_size = r.integer("OMPI_COMM_WORLD_SIZE");
     e.local_rank = r.integer("OMPI_COMM_WORLD_LOCAL_RANK");
     e.local_world_size = r.integer("OMPI_COMM_WORLD_LOCAL_SIZE");
-  } else if (r.get("PMI_RANK")) {  // MPICH's and Intel MPI's Hydra (also srun --mpi=pmi2)
+  } else if (r.get("PMI_RANK") &&
+             !(slurm_step(r) && r.integer("PMI_RANK") == r.integer("SLURM_PROCID") &&
+               r.integer("PMI_SIZE") == r.integer("SLURM_NTASKS"))) {
+    // MPICH's and Intel MPI's Hydra. (srun --mpi=pmi2 sets PMI_* too, equal to SLURM_PROCID /
+    // SLURM_NTASKS: that is a Slurm step, below, with its derived master. Hydra bootstrapping
+    // its proxies through srun is not: there SLURM_PROCID numbers nodes, not ranks.)
     e.source = "MPICH";
     e.rank = r.integer("PMI_RANK");
     e.world_size = r.integer("PMI_SIZE");
     e.local_rank = r.integer("MPI_LOCALRANKID");
     e.local_world_size = r.integer("MPI_LOCALNRANKS");
   } else if (r.get("SLURM_PROCID")) {
-    if (r.get("SLURM_STEP_ID") || r.get("SLURM_STEPID")) {
+    if (slurm_step(r)) {
       e.source = "Slurm";
       read_slurm(r, e);
     } else {

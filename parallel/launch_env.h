@@ -12,7 +12,8 @@
 namespace minidl::dist {
 
 // The launcher's variables (-1 / empty when unset). Precedence: RANK set -> "torchrun"; else
-// OMPI_COMM_WORLD_RANK -> "OpenMPI"; else PMI_RANK -> "MPICH" (also Intel MPI's Hydra); else
+// OMPI_COMM_WORLD_RANK -> "OpenMPI"; else PMI_RANK -> "MPICH" (also Intel MPI's Hydra) unless
+// PMI_RANK / PMI_SIZE equal a Slurm step's SLURM_PROCID / SLURM_NTASKS (srun --mpi=pmi2); else
 // SLURM_PROCID inside a job step (SLURM_STEP_ID set) -> "Slurm". Whatever the source, an explicit
 // RANK / WORLD_SIZE / LOCAL_RANK / LOCAL_WORLD_SIZE / MASTER_ADDR / MASTER_PORT wins.
 // Slurm without MASTER_ADDR: the first host of SLURM_STEP_NODELIST (else SLURM_JOB_NODELIST,

@@ -64,6 +64,21 @@ TEST_CASE("launch env: MPICH / Intel MPI's PMI_* and MPI_LOCAL* like OpenMPI's")
                    parse({{"PMI_RANK", "0"}, {"PMI_SIZE", "two"}});
                  }),
                  "PMI_SIZE='two' is not an integer"));
+  // srun --mpi=pmi2 sets PMI_* equal to the step's ranks: a Slurm step (master derived) ...
+  Env pmi2 = {{"PMI_RANK", "1"},
+              {"PMI_SIZE", "2"},
+              {"SLURM_PROCID", "1"},
+              {"SLURM_NTASKS", "2"},
+              {"SLURM_STEP_ID", "0"},
+              {"SLURM_JOB_ID", "5"},
+              {"SLURM_STEP_NODELIST", "n[3-4]"}};
+  e = parse(pmi2);
+  CHECK((e.source == "Slurm" && e.rank == 1 && e.master_addr == "n3" && e.master_port == 20005));
+  // ... while Hydra's proxies started by srun number nodes in SLURM_PROCID: PMI_* rule.
+  pmi2["PMI_RANK"] = "3";
+  pmi2["PMI_SIZE"] = "4";
+  e = parse(pmi2);
+  CHECK((e.source == "MPICH" && e.rank == 3 && e.world_size == 4 && e.master_addr.empty()));
 }
 
 TEST_CASE("launch env: a Slurm job step needs no MASTER_ADDR / MASTER_PORT") {
