@@ -17,7 +17,8 @@ int main(int argc, char** argv) {
       "cores / ranks unless set). Console lines are prefixed \"[rank R] \"; raw output goes to\n"
       "LOG_DIR/rank<R>.out and rank<R>.err. When a rank fails, all ranks are stopped (SIGTERM,\n"
       "SIGKILL after --timeout-stop) and the exit code is the failed rank's (128+signal if\n"
-      "killed); Ctrl-C/SIGTERM is forwarded to all ranks (exit 130/143).",
+      "killed); Ctrl-C/SIGTERM is forwarded to all ranks (exit 130/143). --max-restarts N\n"
+      "relaunches them after a failure (MINIDL_RESTART_COUNT, TORCHELASTIC_RESTART_COUNT).",
       "minidl-run"};
   app.get_formatter()->column_width(34);
   app.prefix_command();  // options end at PROGRAM; the rest is PROGRAM's
@@ -43,6 +44,10 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"nccl", "gloo"}));
   app.add_flag("--quiet-ranks", o.quiet_ranks, "console shows only rank 0 (logs keep all)");
   app.add_option("--timeout-stop", o.timeout_stop_s, "seconds between SIGTERM and SIGKILL")
+      ->capture_default_str();
+  app.add_option("--max-restarts", o.max_restarts,
+                 "after a rank fails, stop all and relaunch them (with --resume auto when the "
+                 "program takes it) up to N times; not before a first checkpoint")
       ->capture_default_str();
   try {
     app.parse(argc, argv);

@@ -5,13 +5,12 @@
 #include <cstdlib>
 
 #include "optim/fused.h"
+#include "parallel/launch_env.h"
 
 namespace mnist {
 
 int launcher_world_size() {
-  for (const char* name : {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS"})
-    if (const char* v = std::getenv(name)) return std::max(1, std::atoi(v));
-  return 1;
+  return std::max(1, minidl::dist::read_launch_env().world_size);
 }
 
 std::string cuda_graph_refusal(const std::string& device, const std::string& mode, int nproc,

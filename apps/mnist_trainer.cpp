@@ -123,8 +123,12 @@ Result run_training(const Options& o) {
   const bool amp = acc.amp() != nullptr;
 
   int64_t first_epoch = 1;
-  if (!o.resume.empty()) {
-    std::string path = apps::resolve_resume(o.resume, "epoch");
+  std::string resume_path, fresh_note;
+  if (!o.resume.empty())
+    resume_path = apps::resolve_resume(o.resume, o.checkpoint_dir, "epoch", &fresh_note);
+  if (!fresh_note.empty() && main_rank) std::fprintf(stderr, "mnist_ddp: %s\n", fresh_note.c_str());
+  if (!resume_path.empty()) {
+    const std::string& path = resume_path;
     auto meta = acc.load_state(path);
     MINIDL_CHECK(meta.count("epoch"), "checkpoint '", path, "' has no epoch");
     first_epoch = std::stoll(meta["epoch"]) + 1;
@@ -153,8 +157,9 @@ Result run_training(const Options& o) {
 
   if (!o.checkpoint_dir.empty() && main_rank) fs::create_directories(o.checkpoint_dir);
   apps::JsonLinesLog log;
-  if (const std::string path = apps::rank_log_path(o.log_json, acc.process_index()); !path.empty())
-    log = apps::JsonLinesLog(path, !o.resume.empty());
+  if (const std::string log_path = apps::rank_log_path(o.log_json, acc.process_index());
+      !log_path.empty())
+    log = apps::JsonLinesLog(log_path, !resume_path.empty());
   apps::TrainingCurves curves;
   const int64_t global_batch = o.batch_size * acc.num_processes();
   if (verbose)
@@ -287,6 +292,8 @@ Result run_training(const Options& o) {
                       {"optimizer", o.optimizer},
                       {"amp", amp ? apps::amp_name(acc) : "off"}});
       if (main_rank) apps::remove_older_checkpoints(o.checkpoint_dir, "epoch", epoch);
+      if (main_rank)
+        apps::note_checkpoint_written(apps::checkpoint_path(o.checkpoint_dir, "epoch", epoch));
     }
     if (!o.plot.empty() && main_rank) apps::write_training_plot(o.plot, curves, "mnist_ddp");
   }

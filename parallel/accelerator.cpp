@@ -11,6 +11,7 @@
 #include "optim/clip_grad.h"
 #include "parallel/data_parallel.h"
 #include "parallel/distributed.h"
+#include "parallel/launch_env.h"
 #include "tensor/cuda.h"
 #include "autograd/ops.h"
 
@@ -18,9 +19,10 @@ namespace minidl {
 
 namespace {
 
-// True when a launcher (minidl-run/torchrun, mpirun, srun) started this process as a rank.
+// True when a launcher (minidl-run/torchrun, mpirun, srun) started this process as a rank; a
+// Slurm batch script without srun is none (launched_as_rank() says so once on stderr).
 bool under_launcher() {
-  return std::getenv("RANK") || std::getenv("OMPI_COMM_WORLD_RANK") || std::getenv("SLURM_PROCID");
+  return dist::launched_as_rank();
 }
 
 std::vector<Device> dp_device_list(int n, Device base) {

@@ -73,39 +73,47 @@ void validate(const LaunchOptions& o) {
   MINIDL_CHECK(o.master_port != 0 || o.nnodes == 1, "minidl-run: --nnodes ", o.nnodes,
                " needs an explicit --master-port (every node must agree on it)");
   MINIDL_CHECK(!o.master_addr.empty(), "minidl-run: --master-addr is empty");
+  MINIDL_CHECK(o.max_restarts >= 0, "minidl-run: --max-restarts must be >= 0, got ",
+               o.max_restarts);
+  MINIDL_CHECK(o.max_restarts == 0 || o.nnodes == 1, "minidl-run: --max-restarts ", o.max_restarts,
+               " works on one node only (--nnodes ", o.nnodes,
+               "): the nodes' launchers do not agree on restarts");
   MINIDL_CHECK(o.device_per_rank == "auto" || o.device_per_rank == "none",
                "minidl-run: --device-per-rank must be auto or none, got '", o.device_per_rank, "'");
   MINIDL_CHECK(o.timeout_stop_s >= 0 && o.timeout_stop_s <= 3600,
                "minidl-run: --timeout-stop must be in [0, 3600] s, got ", o.timeout_stop_s);
 }
 
-}  // namespace
+// NAME=VALUE in env, replacing an inherited NAME.
+void set_env(std::vector<std::string>& env, const std::string& name, const std::string& value) {
+  std::erase_if(env, [&](const std::string& kv) { return kv.rfind(name + "=", 0) == 0; });
+  env.push_back(name + "=" + value);
+}
 
-int launch(const LaunchOptions& options, const std::vector<std::string>& argv) {
-  validate(options);
-  MINIDL_CHECK(!argv.empty(), "minidl-run: no program given (usage: minidl-run [options] ",
-               "PROGRAM [ARGS...])");
+// The plan of attempt `attempt` (0: the first run; restarts get a fresh port when it is ours).
+LaunchPlan make_plan(const LaunchOptions& options, const std::vector<std::string>& argv,
+                     const std::string& program, const std::string& log_dir, int attempt,
+                     const std::string& progress_file) {
   LaunchPlan plan;
   plan.options = options;
-  plan.program = resolve_program(argv[0]);
+  plan.program = program;
   plan.argv = argv;
+  plan.log_dir = log_dir;
   std::vector<std::string> devices;
   if (options.device_per_rank == "auto") devices = device_plan(options, visible_gpus());
   plan.master_port = options.master_port != 0 ? options.master_port : pick_free_port();
-  if (options.log_dir != "none") {
-    plan.log_dir = options.log_dir.empty() ? default_log_dir() : options.log_dir;
-    std::error_code ec;
-    std::filesystem::create_directories(plan.log_dir, ec);
-    MINIDL_CHECK(!ec, "minidl-run: cannot create --log-dir '", plan.log_dir, "': ", ec.message());
-  }
   const char* omp = std::getenv("OMP_NUM_THREADS");
   const int omp_threads = std::max(1, usable_cores() / options.nproc_per_node);
   std::vector<std::string> base;
   for (char** e = environ; e && *e; ++e) base.emplace_back(*e);
   for (int local = 0; local < options.nproc_per_node; ++local) {
     plan.envs.push_back(rank_env(base, options, local, plan.master_port, omp_threads));
+    for (const char* name : {"MINIDL_RESTART_COUNT", "TORCHELASTIC_RESTART_COUNT"})
+      set_env(plan.envs.back(), name, std::to_string(attempt));
+    set_env(plan.envs.back(), "TORCHELASTIC_MAX_RESTARTS", std::to_string(options.max_restarts));
+    if (!progress_file.empty()) set_env(plan.envs.back(), "MINIDL_PROGRESS_FILE", progress_file);
   }
-  if (options.verbose) {
+  if (options.verbose && attempt == 0) {
     const int world = options.nnodes * options.nproc_per_node;
     std::string banner = "minidl-run: " + std::to_string(options.nproc_per_node) + " rank(s)";
     if (options.nnodes > 1) {
@@ -116,10 +124,34 @@ int launch(const LaunchOptions& options, const std::vector<std::string>& argv) {
     banner += ", OMP_NUM_THREADS=" +
               (omp ? std::string(omp) + " (from the environment)" : std::to_string(omp_threads));
     banner += plan.log_dir.empty() ? ", no log files" : ", logs in " + plan.log_dir + "/";
+    if (options.max_restarts > 0)
+      banner += ", up to " + std::to_string(options.max_restarts) + " restart(s)";
     plan.banner.push_back(banner);
     for (const std::string& d : devices) plan.banner.push_back("minidl-run: " + d);
   }
-  return run_ranks(plan);
+  return plan;
+}
+
+}  // namespace
+
+int launch(const LaunchOptions& options, const std::vector<std::string>& argv) {
+  validate(options);
+  MINIDL_CHECK(!argv.empty(), "minidl-run: no program given (usage: minidl-run [options] ",
+               "PROGRAM [ARGS...])");
+  const std::string program = resolve_program(argv[0]);
+  std::string log_dir;
+  if (options.log_dir != "none") {
+    log_dir = options.log_dir.empty() ? default_log_dir() : options.log_dir;
+    std::error_code ec;
+    std::filesystem::create_directories(log_dir, ec);
+    MINIDL_CHECK(!ec, "minidl-run: cannot create --log-dir '", log_dir, "': ", ec.message());
+  }
+  if (options.max_restarts == 0)
+    return run_ranks(make_plan(options, argv, program, log_dir, 0, ""));
+  return launch_with_restarts(
+      options, argv, [&](const std::vector<std::string>& args, int attempt, const std::string& f) {
+        return make_plan(options, args, program, log_dir, attempt, f);
+      });
 }
 
 bool launched_by_launcher() {

@@ -25,6 +25,13 @@ struct LaunchOptions {
   bool quiet_ranks = false;              // console shows only global rank 0's output
   double timeout_stop_s = 5.0;           // grace between SIGTERM/SIGINT and SIGKILL
   bool verbose = true;                   // launcher's own banner / summary lines on stderr
+  // Elastic restarts (torchrun's --max-restarts; one node): when a rank fails, all are stopped
+  // and relaunched with `--resume auto` (if the program's --help lists --resume and its
+  // arguments have --checkpoint-dir), at most this many times. Ranks see MINIDL_RESTART_COUNT /
+  // TORCHELASTIC_RESTART_COUNT (0, 1, ...) and MINIDL_PROGRESS_FILE: a failure is retried only
+  // once some rank has written that file (the apps do after each complete checkpoint), since
+  // one before any checkpoint (bad flags, missing data) would just repeat.
+  int max_restarts = 0;
 };
 
 // Runs argv (argv[0] searched in PATH) nproc_per_node times and returns the launcher's exit
@@ -70,6 +77,10 @@ std::vector<std::string> device_plan(const LaunchOptions& options,
 // replaced, and OMP_NUM_THREADS=omp_threads added unless already set.
 std::vector<std::string> rank_env(const std::vector<std::string>& base, const LaunchOptions& o,
                                   int local_rank, int master_port, int omp_threads);
+
+// The arguments of a restart: argv minus any --resume, plus `--resume auto` when the program
+// takes it (accepts_resume) and argv has --checkpoint-dir; else argv unchanged.
+std::vector<std::string> restart_argv(const std::vector<std::string>& argv, bool accepts_resume);
 
 // Splits a byte stream into lines for the console. '\n' ends a line; '\r' ends a progress
 // update (cr = true) so a bar redraws in place. Lines longer than max_line are cut.

@@ -115,6 +115,11 @@ class Supervisor {
  public:
   explicit Supervisor(const LaunchPlan& plan) : plan_(plan), o_(plan.options) {}
   int run();
+  RunOutcome outcome() const {
+    if (!failed_) return {interrupted_ != 0, -1, ""};
+    return {interrupted_ != 0, failed_->rank,
+            "rank " + std::to_string(failed_->rank) + " " + describe_wait_status(failed_->status)};
+  }
 
  private:
   void spawn(Rank& r, int local);
@@ -379,9 +384,11 @@ int Supervisor::run() {
 
 }  // namespace
 
-int run_ranks(const LaunchPlan& plan) {
+int run_ranks(const LaunchPlan& plan, RunOutcome* outcome) {
   Supervisor s(plan);
-  return s.run();
+  const int rc = s.run();
+  if (outcome) *outcome = s.outcome();
+  return rc;
 }
 
 }  // namespace minidl::dist

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -68,7 +69,20 @@ class Console {
   std::string buf_;
 };
 
+// How one run of the ranks ended, for the restart decision (launch() with max_restarts).
+struct RunOutcome {
+  bool interrupted = false;  // the launcher itself got SIGINT/SIGTERM: never restarted
+  int failed_rank = -1;      // the rank that failed first, or -1
+  std::string cause;         // "rank 1 killed by signal 9 (SIGKILL)"
+};
+
 // Spawns, supervises and reaps the ranks; returns the launcher's exit code (see launch()).
-int run_ranks(const LaunchPlan& plan);
+int run_ranks(const LaunchPlan& plan, RunOutcome* outcome = nullptr);
+
+// The restart loop of launch() for max_restarts > 0 (launcher_restart.cpp): plan_for(argv,
+// attempt, progress_file) gives each attempt's plan.
+using PlanFor = std::function<LaunchPlan(const std::vector<std::string>&, int, const std::string&)>;
+int launch_with_restarts(const LaunchOptions& options, const std::vector<std::string>& argv,
+                         const PlanFor& plan_for);
 
 }  // namespace minidl::dist

@@ -29,18 +29,6 @@ std::optional<int> parse_int(const std::string& s) {
   return v;
 }
 
-// The first of `names` that is set, as an int (-1 when none is set).
-int env_int(std::initializer_list<const char*> names) {
-  for (const char* name : names) {
-    const char* v = std::getenv(name);
-    if (!v) continue;
-    auto parsed = parse_int(v);
-    MINIDL_CHECK(parsed.has_value(), "rendezvous: ", name, "='", v, "' is not an integer");
-    return *parsed;
-  }
-  return -1;
-}
-
 std::string rank_list(const std::vector<int>& ranks) {
   std::string s = "[";
   for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
@@ -56,37 +44,6 @@ std::string rank_list(const std::vector<int>& ranks) {
 }
 
 }  // namespace
-
-LaunchEnv read_launch_env() {
-  LaunchEnv e;
-  if (std::getenv("RANK"))
-    e.source = "torchrun";
-  else if (std::getenv("OMPI_COMM_WORLD_RANK"))
-    e.source = "OpenMPI";
-  else if (std::getenv("SLURM_PROCID"))
-    e.source = "Slurm";
-  if (e.source == "torchrun") {
-    e.rank = env_int({"RANK"});
-    e.world_size = env_int({"WORLD_SIZE"});
-    e.local_rank = env_int({"LOCAL_RANK"});
-    e.local_world_size = env_int({"LOCAL_WORLD_SIZE"});
-  } else if (e.source == "OpenMPI") {
-    e.rank = env_int({"OMPI_COMM_WORLD_RANK"});
-    e.world_size = env_int({"OMPI_COMM_WORLD_SIZE"});
-    e.local_rank = env_int({"OMPI_COMM_WORLD_LOCAL_RANK"});
-    e.local_world_size = env_int({"OMPI_COMM_WORLD_LOCAL_SIZE"});
-  } else if (e.source == "Slurm") {
-    e.rank = env_int({"SLURM_PROCID"});
-    e.world_size = env_int({"SLURM_NTASKS"});
-    e.local_rank = env_int({"SLURM_LOCALID"});
-    e.local_world_size = env_int({"SLURM_NTASKS_PER_NODE"});
-  } else {
-    e.world_size = env_int({"WORLD_SIZE"});
-  }
-  if (const char* a = std::getenv("MASTER_ADDR")) e.master_addr = a;
-  e.master_port = env_int({"MASTER_PORT"});
-  return e;
-}
 
 namespace {
 

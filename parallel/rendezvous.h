@@ -1,11 +1,13 @@
 // Rendezvous (like torch.distributed's init_method): finds the store, registers every rank
 // and returns who is who. env:// follows the torchrun contract (MASTER_ADDR, MASTER_PORT,
-// RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE) with OpenMPI / Slurm fallbacks;
-// tcp://host:port names the master; file:///path exchanges the master's address in a file.
+// RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE) with OpenMPI / MPICH / Slurm fallbacks
+// (launch_env.h); tcp://host:port names the master; file:///path exchanges the master's address
+// in a file.
 #pragma once
 #include <memory>
 #include <string>
 
+#include "parallel/launch_env.h"  // LaunchEnv, read_launch_env()
 #include "parallel/store.h"
 
 namespace minidl::dist {
@@ -34,16 +36,6 @@ inline RendezvousInfo rendezvous(const std::string& init_method,
                                  std::chrono::milliseconds timeout = Store::kDefaultTimeout) {
   return rendezvous(init_method, RendezvousOptions{.timeout = timeout});
 }
-
-// The launcher's variables (-1 / empty when unset). RANK etc. come from torchrun's names,
-// else OMPI_COMM_WORLD_{RANK,SIZE,LOCAL_RANK,LOCAL_SIZE}, else SLURM_{PROCID,NTASKS,LOCALID}.
-struct LaunchEnv {
-  int rank = -1, world_size = -1, local_rank = -1, local_world_size = -1;
-  std::string master_addr;
-  int master_port = -1;
-  std::string source;  // "torchrun", "OpenMPI", "Slurm" or "" (nothing set)
-};
-LaunchEnv read_launch_env();
 
 // Registers `rank` in `store` and waits for all ranks (used by rendezvous; exposed for
 // stores made by hand). Fills local_rank / local_world_size from the hosts that joined.

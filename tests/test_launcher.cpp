@@ -56,6 +56,17 @@ std::string value_of(const std::vector<std::string>& env, const std::string& nam
 
 }  // namespace
 
+TEST_CASE("launcher restart_argv appends --resume auto only where it can resume") {
+  using V = std::vector<std::string>;
+  const V args{"app", "--checkpoint-dir", "ck", "--resume", "old", "--epochs", "3"};
+  CHECK(restart_argv(args, true) ==
+        V{"app", "--checkpoint-dir", "ck", "--epochs", "3", "--resume", "auto"});
+  CHECK(restart_argv(V{"app", "--checkpoint-dir=ck"}, true) ==
+        V{"app", "--checkpoint-dir=ck", "--resume", "auto"});
+  CHECK(restart_argv(args, false) == args);  // the program has no --resume
+  CHECK(restart_argv(V{"app", "--epochs", "3"}, true) == V{"app", "--epochs", "3"});  // no dir
+}
+
 TEST_CASE("launcher strip_flags removes -n and its value in every spelling") {
   using V = std::vector<std::string>;
   const V drop{"-n", "--nproc"};

@@ -28,10 +28,34 @@ namespace {
 
 // Clears every launcher variable for the scope of the guard.
 void clear_launch_env(EnvGuard& g) {
-  for (const char* v : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
-                        "MASTER_PORT", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
-                        "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_PROCID",
-                        "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE"})
+  for (const char* v : {"RANK",
+                        "WORLD_SIZE",
+                        "LOCAL_RANK",
+                        "LOCAL_WORLD_SIZE",
+                        "MASTER_ADDR",
+                        "MASTER_PORT",
+                        "OMPI_COMM_WORLD_RANK",
+                        "OMPI_COMM_WORLD_SIZE",
+                        "OMPI_COMM_WORLD_LOCAL_RANK",
+                        "OMPI_COMM_WORLD_LOCAL_SIZE",
+                        "SLURM_PROCID",
+                        "SLURM_NTASKS",
+                        "SLURM_LOCALID",
+                        "SLURM_NTASKS_PER_NODE",
+                        "SLURM_STEP_ID",
+                        "SLURM_STEPID",
+                        "SLURM_NODEID",
+                        "SLURM_JOB_ID",
+                        "SLURM_JOBID",
+                        "SLURM_STEP_NODELIST",
+                        "SLURM_JOB_NODELIST",
+                        "SLURM_NODELIST",
+                        "SLURM_STEP_TASKS_PER_NODE",
+                        "SLURM_TASKS_PER_NODE",
+                        "PMI_RANK",
+                        "PMI_SIZE",
+                        "MPI_LOCALRANKID",
+                        "MPI_LOCALNRANKS"})
     g.set(v, std::nullopt);
 }
 
@@ -151,6 +175,7 @@ TEST_CASE("rendezvous: launcher variables from torchrun, OpenMPI and Slurm") {
   g.set("OMPI_COMM_WORLD_RANK", std::nullopt);
   g.set("SLURM_NTASKS", "6");
   g.set("SLURM_LOCALID", "0");
+  g.set("SLURM_STEP_ID", "0");  // a job step (srun), not the batch script
   e = read_launch_env();
   CHECK(e.source == "Slurm");
   CHECK((e.rank == 5 && e.world_size == 6 && e.local_rank == 0 && e.local_world_size == -1));

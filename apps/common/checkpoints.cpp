@@ -3,6 +3,8 @@
 
 #include <atomic>
 #include <csignal>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <regex>
 
@@ -34,17 +36,39 @@ std::string checkpoint_path(const std::string& dir, const std::string& unit, int
       .string();
 }
 
-std::string resolve_resume(const std::string& arg, const std::string& unit) {
-  MINIDL_CHECK(fs::exists(arg), "--resume: '", arg, "' does not exist");
-  if (!fs::is_directory(arg)) return arg;
+std::string resolve_resume(const std::string& arg, const std::string& checkpoint_dir,
+                           const std::string& unit, std::string* note) {
+  std::string dir = arg;
+  if (arg == "auto") {
+    MINIDL_CHECK(!checkpoint_dir.empty(), "--resume auto resumes from --checkpoint-dir, ",
+                 "but no --checkpoint-dir was given");
+    dir = checkpoint_dir;
+  }
+  const bool is_file_name = fs::path(dir).extension() == ".safetensors";
+  if (!fs::exists(dir)) {
+    MINIDL_CHECK(!is_file_name, "--resume: '", dir, "' does not exist");
+  } else if (!fs::is_directory(dir)) {
+    return dir;
+  }
   std::string best;
   int64_t best_n = -1;
-  for (const auto& entry : fs::directory_iterator(arg)) {
-    int64_t n = checkpoint_number(entry.path(), unit);
-    if (n > best_n) best_n = n, best = entry.path().string();
+  if (fs::is_directory(dir)) {
+    for (const auto& entry : fs::directory_iterator(dir)) {
+      int64_t n = checkpoint_number(entry.path(), unit);
+      if (n > best_n) best_n = n, best = entry.path().string();
+    }
   }
-  MINIDL_CHECK(best_n >= 0, "--resume: no checkpoint-", unit, "-N.safetensors in '", arg, "'");
+  if (best_n < 0 && note) *note = "no checkpoint in " + dir + " yet: starting from scratch";
   return best;
+}
+
+void note_checkpoint_written(const std::string& path) {
+  const char* file = std::getenv("MINIDL_PROGRESS_FILE");
+  if (!file || !*file) return;
+  if (std::FILE* f = std::fopen(file, "w")) {
+    std::fprintf(f, "%s\n", path.c_str());
+    std::fclose(f);
+  }
 }
 
 void remove_older_checkpoints(const std::string& dir, const std::string& unit, int64_t keep) {

@@ -20,7 +20,9 @@ void add_run_flags(CLI::App& app, RunOptions& o) {
       ->check(CLI::NonNegativeNumber);
   app.add_option("--checkpoint-dir", o.checkpoint_dir,
                  "write atomic checkpoints here (only the newest is kept)");
-  app.add_option("--resume", o.resume, "continue from a checkpoint file, or a directory's latest");
+  app.add_option("--resume", o.resume,
+                 "continue from a checkpoint FILE, a DIR's latest, or auto (= --checkpoint-dir); "
+                 "a missing or empty DIR starts from scratch");
   app.add_option(
       "--log-json", o.log_json,
       "write metrics as JSON lines to FILE (appended on --resume; rank 0 writes it, or every "

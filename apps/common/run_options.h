@@ -16,7 +16,7 @@ struct RunOptions {
   std::string device = "cpu";
   int threads = 0;  // intra-op threads; 0: all cores (shared among the DDP ranks of a machine)
   std::string checkpoint_dir;
-  std::string resume;  // a checkpoint file, or a directory (its latest checkpoint)
+  std::string resume;  // a checkpoint file, a directory (its latest checkpoint) or "auto"
   std::string log_json;
   std::string plot;
   int64_t log_interval = 20;  // steps between plain progress lines / curve samples

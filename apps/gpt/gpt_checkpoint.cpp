@@ -116,7 +116,9 @@ std::map<std::string, std::string> load_training_checkpoint(Accelerator& acc,
 }
 
 LoadedModel load_model(const std::string& file_or_dir, Device device) {
-  const std::string path = apps::resolve_resume(file_or_dir, "iter");
+  const std::string path = apps::resolve_resume(file_or_dir, "", "iter");
+  MINIDL_CHECK(!path.empty(), "--checkpoint: no checkpoint-iter-N.safetensors in '", file_or_dir,
+               "'");
   SafetensorsMetadata meta;
   auto tensors = load_safetensors(path, &meta);
   auto fmt = meta.find("format");

@@ -115,8 +115,11 @@ Result run_training(const Options& o) {
   const bool amp = acc.amp() != nullptr;
 
   int64_t first_iter = 0;
-  if (!o.resume.empty()) {
-    std::string path = apps::resolve_resume(o.resume, "iter");
+  std::string path, fresh_note;
+  if (!o.resume.empty())
+    path = apps::resolve_resume(o.resume, o.checkpoint_dir, "iter", &fresh_note);
+  if (!fresh_note.empty() && main_rank) std::fprintf(stderr, "gpt: %s\n", fresh_note.c_str());
+  if (!path.empty()) {
     auto meta = load_training_checkpoint(acc, path, data.vocab());
     first_iter = std::stoll(meta.at("iter"));
     if (verbose)
@@ -125,8 +128,9 @@ Result run_training(const Options& o) {
 
   if (!o.checkpoint_dir.empty() && main_rank) fs::create_directories(o.checkpoint_dir);
   apps::JsonLinesLog log;
-  if (const std::string path = apps::rank_log_path(o.log_json, acc.process_index()); !path.empty())
-    log = apps::JsonLinesLog(path, !o.resume.empty());
+  if (const std::string log_path = apps::rank_log_path(o.log_json, acc.process_index());
+      !log_path.empty())
+    log = apps::JsonLinesLog(log_path, !path.empty());
   apps::TrainingCurves curves;
   curves.x_label = "iteration", curves.eval_label = "val";
   const int64_t tokens_per_iter = o.batch_size * o.block_size * acc.num_processes();
@@ -152,6 +156,8 @@ Result run_training(const Options& o) {
     acc.save_state(apps::checkpoint_path(o.checkpoint_dir, "iter", iter),
                    checkpoint_metadata(cfg, data.vocab(), iter, o, acc));
     if (main_rank) apps::remove_older_checkpoints(o.checkpoint_dir, "iter", iter);
+    if (main_rank)
+      apps::note_checkpoint_written(apps::checkpoint_path(o.checkpoint_dir, "iter", iter));
   };
   auto evaluate = [&](int64_t iter) {
     auto [train_loss, val_loss] = estimate_loss(acc, data, o);

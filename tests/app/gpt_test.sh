@@ -46,6 +46,18 @@ resume)  # 40 iterations straight vs 20 + resume to 40: bitwise identical checkp
   cmp "$WORK/a/checkpoint-iter-40.safetensors" "$WORK/b/checkpoint-iter-40.safetensors" ||
     fail "resumed run differs from the uninterrupted one"
   ;;
+resume_auto)  # --resume auto on a missing DIR starts fresh with one line, then resumes bitwise
+  expect_rc 0 "${SMALL[@]}" --max-iters 40 --checkpoint-dir "$WORK/a" --seed 5
+  expect_rc 0 "${SMALL[@]}" --max-iters 20 --lr-decay-iters 40 --checkpoint-dir "$WORK/b" \
+    --seed 5 --resume auto
+  grep -qx "gpt: no checkpoint in $WORK/b yet: starting from scratch" "$WORK/err" ||
+    { cat "$WORK/err" >&2; fail "no fresh-start line for --resume auto"; }
+  expect_rc 0 "${SMALL[@]}" --max-iters 40 --checkpoint-dir "$WORK/b" --seed 5 --resume auto
+  grep -q "starting from scratch" "$WORK/err" && fail "--resume auto ignored the checkpoint"
+  cmp "$WORK/a/checkpoint-iter-40.safetensors" "$WORK/b/checkpoint-iter-40.safetensors" ||
+    fail "--resume auto run differs from the uninterrupted one"
+  expect_error 1 "no --checkpoint-dir" "${SMALL[@]}" --max-iters 20 --resume auto
+  ;;
 sample)  # same seed, same text; the prompt comes first; another seed differs
   expect_rc 0 "${SMALL[@]}" --max-iters 30 --checkpoint-dir "$WORK/c"
   expect_rc 0 sample --checkpoint "$WORK/c" --prompt "Call me Ishmael." --tokens 80 --seed 3

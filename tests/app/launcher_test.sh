@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end tests of minidl-run, run by ctest, with small bash programs as ranks: the torchrun
 # environment, rank-prefixed output and per-rank logs, fail-fast on SIGKILL / exit code (all
-# processes gone, bounded time), SIGINT forwarding, one-line usage errors.
+# processes gone, bounded time), SIGINT forwarding, --max-restarts, one-line usage errors.
 # Usage: launcher_test.sh MINIDL_RUN CASE
 set -uo pipefail
 RUN=$1 CASE=$2
@@ -150,10 +150,35 @@ while :; do sleep 0.1; done # '"$MARKER")
   expect_no_leftovers
   echo "sigint: all ranks gone $took s after SIGINT (one ignores it; grace 1 s)"
   ;;
+restart)  # --max-restarts: relaunch after a failure (counted in the env), not before progress
+  # Rank 1 kills itself in attempt 0 after "a checkpoint"; attempt 1 succeeds.
+  P=$(program flaky 'echo "$RANK $MINIDL_RESTART_COUNT $TORCHELASTIC_RESTART_COUNT $*" >>"$(dirname "$0")/runs"
+echo done >"$MINIDL_PROGRESS_FILE"
+if [ "$RANK" = 1 ] && [ "$MINIDL_RESTART_COUNT" = 0 ]; then
+  until grep -q "^0 0 " "$(dirname "$0")/runs"; do sleep 0.01; done  # rank 0 has run too
+  kill -KILL $$
+fi')
+  expect_rc 0 -n 2 --log-dir none --max-restarts 2 bash "$P" --checkpoint-dir x
+  [ "$(sort "$WORK/runs" | tr '\n' ' ')" = "0 0 0 --checkpoint-dir x 0 1 1 --checkpoint-dir x 1 0 0 --checkpoint-dir x 1 1 1 --checkpoint-dir x " ] ||
+    { cat "$WORK/runs" >&2; fail "expected 2 attempts of 2 ranks with restart counts 0 and 1"; }
+  grep -q "attempt 1 of 3 failed: rank 1 killed by signal 9 (SIGKILL); restarting all 2 rank(s) (restart 1 of 2) with the same arguments" "$WORK/err" ||
+    { show; fail "no restart line naming the attempt and its cause"; }
+  # A failure before any progress is not retried.
+  P=$(program broken 'exit 3')
+  expect_rc 3 -n 2 --log-dir none --max-restarts 2 bash "$P"
+  grep -q "attempt 1 of 3 failed: rank [01] exited with code 3 before any rank completed a checkpoint.*not restarting" "$WORK/err" ||
+    { show; fail "a failure before the first checkpoint was retried or not explained"; }
+  # Always failing after progress: N restarts, then the failed rank's exit code.
+  P=$(program always 'echo x >"$MINIDL_PROGRESS_FILE"; [ "$RANK" = 0 ] || exit 4')
+  expect_rc 4 -n 2 --log-dir none --max-restarts 1 bash "$P"
+  grep -q "attempt 2 of 2 failed: rank 1 exited with code 4; no restarts left" "$WORK/err" ||
+    { show; fail "no 'no restarts left' line"; }
+  expect_error "works on one node only" --max-restarts 1 --nnodes 2 --master-port 29555 true
+  ;;
 errors)
   expect_rc 0 --help
   for flag in --nproc-per-node --nnodes --node-rank --master-addr --master-port --log-dir \
-    --device-per-rank --backend --quiet-ranks --timeout-stop; do
+    --device-per-rank --backend --quiet-ranks --timeout-stop --max-restarts; do
     grep -q -- "$flag" "$WORK/out" || fail "--help does not document $flag"
   done
   expect_error "nproc-per-node must be >= 1" --nproc-per-node 0 true

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end tests of the mnist_ddp app, run by ctest: short training clears an accuracy bar,
-# resume is bitwise equal to an uninterrupted run, Ctrl-C keeps the last checkpoint, bad input
+# resume is bitwise equal to an uninterrupted run (also via --resume auto, which starts fresh
+# on an empty or missing directory), Ctrl-C keeps the last checkpoint, bad input
 # gives one-line errors, 2-rank DDP (self-launched with -n) checkpoints once, evaluates exactly
 # and resumes bitwise, DataParallel trains. Usage: mnist_ddp_test.sh MNIST_DDP DATA_DIR CASE
 set -uo pipefail
@@ -42,6 +43,22 @@ resume)  # 2 epochs straight vs 1 epoch + resume: bitwise identical checkpoints
   [ ! -f "$WORK/b/checkpoint-epoch-1.safetensors" ] || fail "old checkpoint not removed"
   cmp "$WORK/a/checkpoint-epoch-2.safetensors" "$WORK/b/checkpoint-epoch-2.safetensors" ||
     fail "resumed run differs from the uninterrupted one"
+  ;;
+resume_auto)  # --resume auto / an empty DIR start fresh with one line, then resume bitwise
+  SHORT=(--max-steps 12 --test-batch-size 500 --seed 7 --scheduler step)
+  expect_rc 0 "${COMMON[@]}" "${SHORT[@]}" --epochs 2 --checkpoint-dir "$WORK/a"
+  expect_rc 0 "${COMMON[@]}" "${SHORT[@]}" --epochs 1 --checkpoint-dir "$WORK/b" --resume auto
+  grep -qx "mnist_ddp: no checkpoint in $WORK/b yet: starting from scratch" "$WORK/err" ||
+    { cat "$WORK/err" >&2; fail "no fresh-start line for --resume auto"; }
+  expect_rc 0 "${COMMON[@]}" "${SHORT[@]}" --epochs 2 --checkpoint-dir "$WORK/b" --resume auto
+  grep -q "starting from scratch" "$WORK/err" && fail "--resume auto ignored the checkpoint"
+  cmp "$WORK/a/checkpoint-epoch-2.safetensors" "$WORK/b/checkpoint-epoch-2.safetensors" ||
+    fail "--resume auto run differs from the uninterrupted one"
+  mkdir "$WORK/empty"  # an existing empty DIR: also from scratch
+  expect_rc 0 "${COMMON[@]}" --max-steps 2 --test-batch-size 500 --epochs 1 --resume "$WORK/empty"
+  grep -qx "mnist_ddp: no checkpoint in $WORK/empty yet: starting from scratch" "$WORK/err" ||
+    { cat "$WORK/err" >&2; fail "no fresh-start line for an empty --resume DIR"; }
+  expect_error 1 "no --checkpoint-dir" "${COMMON[@]}" --epochs 1 --resume auto
   ;;
 interrupt)  # SIGINT after the first checkpoint: exit 130, the checkpoint loads and resumes
   "$BIN" "${COMMON[@]}" --epochs 50 --max-steps 10 --test-batch-size 500 \
@@ -121,6 +138,38 @@ mpirun)  # OpenMPI's launcher: ranks from OMPI_COMM_WORLD_*, the store at MASTER
     grep -q "already in use" "$WORK/err" || { cat "$WORK/out" "$WORK/err" >&2; fail "mpirun run failed"; }
   done
   grep -q "ddp, 2 rank(s)" "$WORK/out" || { cat "$WORK/out" "$WORK/err" >&2; fail "no 2-rank summary"; }
+  ;;
+elastic)  # minidl-run --max-restarts 1: rank 1 SIGKILLed in epoch 2 of 3, relaunched with
+  # --resume auto: the final checkpoint and accuracy equal an uninterrupted run's
+  RUN="$(dirname "$BIN")/minidl-run"
+  SHORT=(--max-steps 8 --test-batch-size 500 --seed 13 --scheduler step --epochs 3)
+  "$RUN" -n 2 --log-dir none "$BIN" "${COMMON[@]}" "${SHORT[@]}" --checkpoint-dir "$WORK/a" \
+    >"$WORK/a.out" 2>"$WORK/a.err" || { cat "$WORK/a.err" >&2; fail "uninterrupted run failed"; }
+  "$RUN" -n 2 --log-dir none --max-restarts 1 "$BIN" "${COMMON[@]}" "${SHORT[@]}" \
+    --checkpoint-dir "$WORK/b" >"$WORK/out" 2>"$WORK/err" &
+  launcher=$!
+  progress="${TMPDIR:-/tmp}/minidl-run-$launcher.progress"  # written after each checkpoint
+  for _ in $(seq 1200); do  # epoch 1's checkpoint is there (and announced): epoch 2 runs
+    [ -f "$WORK/b/checkpoint-epoch-1.safetensors" ] && [ -s "$progress" ] && break
+    sleep 0.02
+  done
+  victim=""
+  for pid in $(pgrep -P "$launcher"); do
+    tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "RANK=1" && victim=$pid
+  done
+  [ -n "$victim" ] || { kill -9 "$launcher"; fail "rank 1 not found"; }
+  kill -9 "$victim"
+  [ ! -f "$WORK/b/checkpoint-epoch-2.safetensors" ] || fail "epoch 2 ended before the kill"
+  wait "$launcher"; rc=$?
+  [ "$rc" -eq 0 ] || { cat "$WORK/err" >&2; fail "exit $rc after a restart, expected 0"; }
+  grep -q "attempt 1 of 2 failed: rank 1 killed by signal 9 (SIGKILL); restarting all 2 rank(s) (restart 1 of 1) with --resume auto" \
+    "$WORK/err" || { cat "$WORK/err" >&2; fail "no restart line"; }
+  cmp "$WORK/a/checkpoint-epoch-3.safetensors" "$WORK/b/checkpoint-epoch-3.safetensors" ||
+    fail "the restarted run's final checkpoint differs from the uninterrupted run's"
+  want=$(grep -o 'test accuracy [0-9.]*% ([0-9]*/2000), test loss [0-9.]*' "$WORK/a.out")
+  got=$(grep -o 'test accuracy [0-9.]*% ([0-9]*/2000), test loss [0-9.]*' "$WORK/out")
+  echo "uninterrupted: $want; restarted: $got"
+  [ -n "$want" ] && [ "$want" = "$got" ] || fail "final accuracy differs: '$want' vs '$got'"
   ;;
 kill9)  # a rank SIGKILLed mid-training: the launcher stops the other and names it within 10 s
   "$BIN" "${COMMON[@]}" -n 2 --epochs 100 --test-batch-size 500 >"$WORK/out" 2>"$WORK/err" &
