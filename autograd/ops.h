@@ -182,6 +182,7 @@ using native::embedding_backward;
 using native::eq;
 using native::equal;
 using native::ge;
+using native::gelu_backward;
 using native::gt;
 using native::layer_norm_backward;
 using native::le;
@@ -195,7 +196,6 @@ using native::ne;
 using native::one_hot;
 using native::scaled_dot_product_attention_backward;
 using native::scaled_dot_product_attention_forward;
-using native::gelu_backward;
 using native::softmax_backward;
 
 // ---- operators

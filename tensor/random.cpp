@@ -145,11 +145,12 @@ Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement, G
   native::copy_(w, native::reshape(probs, {B, C}));  // the kernel's scratch copy
   if (B > 0) {
     constexpr double inf = std::numeric_limits<double>::infinity();
-    Tensor bad = native::logical_or(native::logical_or(native::lt(w, 0.0), native::ne(w, w)), native::eq(w, inf));
+    Tensor bad = native::logical_or(native::logical_or(native::lt(w, 0.0), native::ne(w, w)),
+                                    native::eq(w, inf));
     Tensor positive = native::sum(native::gt(w, 0.0), {1});  // [B] int64
-    std::vector<int64_t> stats =
-        native::stack({native::sum(bad), native::amin(positive), native::sum(native::eq(native::sum(w, {1}), 0.0))})
-            .tolist<int64_t>();
+    std::vector<int64_t> stats = native::stack({native::sum(bad), native::amin(positive),
+                                                native::sum(native::eq(native::sum(w, {1}), 0.0))})
+                                     .tolist<int64_t>();
     MINIDL_CHECK(stats[0] == 0, "op `multinomial`: probability tensor contains either `inf`, ",
                  "`nan` or element < 0 (shape ", probs.shape_str(), ")");
     MINIDL_CHECK(stats[2] == 0, "op `multinomial`: invalid multinomial distribution (sum of ",

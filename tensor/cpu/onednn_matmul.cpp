@@ -142,7 +142,8 @@ bool linear_bias(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& o
   const int64_t cls[4] = {1, M, N, K};
   if (!wanted(OpClass::matmul, dt, cls)) return false;
   const auto ddt = *to_dnnl(dt);
-  Tensor xc = native::unsqueeze(x, 0), wc = native::unsqueeze(native::t(w), 0);  // [1,M,K] x [1,K,N]
+  Tensor xc = native::unsqueeze(x, 0),
+         wc = native::unsqueeze(native::t(w), 0);  // [1,M,K] x [1,K,N]
   const std::optional<Operand> oa = describe_or_copy(xc), ob = describe_or_copy(wc);
   MINIDL_CHECK(oa && ob, "linear (oneDNN): unexpected operand layouts ", x.shape_str(), " and ",
                w.shape_str());
