@@ -41,6 +41,15 @@ struct ProcessGroupOptions {
   std::optional<std::chrono::milliseconds> stall_warn = std::nullopt;
 };
 
+// Collectives this rank issued since the group was made, and the payload bytes it passed in
+// (allreduce/broadcast: the tensor; allgather/gather: its input; reduce_scatter: its inputs;
+// barrier: 0). Wire traffic follows from the algorithm (a ring allreduce sends
+// 2 (N-1)/N of the payload); DDP's compression hooks halve the payload.
+struct CollectiveCounts {
+  uint64_t collectives = 0;
+  uint64_t bytes = 0;
+};
+
 // Collectives are issued in the same order on every rank (like c10d). Asynchronous ones run on
 // the group's communication thread (gloo) or stream (nccl) in issue order. Tensors must be
 // contiguous; in-place ops write their argument.
@@ -51,6 +60,7 @@ class ProcessGroup {
   virtual int size() const = 0;
   virtual std::string backend() const = 0;       // "gloo" | "nccl"
   virtual uint64_t sequence_number() const = 0;  // of the last collective issued
+  virtual CollectiveCounts collective_counts() const = 0;
 
   // In place: t = op over ranks of t (avg = sum / size, also for integer dtypes: floor).
   virtual std::shared_ptr<Work> allreduce(Tensor& t, ReduceOp op = ReduceOp::sum) = 0;

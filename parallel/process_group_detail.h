@@ -2,6 +2,7 @@
 // completion is signalled by the backend, collective descriptions for error messages, the
 // debug-mode cross-rank check through the store, and per-group store key prefixes.
 #pragma once
+#include <atomic>
 #include <condition_variable>
 #include <exception>
 #include <memory>
@@ -40,8 +41,16 @@ class ProcessGroupBase : public ProcessGroup {
                    const ProcessGroupOptions& options);
   int rank() const override { return rank_; }
   int size() const override { return size_; }
+  CollectiveCounts collective_counts() const override {
+    return {collectives_.load(), bytes_.load()};
+  }
 
  protected:
+  // Called by the backend for every collective it issues (CollectiveCounts).
+  void count_collective(uint64_t bytes) {
+    ++collectives_;
+    bytes_ += bytes;
+  }
   std::string where(const std::string& op, uint64_t seq) const;
   void check_root(int root, const char* op) const;
   // Debug mode only: the cross-rank check of collective `seq` (see check_same_collective).
@@ -53,6 +62,7 @@ class ProcessGroupBase : public ProcessGroup {
   bool debug_;
   std::string prefix_;    // this group's keys in the store
   StallInspector stall_;  // started by the backend once it is connected
+  std::atomic<uint64_t> collectives_{0}, bytes_{0};
 };
 
 // Short dtype name for messages ("f32", "bf16", "i64").

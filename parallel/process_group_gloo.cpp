@@ -226,6 +226,7 @@ class GlooProcessGroup final : public detail::ProcessGroupBase {
   std::shared_ptr<Work> enqueue(const std::string& op, std::string desc, uint64_t bytes, Job job) {
     std::lock_guard<std::mutex> lock(mu_);
     const uint64_t seq = ++seq_;
+    count_collective(bytes);
     auto work = std::make_shared<detail::FutureWork>(seq);
     queue_.push_back(Task{work, seq, op, std::move(desc), bytes, std::move(job)});
     cv_.notify_all();

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <thread>
 #include <type_traits>
 
@@ -335,8 +336,8 @@ class NcclProcessGroup final : public detail::ProcessGroupBase {
     }
     MINIDL_CHECK(outputs[size_t(rank_)].numel() == input.numel(),
                  "allgather: this rank's output and input sizes differ");
-    std::vector<Tensor> keep(outputs);
-    keep.push_back(input);
+    std::vector<Tensor> keep{input};  // first: its bytes are counted
+    keep.insert(keep.end(), outputs.begin(), outputs.end());
     return launch(
         "allgather", detail::collective_desc("allgather", input.dtype(), input.numel()), keep, [&] {
           MINIDL_CUDA_CHECK(cudaMemcpyAsync(outputs[size_t(rank_)].data_ptr(), input.data_ptr(),
@@ -369,7 +370,8 @@ class NcclProcessGroup final : public detail::ProcessGroupBase {
     keep.push_back(output);
     return launch(
         "reduce_scatter", detail::collective_desc("reduce_scatter", output.dtype(), output.numel()),
-        keep, [&] {
+        keep,
+        [&] {
           MINIDL_NCCL_CHECK(ncclGroupStart());
           for (int r = 0; r < size_; ++r) {
             void* recv = r == rank_ ? output.data_ptr() : inputs[size_t(r)].data_ptr();
@@ -380,7 +382,8 @@ class NcclProcessGroup final : public detail::ProcessGroupBase {
           MINIDL_NCCL_CHECK(ncclGroupEnd());
           if (op == ReduceOp::avg && !is_floating(output.dtype()))
             floor_divide(output.data_ptr(), output.dtype(), output.numel(), size_, stream_);
-        });
+        },
+        output.nbytes() * uint64_t(size_));
   }
 
   std::shared_ptr<Work> gather_dev(std::vector<Tensor>& outputs, const Tensor& input, int root) {
@@ -396,8 +399,8 @@ class NcclProcessGroup final : public detail::ProcessGroupBase {
                      " ", input.dtype(), " (gather needs equal sizes)");
       }
     }
-    std::vector<Tensor> keep(outputs);
-    keep.push_back(input);
+    std::vector<Tensor> keep{input};  // first: its bytes are counted
+    keep.insert(keep.end(), outputs.begin(), outputs.end());
     return launch(
         "gather", detail::collective_desc("gather", input.dtype(), input.numel()), keep, [&] {
           const size_t n = size_t(input.numel());
@@ -431,10 +434,12 @@ class NcclProcessGroup final : public detail::ProcessGroupBase {
   }
 
   // Orders the group's stream after the compute stream, runs `enqueue` on it, and returns a
-  // work whose event fires when the collective is done.
+  // work whose event fires when the collective is done. `bytes` (counted in
+  // collective_counts()): this rank's payload, by default keep[0]'s.
   template <typename F>
   std::shared_ptr<Work> launch(const std::string& op, const std::string& desc,
-                               std::vector<Tensor> keep, F&& enqueue) {
+                               std::vector<Tensor> keep, F&& enqueue,
+                               std::optional<uint64_t> bytes = std::nullopt) {
     const uint64_t seq = ++seq_;
     MINIDL_CHECK(!broken_, where(op, seq),
                  " not run: the communicator was aborted after an "
@@ -455,7 +460,11 @@ class NcclProcessGroup final : public detail::ProcessGroupBase {
         if (t.defined() && t.storage()->data()) cuda::record_stream(t.storage()->data(), stream_);
       MINIDL_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
       MINIDL_CUDA_CHECK(cudaEventRecord(done, stream_));
-      stall_.begin(seq, op, keep.empty() || !keep[0].defined() ? 0 : uint64_t(keep[0].nbytes()));
+      const uint64_t payload = bytes ? *bytes
+                               : keep.empty() || !keep[0].defined() ? 0
+                                                                     : uint64_t(keep[0].nbytes());
+      count_collective(payload);
+      stall_.begin(seq, op, payload);
       return std::make_shared<NcclWork>(this, seq, op, done, std::move(keep));
     } catch (const Error& e) {
       MINIDL_FAIL(where(op, seq), " failed: ", e.what());
