@@ -460,9 +460,9 @@ class NcclProcessGroup final : public detail::ProcessGroupBase {
         if (t.defined() && t.storage()->data()) cuda::record_stream(t.storage()->data(), stream_);
       MINIDL_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
       MINIDL_CUDA_CHECK(cudaEventRecord(done, stream_));
-      const uint64_t payload = bytes ? *bytes
+      const uint64_t payload = bytes                                ? *bytes
                                : keep.empty() || !keep[0].defined() ? 0
-                                                                     : uint64_t(keep[0].nbytes());
+                                                                    : uint64_t(keep[0].nbytes());
       count_collective(payload);
       stall_.begin(seq, op, payload);
       return std::make_shared<NcclWork>(this, seq, op, done, std::move(keep));
