@@ -1,6 +1,7 @@
-// mnist_ddp: trains the classic MNIST CNN (apps/mnist_model.h) on the offline digits or real
-// MNIST. `mnist_ddp --help` lists every flag; errors are one line on stderr with exit code 1
-// (bad flags: 2); Ctrl-C stops after the current step with exit code 130.
+// mnist_ddp: trains the classic MNIST CNN (apps/mnist_model.h) or resnet-mini
+// (apps/resnet_mini.h) on the offline digits or real MNIST. `mnist_ddp --help` lists every flag;
+// errors are one line on stderr with exit code 1 (bad flags: 2); Ctrl-C stops after the current
+// step with exit code 130.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
@@ -16,6 +17,9 @@ int main(int argc, char** argv) {
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);  // last wins
   app.add_option("--data", o.data, "directory with the MNIST IDX files (raw or .gz)")
       ->capture_default_str();
+  app.add_option("--model", o.model, "cnn (the classic MNIST CNN) | resnet-mini (BatchNorm)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"cnn", "resnet-mini"}));
   app.add_option("--epochs", o.epochs, "number of epochs")->capture_default_str();
   app.add_option("--batch-size", o.batch_size, "training batch size per process")
       ->capture_default_str();

@@ -14,7 +14,7 @@
 #include "apps/common/metrics.h"
 #include "apps/common/progress.h"
 #include "apps/mnist_graph.h"
-#include "apps/mnist_model.h"
+#include "apps/resnet_mini.h"
 #include "data/dataloader.h"
 #include "data/mnist.h"
 #include "data/transforms.h"
@@ -111,7 +111,7 @@ Result run_training(const Options& o) {
   // moves the model, gives each rank its own dropout stream, sets up --amp (O2 re-points the
   // optimizer at fp32 masters) and wraps the model for the mode.
   manual_seed(o.seed);
-  auto model = std::make_shared<Net>();
+  std::shared_ptr<nn::Module> model = make_model(o.model);
   model->to(acc.device());
   auto optimizer = make_optimizer(o, *model);
   const int64_t steps_per_epoch =

@@ -11,6 +11,7 @@ namespace mnist {
 // mnist_ddp's own flags; the shared ones (device, mode, AMP, checkpoints, ...) are RunOptions.
 struct Options : minidl::apps::RunOptions {
   std::string data = "data/mnist";
+  std::string model = "cnn";  // cnn (apps/mnist_model.h) | resnet-mini (apps/resnet_mini.h)
   int64_t epochs = 3;
   int64_t batch_size = 64;  // per process
   int64_t test_batch_size = 1000;

@@ -63,6 +63,9 @@ Projection: step(N) = T_c + T_ar(N) - min(h T_ar(N), T_bw), ring T_ar = 2(N-1)/N
   the ddp run, the local link fitted from allreduces timed between its ranks; step(1) = T_1, one
   device alone at the per-rank batch; speedup(N) = N T_1 / step(N) (weak scaling).)HELP";
 
+// Relative loss tolerance of rows that normalise per-replica batches (see set_row_tolerance).
+constexpr double kBatchNormTolerance = 1e-2;
+
 std::vector<std::string> split(const std::string& s) {
   std::vector<std::string> out;
   std::stringstream ss(s);
@@ -155,6 +158,16 @@ int run_worker(const Options& o) {
   return 0;
 }
 
+// Rows that do not compute exactly the single device's function get their own loss-check
+// tolerance: resnet-mini's BatchNorm normalises each dp replica's / ddp rank's share of the
+// batch, not the global batch (their losses differ from single's by ~5e-4 over 23 steps).
+void set_row_tolerance(RunResult& r, const std::string& model) {
+  if (model == "resnet-mini" && (r.mode == "dp" || r.mode == "ddp")) {
+    r.tolerance = kBatchNormTolerance;
+    r.tolerance_reason = "per-replica BatchNorm statistics";
+  }
+}
+
 // The 1-minute load average ("?" when unreadable).
 std::string loadavg() {
   std::ifstream f("/proc/loadavg");
@@ -218,12 +231,13 @@ int run_compare(Options& o) {
     }
     MINIDL_CHECK(rc == 0, "mode ", label, " failed (exit code ", rc, ")");
     rep.rows.push_back(read_row(out, label));
+    set_row_tolerance(rep.rows.back(), c.model);
   };
   const int64_t per_rank = c.global_batch / c.devices;
   // Rounds of every mode in turn; each row is the round with the median throughput, so a burst
   // of other work on the machine moves one round, not the table.
   std::vector<std::vector<RunResult>> rounds;  // [row][round]
-  double max_rel_diff = 0;
+  double max_rel_diff = 0, loose_max_rel_diff = 0;
   for (int round = 0; round < o.rounds; ++round) {
     rep.rows.clear();
     for (const std::string& m : modes) {
@@ -241,6 +255,7 @@ int run_compare(Options& o) {
     }
     rep.consistency = check_consistency(rep.rows, o.tolerance);
     max_rel_diff = std::max(max_rel_diff, rep.consistency.max_rel_diff);
+    loose_max_rel_diff = std::max(loose_max_rel_diff, rep.consistency.loose_max_rel_diff);
     if (!rep.consistency.error.empty()) break;
     rounds.resize(rep.rows.size());
     for (size_t k = 0; k < rep.rows.size(); ++k) rounds[k].push_back(rep.rows[k]);
@@ -256,6 +271,8 @@ int run_compare(Options& o) {
     }
     rep.consistency = check_consistency(rep.rows, o.tolerance);
     rep.consistency.max_rel_diff = std::max(rep.consistency.max_rel_diff, max_rel_diff);
+    rep.consistency.loose_max_rel_diff =
+        std::max(rep.consistency.loose_max_rel_diff, loose_max_rel_diff);
   }
 
   char title[256];
@@ -293,8 +310,8 @@ int main(int argc, char** argv) {
   app.get_formatter()->column_width(30);
   app.footer(kHelpFooter);
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  app.add_option("--model", c.model, "mnist-cnn | gpt")
-      ->check(CLI::IsMember({"mnist-cnn", "gpt"}))
+  app.add_option("--model", c.model, "mnist-cnn | resnet-mini (BatchNorm) | gpt")
+      ->check(CLI::IsMember({"mnist-cnn", "resnet-mini", "gpt"}))
       ->capture_default_str();
   app.add_option("--data", c.data,
                  "MNIST dir / text file (default: data/mnist, "

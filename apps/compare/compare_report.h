@@ -15,13 +15,17 @@ namespace minidl::compare {
 struct Consistency {
   double tolerance = 0;     // relative
   double max_rel_diff = 0;  // over every mode and step against the reference row
-  int64_t steps = 0;        // steps compared
-  std::string reference;    // the row compared against (the first one)
-  std::string error;        // "" when every mode agrees
+  // Rows with their own tolerance (RunResult::tolerance: per-replica BatchNorm statistics,
+  // compressed gradients) are checked against it and counted here instead.
+  double loose_max_rel_diff = 0;
+  int64_t steps = 0;      // steps compared
+  std::string reference;  // the row compared against (the first one)
+  std::string error;      // "" when every mode agrees
 };
 
-// Compares every row's per-step losses with rows[0]'s: |a - b| / max(|b|, 1e-12) <= tolerance.
-// On failure `error` names both modes, the step and both losses.
+// Compares every row's per-step losses with rows[0]'s: |a - b| / max(|b|, 1e-12) <= tolerance
+// (a row's own RunResult::tolerance when set). On failure `error` names both modes, the step and
+// both losses.
 Consistency check_consistency(const std::vector<RunResult>& rows, double tolerance);
 
 struct ProjectionSet {

@@ -11,6 +11,7 @@
 #include "apps/gpt/gpt_model.h"
 #include "apps/gpt/text_data.h"
 #include "apps/mnist_model.h"
+#include "apps/resnet_mini.h"
 #include "data/mnist.h"
 #include "minidl.h"
 #include "parallel/accelerator.h"
@@ -63,17 +64,18 @@ struct Task {
 Task build_task(const RunConfig& c) {
   Task t;
   const int64_t samples = (c.warmup + c.steps) * c.global_batch;
-  if (c.model == "mnist-cnn") {
+  if (c.model == "mnist-cnn" || c.model == "resnet-mini") {
     auto ds = std::make_shared<data::MnistDataset>(c.data, data::MnistSplit::train);
     MINIDL_CHECK(ds->size() >= samples, "minidl-compare: ", c.warmup + c.steps, " steps of ",
                  c.global_batch, " samples need ", samples, " MNIST images, the data has ",
                  ds->size());
     t.dataset = ds;
     manual_seed(c.seed);
-    auto net = std::make_shared<mnist::Net>();
-    // Dropout off: every mode (and rank) must compute the same function for the loss check.
-    net->eval();
-    t.model = net;
+    t.model = mnist::make_model(c.model);
+    // mnist-cnn: dropout off, so every mode (and rank) computes the same function for the loss
+    // check. resnet-mini trains its BatchNorm layers (batch statistics, running buffers): dp
+    // and ddp normalise each replica's share of the batch (see row_tolerance).
+    if (c.model == "mnist-cnn") t.model->eval();
     t.opt = std::make_unique<optim::SGD>(t.model->parameters(), 0.01, 0.5);
   } else if (c.model == "gpt") {
     gpt::GPTConfig cfg;  // the app's defaults: block 64, 4 layers, 4 heads, 128 wide
@@ -86,7 +88,7 @@ Task build_task(const RunConfig& c) {
     t.model = std::make_shared<gpt::GPT>(cfg);
     t.opt = std::make_unique<optim::AdamW>(t.model->parameters(), 1e-3);
   } else {
-    MINIDL_FAIL("minidl-compare: unknown model '", c.model, "' (mnist-cnn | gpt)");
+    MINIDL_FAIL("minidl-compare: unknown model '", c.model, "' (mnist-cnn | resnet-mini | gpt)");
   }
   return t;
 }
@@ -184,11 +186,13 @@ RunResult run_mode(const RunConfig& c) {
   double fwd = 0, bwd = 0, opt = 0, wait = 0;
   std::optional<PreparedLoader::Iterator> it;
   const int64_t total = c.warmup + c.steps;
+  dist::CollectiveCounts counts0;
   for (int64_t s = 0; s < total; ++s) {
     if (s == c.warmup) {
       if (ddp) ddp->reset_stats();
       if (dp) dp->reset_stats();
       acc.wait_for_everyone();
+      if (ddp) counts0 = ddp->process_group().collective_counts();
     }
     sync();
     const double t0 = now_s();
@@ -223,6 +227,11 @@ RunResult run_mode(const RunConfig& c) {
     }
   }
   const double n = double(c.steps);
+  if (ddp) {
+    const dist::CollectiveCounts counts1 = ddp->process_group().collective_counts();
+    r.collectives_per_step = double(counts1.collectives - counts0.collectives) / n;
+    r.payload_bytes_per_step = double(counts1.bytes - counts0.bytes) / n;
+  }
   Breakdown& bd = r.breakdown;
   bd.data_wait = wait / n, bd.optimizer = opt / n;
   bd.forward = fwd / n, bd.backward = bwd / n;
@@ -236,7 +245,9 @@ RunResult run_mode(const RunConfig& c) {
     bd.reduce_exposed = r.exposed_s;
     bd.reduce_hidden = std::max(0.0, r.comm_s - r.exposed_s);
     bd.backward = std::max(0.0, bd.backward - r.exposed_s);
-    bd.forward = std::max(0.0, bd.forward - st.broadcast_seconds / steps);
+    bd.ddp_broadcast = st.broadcast_seconds / steps;
+    bd.forward = std::max(0.0, bd.forward - bd.ddp_broadcast);
+    r.grad_bytes_per_step = st.bytes_per_step;
   }
   if (dp) {
     const dist::DataParallelStats st = dp->stats();
@@ -327,12 +338,16 @@ nlohmann::json to_json(const RunResult& r) {
         {"dp_replicate_ms", b.dp_replicate * ms},
         {"dp_scatter_ms", b.dp_scatter * ms},
         {"dp_gather_ms", b.dp_gather * ms},
-        {"dp_reduce_ms", b.dp_reduce * ms}}},
+        {"dp_reduce_ms", b.dp_reduce * ms},
+        {"ddp_broadcast_ms", b.ddp_broadcast * ms}}},
       {"ddp",
        {{"bucket_bytes", r.bucket_bytes},
         {"comm_ms", r.comm_s * ms},
         {"exposed_ms", r.exposed_s * ms},
         {"hidden_fraction", r.hidden_fraction},
+        {"grad_bytes_per_step", r.grad_bytes_per_step},
+        {"collectives_per_step", r.collectives_per_step},
+        {"payload_bytes_per_step", r.payload_bytes_per_step},
         {"allreduce_sweep_bytes", r.sweep_bytes},
         {"allreduce_sweep_ms",
          [&] {
@@ -372,11 +387,15 @@ RunResult run_result_from_json(const nlohmann::json& j) {
   d.dp_scatter = b.at("dp_scatter_ms").get<double>() * s;
   d.dp_gather = b.at("dp_gather_ms").get<double>() * s;
   d.dp_reduce = b.at("dp_reduce_ms").get<double>() * s;
+  d.ddp_broadcast = b.value("ddp_broadcast_ms", 0.0) * s;
   const auto& g = j.at("ddp");
   r.bucket_bytes = g.at("bucket_bytes").get<std::vector<int64_t>>();
   r.comm_s = g.at("comm_ms").get<double>() * s;
   r.exposed_s = g.at("exposed_ms").get<double>() * s;
   r.hidden_fraction = g.at("hidden_fraction");
+  r.grad_bytes_per_step = g.value("grad_bytes_per_step", int64_t(0));
+  r.collectives_per_step = g.value("collectives_per_step", 0.0);
+  r.payload_bytes_per_step = g.value("payload_bytes_per_step", 0.0);
   r.sweep_bytes = g.at("allreduce_sweep_bytes").get<std::vector<double>>();
   for (double v : g.at("allreduce_sweep_ms").get<std::vector<double>>()) r.sweep_s.push_back(v * s);
   const auto& c = j.at("compute");

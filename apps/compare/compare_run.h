@@ -11,7 +11,7 @@
 namespace minidl::compare {
 
 struct RunConfig {
-  std::string model = "mnist-cnn";  // mnist-cnn | gpt
+  std::string model = "mnist-cnn";  // mnist-cnn | resnet-mini | gpt
   std::string data;                 // MNIST directory or text file
   std::string mode = "single";      // single | dp | ddp
   std::string device = "cpu";       // cpu | cuda
@@ -31,7 +31,8 @@ struct RunConfig {
 // separately, so the phases add up to (about) the step time.
 struct Breakdown {
   double forward = 0, backward = 0, reduce_exposed = 0, reduce_hidden = 0, optimizer = 0,
-         data_wait = 0, dp_replicate = 0, dp_scatter = 0, dp_gather = 0, dp_reduce = 0;
+         data_wait = 0, dp_replicate = 0, dp_scatter = 0, dp_gather = 0, dp_reduce = 0,
+         ddp_broadcast = 0;  // ddp: the forwards' buffer broadcasts (DDPStats)
 };
 
 struct RunResult {
@@ -47,11 +48,19 @@ struct RunResult {
   std::vector<int64_t> bucket_bytes;
   double comm_s = 0, exposed_s = 0, hidden_fraction = 0;  // per step
   std::vector<double> sweep_bytes, sweep_s;               // allreduce sweep (medians)
+  int64_t grad_bytes_per_step = 0;  // DDPStats::bytes_per_step: gradient payload allreduced
+  // ProcessGroup::collective_counts() over the measured steps, per step (rank 0): collectives
+  // issued (buffer broadcasts included) and their payload bytes.
+  double collectives_per_step = 0, payload_bytes_per_step = 0;
   // single with RunConfig::compute_batch: a step at the per-rank batch
   int64_t compute_batch = 0;
   double compute_step_s = 0, compute_backward_s = 0;
 
   std::vector<double> round_samples_per_s;  // parent: every round's throughput (sorted)
+  // Parent: the loss check's relative tolerance for this row when it does not compute exactly
+  // the first row's function (0: the report's), and why ("per-replica BatchNorm statistics").
+  double tolerance = 0;
+  std::string tolerance_reason;
 
   double step_p(double q) const;  // quantile q in [0,1] of step_s
   double samples_per_s() const;   // global batch / mean step
