@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "autograd/grad_mode.h"
+#include "parallel/broadcast_coalesced.h"
 #include "parallel/distributed.h"
 #include "autograd/ops.h"
 
@@ -26,11 +27,6 @@ uint64_t fnv1a(const std::string& s, uint64_t h = 1469598103934665603ull) {
 
 std::string describe(const std::string& name, const Tensor& p) {
   return "'" + name + "' " + p.shape_str() + " " + std::string(dtype_name(p.dtype()));
-}
-
-void wait_all(std::vector<std::shared_ptr<Work>>& works) {
-  for (auto& w : works) w->wait();
-  works.clear();
 }
 
 }  // namespace
@@ -149,20 +145,22 @@ void DistributedDataParallel::check_same_parameters() {
   }
 }
 
+// Parameters and buffers in coalesced buckets (one broadcast per dtype and 250 MiB).
 void DistributedDataParallel::broadcast_state(int root) {
   if (group_->size() == 1) return;
-  NoGradGuard no_grad;
-  std::vector<std::shared_ptr<Work>> works;
-  for (auto& [name, p] : named_parameters()) works.push_back(group_->broadcast(p, root));
-  for (auto& [name, b] : named_buffers()) works.push_back(group_->broadcast(b, root));
-  wait_all(works);
+  std::vector<Tensor> state;
+  for (auto& [name, p] : named_parameters()) state.push_back(p);
+  for (auto& [name, b] : named_buffers()) state.push_back(b);
+  broadcast_coalesced(*group_, state, root);
 }
 
+// PyTorch coalesces the buffers too: a ResNet's 15 BatchNorm buffers go as two broadcasts
+// (the f32 running stats and the int64 counters), not fifteen.
 void DistributedDataParallel::broadcast_buffers() {
   if (!opts_.broadcast_buffers || group_->size() == 1) return;
-  std::vector<std::shared_ptr<Work>> works;
-  for (auto& [name, b] : named_buffers()) works.push_back(group_->broadcast(b, buffer_root_));
-  wait_all(works);
+  std::vector<Tensor> buffers;
+  for (auto& [name, b] : named_buffers()) buffers.push_back(b);
+  buffer_broadcasts_ += broadcast_coalesced(*group_, buffers, buffer_root_);
 }
 
 // Under a Join, every forward tells the joined ranks whether a synchronised backward follows
@@ -295,6 +293,9 @@ DDPStats DistributedDataParallel::stats() const {
     s.num_buckets = int(s.bucket_bytes.size());
     for (int64_t b : s.bucket_bytes) s.bytes_per_step += b;
   }
+  if (group_->size() > 1 && r.steps > 0) s.bytes_per_step = r.bytes;
+  s.total_bytes = r.total_bytes;
+  s.buffer_broadcasts = buffer_broadcasts_;
   s.comm_seconds = r.total_comm_seconds;
   s.exposed_seconds = r.total_exposed_seconds;
   s.broadcast_seconds = broadcast_seconds_;
@@ -304,6 +305,7 @@ DDPStats DistributedDataParallel::stats() const {
 void DistributedDataParallel::reset_stats() {
   reducer_->reset_totals();
   broadcast_seconds_ = 0;
+  buffer_broadcasts_ = 0;
 }
 
 Join::Join(DistributedDataParallel& ddp) : ddp_(ddp) {

@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "parallel/comm_hooks.h"
 #include "parallel/module_wrapper.h"
 #include "parallel/process_group.h"
 #include "parallel/reducer.h"
@@ -37,10 +38,14 @@ struct DDPStats {
   int64_t steps = 0;                  // synchronised backward passes
   int num_buckets = 0;                // current bucket layout
   std::vector<int64_t> bucket_bytes;  // bytes of each bucket, in bucket order
-  int64_t bytes_per_step = 0;         // gradient bytes allreduced per synchronised step
-  double comm_seconds = 0;       // sum over steps: first bucket launched -> all allreduces done
-  double exposed_seconds = 0;    // sum over steps: backward compute done -> allreduces done
-  double broadcast_seconds = 0;  // forwards' buffer broadcasts (broadcast_buffers)
+  // Gradient payload per synchronised step: measured in the last one (a comm hook's compressed
+  // bytes), before the first step the buckets' size.
+  int64_t bytes_per_step = 0;
+  int64_t total_bytes = 0;        // gradient payload over the steps
+  int64_t buffer_broadcasts = 0;  // broadcasts the forwards' buffer syncs issued (coalesced)
+  double comm_seconds = 0;        // sum over steps: first bucket launched -> all allreduces done
+  double exposed_seconds = 0;     // sum over steps: backward compute done -> allreduces done
+  double broadcast_seconds = 0;   // forwards' buffer broadcasts (broadcast_buffers)
   // Share of the allreduce time hidden behind backward compute.
   double hidden_fraction() const {
     return comm_seconds > 0 ? 1.0 - exposed_seconds / comm_seconds : 0.0;
@@ -89,6 +94,10 @@ class DistributedDataParallel : public ModuleWrapper {
 
   ProcessGroup& process_group() const { return *group_; }
   const DDPOptions& options() const { return opts_; }
+  // torch's register_comm_hook: `hook` reduces each gradient bucket instead of the allreduce
+  // (parallel/comm_hooks.h: allreduce_hook, fp16/bf16_compress_hook, powersgd_hook or your
+  // own). Once, before or between steps; every rank registers the same kind of hook.
+  void register_comm_hook(CommHook hook) { reducer_->set_comm_hook(std::move(hook)); }
   const ReducerStats& reducer_stats() const { return reducer_->stats(); }
   DDPStats stats() const;
   void reset_stats();
@@ -117,6 +126,7 @@ class DistributedDataParallel : public ModuleWrapper {
   bool has_buffers_ = false;
   int64_t steps_ = 0;                         // forwards that talked to the other ranks
   double broadcast_seconds_ = 0;              // DDPStats::broadcast_seconds
+  int64_t buffer_broadcasts_ = 0;             // DDPStats::buffer_broadcasts
   std::shared_ptr<Store> store_;              // where steps_ is published (null: nowhere)
   std::string step_prefix_;                   // "ddp/<instance>/steps/"
   std::unique_ptr<StepPublisher> publisher_;  // sets store_ key step_prefix_ + rank

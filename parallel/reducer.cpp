@@ -104,6 +104,7 @@ std::vector<int64_t> Reducer::bucket_bytes() const {
 void Reducer::reset_totals() {
   stats_.steps = 0;
   stats_.total_comm_seconds = stats_.total_exposed_seconds = 0;
+  stats_.total_bytes = 0;
 }
 
 Tensor Reducer::slot(size_t i) const {
@@ -154,9 +155,10 @@ void Reducer::autograd_hook(size_t i) {
     std::fill(used_.begin(), used_.end(), 0);
     for (Bucket& b : buckets_) {
       b.pending = b.params.size();
-      b.work.reset();
+      b.future.reset();
     }
     next_bucket_ = 0;
+    step_bytes_ = 0;
     std::weak_ptr<Reducer> weak = weak_from_this();
     autograd::queue_callback([weak] {
       if (auto self = weak.lock()) self->finalize_backward();
@@ -171,7 +173,7 @@ void Reducer::autograd_hook(size_t i) {
     Tensor s = slot(i);
     Tensor& g = params_[i].mutable_grad();
     if (!(opts_.gradient_as_bucket_view && g.data_ptr() == s.data_ptr())) s.copy_(g);
-    mul_(s, 1.0 / group_->size());  // pre-divide, then SUM-allreduce = mean
+    if (!comm_hook_) mul_(s, 1.0 / group_->size());  // pre-divide, then SUM-allreduce = mean
     if (opts_.gradient_as_bucket_view) params_[i].set_grad(s);
   }
   mark_ready(i);
@@ -187,8 +189,55 @@ void Reducer::mark_ready(size_t i) {
 void Reducer::launch_ready_buckets() {
   while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].pending == 0) {
     if (next_bucket_ == 0) first_launch_ = Clock::now();
-    Bucket& b = buckets_[next_bucket_++];
-    if (group_->size() > 1) b.work = group_->allreduce(b.flat, ReduceOp::sum);
+    const size_t index = next_bucket_++;
+    if (group_->size() > 1) launch(index);
+  }
+}
+
+void Reducer::set_comm_hook(CommHook hook) {
+  MINIDL_CHECK(hook != nullptr, "DDP register_comm_hook: the hook is empty");
+  MINIDL_CHECK(!comm_hook_,
+               "DDP register_comm_hook: a comm hook is already registered (one "
+               "per DistributedDataParallel, as in PyTorch)");
+  MINIDL_CHECK(!in_iteration_, "DDP register_comm_hook: called during a backward pass");
+  comm_hook_ = std::move(hook);
+}
+
+void Reducer::launch(size_t index) {
+  Bucket& b = buckets_[index];
+  const uint64_t before = sent_bytes();
+  if (comm_hook_) {
+    std::vector<Tensor> params;
+    for (size_t i : b.params) params.push_back(params_[i]);
+    GradBucket gb(index, index + 1 == buckets_.size(), b.flat, std::move(params), b.offsets,
+                  *group_);
+    b.future.emplace(comm_hook_(gb));
+  } else {
+    b.future.emplace(group_->allreduce(b.flat, ReduceOp::sum), b.flat);
+  }
+  step_bytes_ += int64_t(sent_bytes() - before);
+}
+
+void Reducer::wait_bucket(Bucket& b) {
+  if (!b.future) return;
+  const uint64_t before = sent_bytes();
+  Tensor result;
+  try {
+    result = b.future->wait();
+  } catch (const std::exception& e) {
+    b.future.reset();
+    if (on_failure_) on_failure_(e);
+    throw;
+  }
+  b.future.reset();
+  step_bytes_ += int64_t(sent_bytes() - before);
+  MINIDL_CHECK(result.defined() && result.numel() == b.flat.numel(), "DDP rank ", group_->rank(),
+               ": the comm hook returned ",
+               result.defined() ? result.shape_str() : std::string("an undefined tensor"),
+               " for a bucket of ", b.flat.numel(), " elements");
+  if (result.data_ptr() != b.flat.data_ptr()) {
+    NoGradGuard no_grad;
+    b.flat.copy_(result.reshape({-1}));
   }
 }
 
@@ -224,8 +273,7 @@ void Reducer::finalize_backward() {
     for (size_t i = 0; i < params_.size(); ++i) used_map.data_ptr<int32_t>()[i] = used_[i];
     if (multi) wait(*group_->allreduce(used_map, ReduceOp::sum));
   } else if (next_bucket_ < buckets_.size()) {
-    for (Bucket& b : buckets_)
-      if (b.work) wait(*b.work);
+    for (Bucket& b : buckets_) wait_bucket(b);
     unfinished_ = true;
     unfinished_msg_ = "DistributedDataParallel (rank " + std::to_string(group_->rank()) +
                       "): the previous backward finished without reducing all gradients; "
@@ -235,8 +283,7 @@ void Reducer::finalize_backward() {
                       "every parameter, or make the loss depend on all of them";
     return;
   }
-  for (Bucket& b : buckets_)
-    if (b.work) wait(*b.work);
+  for (Bucket& b : buckets_) wait_bucket(b);
   const auto t_done = Clock::now();
   stats_.comm_seconds = std::chrono::duration<double>(t_done - first_launch_).count();
   // A first bucket launched only here (find_unused_parameters) hides nothing: exposed = comm.
@@ -246,6 +293,8 @@ void Reducer::finalize_backward() {
   if (multi) {  // at world size 1 nothing was communicated
     stats_.total_comm_seconds += stats_.comm_seconds;
     stats_.total_exposed_seconds += stats_.exposed_seconds;
+    stats_.bytes = step_bytes_;
+    stats_.total_bytes += step_bytes_;
   }
   if (multi)
     for (size_t i = 0; i < params_.size(); ++i) {
@@ -265,15 +314,16 @@ void Reducer::finalize_backward() {
 
 void Reducer::shadow_backward() {
   if (group_->size() > 1) {
-    for (Bucket& b : buckets_) {
-      b.flat.zero_();
-      b.work = group_->allreduce(b.flat, ReduceOp::sum);
+    // The same collectives as a synchronised backward: a comm hook runs on zero gradients.
+    for (size_t k = 0; k < buckets_.size(); ++k) {
+      buckets_[k].flat.zero_();
+      launch(k);
     }
     if (opts_.find_unused_parameters) {
       Tensor used_map = zeros({int64_t(params_.size())}, kInt32);
       group_->allreduce(used_map, ReduceOp::sum)->wait();
     }
-    for (Bucket& b : buckets_) b.work->wait();
+    for (Bucket& b : buckets_) wait_bucket(b);
   }
   if (!rebuilt_) rebuild_due_ = true;
 }

@@ -9,9 +9,11 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "parallel/comm_hooks.h"
 #include "parallel/process_group.h"
 #include "tensor/tensor.h"
 
@@ -32,6 +34,9 @@ struct ReducerStats {
   double exposed_seconds = 0;  // end of backward compute (callback) -> all allreduces done
   int64_t steps = 0;           // synchronised backwards that finished (not join's shadows)
   double total_comm_seconds = 0, total_exposed_seconds = 0;  // sums; 0 at world size 1
+  // Payload bytes the bucket collectives (or the comm hook's) carried in the last synchronised
+  // backward, and their sum (ProcessGroup::collective_counts() around each launch and wait).
+  int64_t bytes = 0, total_bytes = 0;
   double hidden_fraction() const {
     return comm_seconds > 0 ? 1.0 - exposed_seconds / comm_seconds : 0.0;
   }
@@ -57,6 +62,10 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
   void set_failure_handler(std::function<void(const std::exception&)> handler) {
     on_failure_ = std::move(handler);
   }
+  // Replaces the bucket allreduce (see parallel/comm_hooks.h); the hook gets undivided
+  // gradients and averages them itself. Once only.
+  void set_comm_hook(CommHook hook);
+  bool has_comm_hook() const { return bool(comm_hook_); }
 
   const ReducerStats& stats() const { return stats_; }
   void reset_totals();  // zeroes steps and the total_* sums
@@ -71,7 +80,7 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
     std::vector<size_t> params;
     std::vector<int64_t> offsets;
     size_t pending = 0;
-    std::shared_ptr<Work> work;
+    std::optional<CommFuture> future;  // the launched allreduce (or comm hook)
   };
   Reducer(std::vector<Tensor> params, std::vector<std::string> names,
           std::shared_ptr<ProcessGroup> group, const ReducerOptions& options);
@@ -85,12 +94,16 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
   Tensor slot(size_t i) const;
   std::string unready_names() const;
   void wait(Work& work) const;  // work.wait(), failures through on_failure_
+  void launch(size_t index);    // bucket `index`'s allreduce or comm hook
+  void wait_bucket(Bucket& b);  // its future; the averaged gradient lands in b.flat
+  uint64_t sent_bytes() const { return group_->collective_counts().bytes; }
 
   std::vector<Tensor> params_;
   std::vector<std::string> names_;
   std::shared_ptr<ProcessGroup> group_;
   ReducerOptions opts_;
   std::function<void(const std::exception&)> on_failure_;
+  CommHook comm_hook_;
   std::vector<Bucket> buckets_;
   std::vector<size_t> bucket_of_, pos_in_bucket_;
 
@@ -102,6 +115,7 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
   std::vector<char> ready_;
   std::vector<char> used_;  // got a gradient in this backward (find_unused_parameters)
   size_t next_bucket_ = 0;
+  int64_t step_bytes_ = 0;          // collective payload of this backward
   std::vector<size_t> grad_order_;  // arrival order in the first synchronised backward
   bool rebuilt_ = false, rebuild_due_ = false;
 
