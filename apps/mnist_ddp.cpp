@@ -7,6 +7,7 @@
 #include <exception>
 
 #include "apps/common/checkpoints.h"
+#include "apps/common/ddp_features.h"
 #include "apps/mnist_graph.h"
 #include "apps/mnist_trainer.h"
 
@@ -60,6 +61,10 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  if (std::string why = minidl::apps::ddp_flags_error(o); !why.empty()) {
+    std::fprintf(stderr, "mnist_ddp: error: %s\n", why.c_str());
+    return 2;
+  }
   if (std::string why = minidl::apps::amp_flags_error(o); !why.empty()) {
     std::fprintf(stderr, "mnist_ddp: error: %s\n", why.c_str());
     return 2;
@@ -94,11 +99,11 @@ int main(int argc, char** argv) {
     std::printf(
         "mnist_ddp: test accuracy %.2f%% (%lld/%lld), test loss %.4f, %lld epoch(s) in "
         "%.1f s, %.0f train samples/s (%s), loader wait %.1f%% of train time, peak memory "
-        "%s%s%s\n",
+        "%s%s%s%s%s\n",
         r.test_accuracy, (long long)r.correct, (long long)r.test_samples, r.test_loss,
         (long long)r.epochs_run, r.seconds, r.train_samples_per_s, r.layout.c_str(),
         100.0 * r.loader_wait_fraction, r.peak_memory.c_str(), r.amp.empty() ? "" : "; ",
-        r.amp.c_str());
+        r.amp.c_str(), r.ddp_features.empty() ? "" : "; ", r.ddp_features.c_str());
     if (r.cuda_graph)
       std::printf(
           "mnist_ddp: CUDA graph mode on: training step captured once, %lld replay(s), %lld "

@@ -11,6 +11,7 @@
 
 #include "apps/common/accelerate.h"
 #include "apps/common/checkpoints.h"
+#include "apps/common/ddp_features.h"
 #include "apps/common/metrics.h"
 #include "apps/common/progress.h"
 #include "apps/mnist_graph.h"
@@ -32,13 +33,16 @@ double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
+// --optimizer over the model's parameters (with --zero1 sharded over the ranks).
 std::unique_ptr<optim::Optimizer> make_optimizer(const Options& o, nn::Module& model) {
+  dist::OptimizerFactory factory;
   if (o.optimizer == "sgd")
-    return std::make_unique<optim::SGD>(model.parameters(), o.lr, o.momentum, 0.0, o.weight_decay);
-  if (o.optimizer == "adamw")
-    return std::make_unique<optim::AdamW>(model.parameters(), o.lr, std::pair{0.9, 0.999}, 1e-8,
-                                          o.weight_decay);
-  MINIDL_FAIL("--optimizer must be sgd or adamw, got '", o.optimizer, "'");
+    factory = dist::sgd_factory(o.lr, o.momentum, 0.0, o.weight_decay);
+  else if (o.optimizer == "adamw")
+    factory = dist::adamw_factory(o.lr, {0.9, 0.999}, 1e-8, o.weight_decay);
+  else
+    MINIDL_FAIL("--optimizer must be sgd or adamw, got '", o.optimizer, "'");
+  return apps::make_optimizer(o, {optim::ParamGroup(model.parameters())}, factory);
 }
 
 // Per-epoch schedulers step after each epoch, OneCycleLR after each batch.
@@ -111,7 +115,8 @@ Result run_training(const Options& o) {
   // moves the model, gives each rank its own dropout stream, sets up --amp (O2 re-points the
   // optimizer at fp32 masters) and wraps the model for the mode.
   manual_seed(o.seed);
-  std::shared_ptr<nn::Module> model = make_model(o.model);
+  apps::check_ddp_layout(o, acc);
+  std::shared_ptr<nn::Module> model = apps::apply_sync_bn(o, acc, make_model(o.model));
   model->to(acc.device());
   auto optimizer = make_optimizer(o, *model);
   const int64_t steps_per_epoch =
@@ -119,6 +124,7 @@ Result run_training(const Options& o) {
   auto scheduler = make_scheduler(o, *optimizer, steps_per_epoch);
   const bool per_step_scheduler = o.scheduler == "onecycle";
   const std::shared_ptr<nn::Module> train_module = acc.prepare(model, *optimizer);
+  apps::apply_comm_hook(o, acc);
   if (scheduler) acc.prepare_scheduler(*scheduler);
   const bool amp = acc.amp() != nullptr;
 
@@ -283,7 +289,9 @@ Result run_training(const Options& o) {
                {"loss_scale", amp ? acc.amp()->scaler().get_scale() : 1.0},
                {"skipped_steps", apps::amp_skipped_steps(acc)}});
     if (!o.checkpoint_dir.empty()) {
-      // Collective: rank 0 writes atomically; every rank fails if the write failed.
+      // Collective: rank 0 writes atomically; every rank fails if the write failed. (--zero1:
+      // the optimizer's shards are gathered onto rank 0 first.)
+      apps::consolidate_optimizer(*optimizer);
       acc.save_state(apps::checkpoint_path(o.checkpoint_dir, "epoch", epoch),
                      {{"epoch", std::to_string(epoch)},
                       {"seed", std::to_string(o.seed)},
@@ -305,6 +313,7 @@ Result run_training(const Options& o) {
   // Rank 0 hosts the store: nobody tears the group down while a peer still needs it.
   if (!result.interrupted) acc.wait_for_everyone();
   result.peak_memory = acc.peak_memory_summary();
+  result.ddp_features = apps::ddp_features_summary(o, acc, *optimizer);
   if (graph_step) {
     result.cuda_graph = true;
     result.graph_replays = graph_step->replays(), result.eager_steps = graph_step->eager_steps();

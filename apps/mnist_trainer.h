@@ -41,7 +41,8 @@ struct Result {
   std::string peak_memory;  // tensor memory peak per device of this process: "cpu 61.2 MiB"
   bool cuda_graph = false;  // --cuda-graph: steps replayed from the graph / run eagerly
   int64_t graph_replays = 0, eager_steps = 0;
-  std::string amp;  // "" or "amp fp16 O1, scale 32768, 3 skipped"
+  std::string amp;           // "" or "amp fp16 O1, scale 32768, 3 skipped"
+  std::string ddp_features;  // "" or apps::ddp_features_summary (--sync-bn, --zero1, --comm-hook)
   int64_t skipped_steps = 0;
 };
 

@@ -62,6 +62,14 @@ void add_run_flags(CLI::App& app, RunOptions& o) {
   app.add_option("--init-scale", o.init_scale, "initial loss scale for --amp fp16 (O1/O2)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  app.add_flag("--sync-bn", o.sync_bn,
+               "ddp: convert the model's BatchNorm layers to SyncBatchNorm (global-batch "
+               "statistics over the ranks)");
+  app.add_flag("--zero1", o.zero1,
+               "ddp: shard the optimizer state over the ranks (ZeroRedundancyOptimizer, ZeRO-1)");
+  app.add_option("--comm-hook", o.comm_hook,
+                 "ddp: compress gradient buckets: fp16 | bf16 | powersgd:R[:START] (rank R, "
+                 "plain allreduce for the first START steps, default 1000)");
   app.footer(
       "Environment: MINIDL_CPU_ISA=avx2|avx512|avx512_bf16|native caps the CPU kernels' "
       "instruction set (oneDNN's too; here: " +

@@ -35,11 +35,17 @@ struct RunOptions {
   std::string amp = "off";
   std::string opt_level;
   double init_scale = 65536.0;
+  // DDP features (apps/common/ddp_features.h; ddp only): SyncBatchNorm, ZeRO-1 optimizer state
+  // sharding, a gradient communication hook ("" | fp16 | bf16 | powersgd:R[:START]).
+  bool sync_bn = false;
+  bool zero1 = false;
+  std::string comm_hook;
 };
 
 // Adds the shared flags (--seed, --device, --threads, --checkpoint-dir, --resume, --log-json,
 // --plot, --log-interval, --quiet, --mode, -n, --backend, --init-method, --dp-devices,
-// --dist-timeout, --amp, --opt-level, --init-scale) to `app`, writing into `o`.
+// --dist-timeout, --amp, --opt-level, --init-scale, --sync-bn, --zero1, --comm-hook) to `app`,
+// writing into `o`.
 void add_run_flags(CLI::App& app, RunOptions& o);
 
 // Checks the AMP flags; "" when consistent, else the one-line error (the apps exit 2 on it).

@@ -74,22 +74,41 @@ double Report::efficiency(const RunResult& r) const {
   return speedup(r) / double(resources);
 }
 
+StepModel step_model_of(const RunResult& r) {
+  StepModel m;
+  const Breakdown& b = r.breakdown;
+  m.compute_s = b.forward + b.backward + b.optimizer + b.data_wait;
+  m.backward_s = b.backward;
+  m.bucket_bytes = r.bucket_bytes;
+  m.hidden_fraction = r.hidden_fraction;
+  m.per_rank_batch = r.per_rank_batch;
+  int64_t bucket_total = 0;
+  for (int64_t x : r.bucket_bytes) bucket_total += x;
+  if (bucket_total > 0 && r.grad_bytes_per_step > 0)
+    m.wire_scale = double(r.grad_bytes_per_step) / double(bucket_total);
+  m.messages_per_bucket = std::max(r.messages_per_bucket, 1);
+  m.broadcast_bytes = r.broadcasts_per_step > 0 ? r.buffer_bytes : 0;
+  m.broadcasts = r.broadcasts_per_step;
+  m.after_step_bytes = r.zero_broadcast_bytes;
+  m.after_step_collectives = double(r.zero_broadcasts);
+  return m;
+}
+
 void build_projection(Report& rep, const std::vector<Link>& links) {
   const RunResult* single = nullptr;
   const RunResult* ddp = nullptr;
+  std::vector<const RunResult*> family;
   for (const RunResult& r : rep.rows) {
     if (r.mode == "single" && r.compute_batch > 0 && !single) single = &r;
-    if (r.mode == "ddp" && !ddp) ddp = &r;
+    if (is_ddp_mode(r.mode) && r.devices >= 2) family.push_back(&r);
   }
-  if (!single || !ddp || ddp->devices < 2 || ddp->sweep_bytes.size() < 2) return;
+  for (const RunResult* r : family)
+    if (r->sweep_bytes.size() >= 2 && (!ddp || (r->mode == "ddp" && ddp->mode != "ddp"))) ddp = r;
+  if (!ddp) return;
   rep.has_model = true;
-  const Breakdown& b = ddp->breakdown;
-  rep.model.compute_s = b.forward + b.backward + b.optimizer + b.data_wait;
-  rep.model.single_s = single->compute_step_s;
-  rep.model.backward_s = b.backward;
-  rep.model.bucket_bytes = ddp->bucket_bytes;
-  rep.model.hidden_fraction = ddp->hidden_fraction;
-  rep.model.per_rank_batch = single->compute_batch;
+  rep.model = step_model_of(*ddp);
+  rep.model.single_s = single ? single->compute_step_s : 0;
+  if (single) rep.model.per_rank_batch = single->compute_batch;
   rep.measured_devices = ddp->devices;
   rep.measured_step_s = ddp->step_p(0.5);
   const std::vector<int> ns = {1, 2, 4, 8, 16, 32, 64};
@@ -107,42 +126,64 @@ void build_projection(Report& rep, const std::vector<Link>& links) {
   // Named links join separate devices, which do not share this machine's cores: their ranks
   // compute like one device alone (T_c = T_1, the backward scaled alike).
   StepModel separate = rep.model;
-  if (separate.single_s > 0 && separate.compute_s > separate.single_s) {
-    separate.backward_s *= separate.single_s / separate.compute_s;
-    separate.compute_s = separate.single_s;
-  }
+  // The shared-core slowdown of a rank against one device alone (1 without a single row).
+  const double alone = separate.single_s > 0 && separate.compute_s > separate.single_s
+                           ? separate.single_s / separate.compute_s
+                           : 1.0;
+  separate.backward_s *= alone;
+  separate.compute_s *= alone;
   for (const Link& l : links) rep.projections.push_back({l, project(separate, ns, l)});
+  // Every ddp-family row on the named links, with its own bytes and compute scaled alike.
+  rep.variants.clear();
+  if (family.size() < 2) return;
+  for (const RunResult* r : family) {
+    VariantProjection v;
+    v.label = r->label;
+    v.model = step_model_of(*r);
+    v.model.single_s = rep.model.single_s;
+    v.model.per_rank_batch = rep.model.per_rank_batch;
+    v.model.compute_s *= alone;
+    v.model.backward_s *= alone;
+    for (const Link& l : links) v.sets.push_back({l, project(v.model, ns, l)});
+    rep.variants.push_back(std::move(v));
+  }
 }
 
 std::string format_table(const Report& rep) {
   std::ostringstream o;
   o << "## " << rep.title << "\n\n";
   o << "| mode | devices | threads | samples/s | step ms p50 | p90 | speedup | efficiency | "
-       "peak MiB/device | forward | backward | reduce exposed | reduce hidden | optimizer | "
+       "peak MiB/device | opt state MiB | forward | backward | reduce exposed | reduce hidden | "
+       "optimizer | "
        "data wait | dp replicate | dp scatter | dp gather | dp reduce | ddp broadcast | "
-       "collectives/step | MB/step |\n";
+       "collectives/step | MB/step | grad MB/step |\n";
   o << "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-       "---:|---:|---:|---:|\n";
+       "---:|---:|---:|---:|---:|---:|\n";
   for (const RunResult& r : rep.rows) {
     const Breakdown& b = r.breakdown;
-    const bool ddp = r.mode == "ddp", dp = r.mode == "dp";
+    const bool ddp = is_ddp_mode(r.mode), dp = r.mode == "dp";
     auto ms = [](double s) { return fmt("%.2f", s * 1e3); };
     o << "| " << r.label << " | " << r.devices << " | " << r.threads << " | "
       << fmt("%.0f", r.samples_per_s()) << " | " << ms(r.step_p(0.5)) << " | " << ms(r.step_p(0.9))
       << " | " << fmt("%.2fx", rep.speedup(r)) << " | " << fmt("%.0f%%", 100 * rep.efficiency(r))
-      << " | " << fmt("%.1f", double(r.peak_memory_bytes) / (1 << 20)) << " | " << ms(b.forward)
-      << " | " << ms(b.backward) << " | " << (ddp ? ms(b.reduce_exposed) : "-") << " | "
+      << " | " << fmt("%.1f", double(r.peak_memory_bytes) / (1 << 20)) << " | "
+      << fmt("%.3f", double(r.optimizer_state_bytes) / (1 << 20)) << " | " << ms(b.forward) << " | "
+      << ms(b.backward) << " | " << (ddp ? ms(b.reduce_exposed) : "-") << " | "
       << (ddp ? ms(b.reduce_hidden) : "-") << " | " << ms(b.optimizer) << " | " << ms(b.data_wait)
       << " | " << (dp ? ms(b.dp_replicate) : "-") << " | " << (dp ? ms(b.dp_scatter) : "-") << " | "
       << (dp ? ms(b.dp_gather) : "-") << " | " << (dp ? ms(b.dp_reduce) : "-") << " | "
       << (ddp ? ms(b.ddp_broadcast) : "-") << " | "
       << (ddp ? fmt("%.1f", r.collectives_per_step) : "-") << " | "
-      << (ddp ? fmt("%.3f", r.payload_bytes_per_step / 1e6) : "-") << " |\n";
+      << (ddp ? fmt("%.3f", r.payload_bytes_per_step / 1e6) : "-") << " | "
+      << (ddp ? fmt("%.3f", double(r.grad_bytes_per_step) / 1e6) : "-") << " |\n";
   }
   o << "\nBreakdown columns: ms per step; forward/backward exclude the DP and DDP work shown in "
        "their own columns (ddp broadcast: the forwards' buffer broadcasts). Collectives/step and "
        "MB/step: what rank 0 issued per measured step (ProcessGroup::collective_counts(), "
-       "payload before the ring's 2(N-1)/N). Speedup: samples/s against the first row; efficiency: "
+       "payload before the ring's 2(N-1)/N); grad MB/step: the gradient payload "
+       "(DDPStats::bytes_per_step, compressed by a comm hook). Opt state: the largest rank's "
+       "optimizer state (ddp-zero1: its shard). Speedup: samples/s against the first row; "
+       "efficiency: "
        "speedup per "
        "device (single rows: per thread). Loss check: "
     << rep.consistency.steps << " steps, largest relative difference to "
@@ -189,7 +230,7 @@ std::vector<std::string> explain(const Report& rep) {
                       "outputs and " + fmt("%.0f%%", 100 * red / step) +
                       " summing replica gradients; backward takes " +
                       fmt("%.0f%%", 100 * b.backward / step) + ".");
-    } else if (r.mode == "ddp") {
+    } else if (is_ddp_mode(r.mode)) {
       int64_t bytes = 0;
       for (int64_t x : r.bucket_bytes) bytes += x;
       lines.push_back(r.label + " hides " + fmt("%.0f%%", 100 * r.hidden_fraction) +
@@ -226,10 +267,10 @@ std::vector<std::string> explain(const Report& rep) {
                     fmt("%.0f%%", 100 * rep.efficiency(*best)) + " scaling efficiency).");
   const RunResult* ddp = nullptr;
   for (const RunResult& r : rep.rows)
-    if (r.mode == "ddp" && !ddp) ddp = &r;
+    if (is_ddp_mode(r.mode) && r.devices == rep.measured_devices && !ddp) ddp = &r;
   if (rep.has_model && ddp) {
     // Compute of one DDP rank (its step without the exposed allreduce) against one device alone.
-    const double ratio = rep.model.compute_s / rep.model.single_s;
+    const double ratio = rep.model.single_s > 0 ? rep.model.compute_s / rep.model.single_s : 1.0;
     if (ratio > 1.1)
       lines.push_back("Each DDP rank computed " + fmt("%.2fx", ratio) + " slower than one " +
                       "process alone (" + fmt("%.1f", rep.model.compute_s * 1e3) + " vs " +
@@ -294,7 +335,39 @@ std::string format_projection(const Report& rep) {
        "5 us, eth10 1.1 GB/s 50 us) between separate devices, each computing like one device "
        "alone here (T_c = T_1 = "
     << fmt("%.2f", m.single_s * 1e3)
-    << " ms, T_bw scaled alike); the fitted local link keeps this machine's shared-core T_c.\n";
+    << " ms, T_bw scaled alike); the fitted local link keeps this machine's shared-core T_c.";
+  if (m.broadcasts > 0)
+    o << " Exposed as well: " << fmt("%.1f", m.broadcasts) << " buffer broadcast(s) per step of "
+      << fmt("%.3f", double(m.broadcast_bytes) / 1e6)
+      << " MB (a tree: ceil(log2 N) latencies each + bytes/bandwidth).";
+  o << "\n";
+  if (rep.variants.empty()) return o.str();
+  // The DDP variants on the slowest named link: what their bytes on the wire buy there.
+  size_t slow = 0;
+  for (size_t i = 1; i < rep.variants[0].sets.size(); ++i)
+    if (rep.variants[0].sets[i].link.bandwidth_Bps < rep.variants[0].sets[slow].link.bandwidth_Bps)
+      slow = i;
+  if (rep.variants[0].sets.empty()) return o.str();
+  o << "\n## Projection by DDP variant on " << rep.variants[0].sets[slow].link.describe()
+    << "\n\nEach row's own T_c and T_bw (scaled to one device alone like above), hidden share h, "
+       "bytes on the wire per bucket (a comm hook's payload / the bucket's), allreduces per "
+       "bucket (PowerSGD: P and Q), buffer broadcasts and ZeRO-1's parameter broadcasts after the "
+       "step (an allgather, exposed).\n\n| variant | wire bytes | h | T_c ms |";
+  for (const auto& p : rep.variants[0].sets[slow].points)
+    if (p.devices > 1) o << " N=" << p.devices << " step ms | speedup |";
+  o << "\n|---|---:|---:|---:|";
+  for (const auto& p : rep.variants[0].sets[slow].points)
+    if (p.devices > 1) o << "---:|---:|";
+  o << "\n";
+  for (const VariantProjection& v : rep.variants) {
+    o << "| " << v.label << " | " << fmt("%.0f%%", 100 * v.model.wire_scale) << " | "
+      << fmt("%.0f%%", 100 * v.model.hidden_fraction) << " | "
+      << fmt("%.2f", v.model.compute_s * 1e3) << " |";
+    for (const auto& p : v.sets[slow].points)
+      if (p.devices > 1)
+        o << " " << fmt("%.2f", p.step_s * 1e3) << " | " << fmt("%.2fx", p.speedup) << " |";
+    o << "\n";
+  }
   return o.str();
 }
 
@@ -318,14 +391,32 @@ nlohmann::json report_json(const Report& rep) {
                       {"devices", q.devices},
                       {"step_ms", q.step_s * 1e3},
                       {"allreduce_ms", q.allreduce_s * 1e3},
+                      {"broadcast_ms", q.broadcast_s * 1e3},
                       {"exposed_ms", q.exposed_s * 1e3},
                       {"samples_per_s", q.samples_per_s},
                       {"speedup", q.speedup},
                       {"efficiency", q.efficiency}});
+  nlohmann::json variants = nlohmann::json::array();
+  for (const VariantProjection& v : rep.variants)
+    for (const auto& set : v.sets)
+      for (const Projection& q : set.points)
+        variants.push_back({{"mode", v.label},
+                            {"link", set.link.name},
+                            {"devices", q.devices},
+                            {"wire_scale", v.model.wire_scale},
+                            {"compute_ms", v.model.compute_s * 1e3},
+                            {"step_ms", q.step_s * 1e3},
+                            {"allreduce_ms", q.allreduce_s * 1e3},
+                            {"broadcast_ms", q.broadcast_s * 1e3},
+                            {"exposed_ms", q.exposed_s * 1e3},
+                            {"samples_per_s", q.samples_per_s},
+                            {"speedup", q.speedup},
+                            {"efficiency", q.efficiency}});
   nlohmann::json out = {
       {"title", rep.title},
       {"rows", rows},
       {"projection", proj},
+      {"variant_projection", variants},
       {"consistency",
        {{"ok", rep.consistency.error.empty()},
         {"reference", rep.consistency.reference},

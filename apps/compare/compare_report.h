@@ -33,6 +33,14 @@ struct ProjectionSet {
   std::vector<Projection> points;
 };
 
+// One DDP row's projection (ddp and its variants, each with its own bytes on the wire, buckets'
+// hidden share, compute and exposed collectives) on the named links.
+struct VariantProjection {
+  std::string label;
+  StepModel model;
+  std::vector<ProjectionSet> sets;  // one per named link, in --link order
+};
+
 struct Report {
   std::string title;  // "mnist-cnn, global batch 128, 20 steps after 3 warm-up, cpu"
   std::string load_before, load_after;  // /proc/loadavg's 1-minute figure around the runs
@@ -46,6 +54,7 @@ struct Report {
   bool has_local = false;
   std::string local_error;  // why the fit failed (e.g. times not growing with size under load)
   std::vector<ProjectionSet> projections;
+  std::vector<VariantProjection> variants;      // every ddp-family row (with 2+ of them)
   int measured_devices = 0;                     // the DDP row's world size
   double measured_step_s = 0;                   // its p50 step
   double predicted_step_s = 0;                  // the model with the fitted local link at that size
@@ -53,9 +62,15 @@ struct Report {
   double efficiency(const RunResult& r) const;  // speedup / devices (single: / threads)
 };
 
-// Fills the model part of `report` from its rows: T_c and backward from the single row's
-// per-rank-batch timing, buckets and hidden fraction from the ddp row, the local link from its
-// allreduce sweep; projects N = 1, 2, 4 ... 64 on `links` (the fitted local link first).
+// The cost model of a ddp-family row: its compute and backward, buckets, hidden share, wire
+// bytes (comm hooks), buffer broadcasts and ZeRO-1 parameter broadcasts.
+StepModel step_model_of(const RunResult& ddp_row);
+
+// Fills the model part of `report` from its rows: T_1 from the single row's per-rank-batch
+// timing (without a single row: T_c), T_c, backward, buckets and hidden fraction from the ddp
+// row (the first plain one, else the first variant), the local link from its allreduce sweep;
+// projects N = 1, 2, 4 ... 64 on `links` (the fitted local link first). With 2+ ddp-family
+// rows, also each of them on `links` (Report::variants).
 void build_projection(Report& report, const std::vector<Link>& links);
 
 std::string format_table(const Report& report);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <numeric>
 #include <optional>
 
@@ -15,7 +16,10 @@
 #include "data/mnist.h"
 #include "minidl.h"
 #include "parallel/accelerator.h"
+#include "parallel/comm_hooks.h"
 #include "parallel/data_parallel.h"
+#include "parallel/sync_batchnorm.h"
+#include "parallel/zero_redundancy_optimizer.h"
 #include "tensor/cuda.h"
 
 namespace minidl::compare {
@@ -60,8 +64,17 @@ struct Task {
   int64_t vocab = 0;  // gpt: logits' last dim
 };
 
+// The optimizer of the task: `plain` over every parameter, or ZeRO-1 over `factory`'s shards.
+std::unique_ptr<optim::Optimizer> task_optimizer(
+    const ModeSpec& m, nn::Module& model,
+    const std::function<std::unique_ptr<optim::Optimizer>()>& plain,
+    const dist::OptimizerFactory& factory) {
+  if (!m.zero1) return plain();
+  return std::make_unique<dist::ZeroRedundancyOptimizer>(model.parameters(), factory);
+}
+
 // The model (identical initial weights in every mode and rank), its optimizer and data.
-Task build_task(const RunConfig& c) {
+Task build_task(const RunConfig& c, const ModeSpec& m) {
   Task t;
   const int64_t samples = (c.warmup + c.steps) * c.global_batch;
   if (c.model == "mnist-cnn" || c.model == "resnet-mini") {
@@ -76,7 +89,10 @@ Task build_task(const RunConfig& c) {
     // check. resnet-mini trains its BatchNorm layers (batch statistics, running buffers): dp
     // and ddp normalise each replica's share of the batch (see row_tolerance).
     if (c.model == "mnist-cnn") t.model->eval();
-    t.opt = std::make_unique<optim::SGD>(t.model->parameters(), 0.01, 0.5);
+    if (m.sync_bn) t.model = nn::convert_sync_batchnorm(t.model);
+    t.opt = task_optimizer(
+        m, *t.model, [&] { return std::make_unique<optim::SGD>(t.model->parameters(), 0.01, 0.5); },
+        dist::sgd_factory(0.01, 0.5));
   } else if (c.model == "gpt") {
     gpt::GPTConfig cfg;  // the app's defaults: block 64, 4 layers, 4 heads, 128 wide
     auto text = std::make_shared<gpt::TextDataset>(c.data, cfg.block_size);
@@ -86,7 +102,9 @@ Task build_task(const RunConfig& c) {
     t.dataset = std::make_shared<TextWindows>(text, samples, c.seed);
     manual_seed(c.seed);
     t.model = std::make_shared<gpt::GPT>(cfg);
-    t.opt = std::make_unique<optim::AdamW>(t.model->parameters(), 1e-3);
+    t.opt = task_optimizer(
+        m, *t.model, [&] { return std::make_unique<optim::AdamW>(t.model->parameters(), 1e-3); },
+        dist::adamw_factory(1e-3));
   } else {
     MINIDL_FAIL("minidl-compare: unknown model '", c.model, "' (mnist-cnn | resnet-mini | gpt)");
   }
@@ -134,6 +152,31 @@ double RunResult::samples_per_s() const {
   return double(global_batch) / mean;
 }
 
+ModeSpec parse_mode(const std::string& mode, int powersgd_rank) {
+  ModeSpec m;
+  m.base = is_ddp_mode(mode) ? "ddp" : mode;
+  if (mode == "ddp-zero1") m.zero1 = true;
+  if (mode == "ddp-syncbn") m.sync_bn = true;
+  if (mode == "ddp-fp16") m.comm_hook = "fp16";
+  if (mode == "ddp-bf16") m.comm_hook = "bf16";
+  if (mode == "ddp-powersgd") m.comm_hook = "powersgd:" + std::to_string(powersgd_rank) + ":2";
+  const std::vector<std::string> known = known_modes();
+  if (std::find(known.begin(), known.end(), mode) == known.end()) {
+    std::string list;
+    for (const std::string& k : known) list += (list.empty() ? "" : ", ") + k;
+    MINIDL_FAIL("--modes: unknown mode '", mode, "' (", list, ")");
+  }
+  return m;
+}
+
+std::vector<std::string> known_modes() {
+  return {"single", "dp", "ddp", "ddp-zero1", "ddp-fp16", "ddp-bf16", "ddp-powersgd", "ddp-syncbn"};
+}
+
+bool is_ddp_mode(const std::string& mode) {
+  return mode == "ddp" || mode.rfind("ddp-", 0) == 0;
+}
+
 std::string default_data(const std::string& model) {
   return model == "gpt" ? "data/moby-dick/data.txt" : "data/mnist";
 }
@@ -141,8 +184,9 @@ std::string default_data(const std::string& model) {
 RunResult run_mode(const RunConfig& c) {
   MINIDL_CHECK(c.global_batch % c.devices == 0, "minidl-compare: --global-batch ", c.global_batch,
                " is not divisible by --devices ", c.devices);
+  const ModeSpec spec = parse_mode(c.mode, c.powersgd_rank);
   AcceleratorOptions ao;
-  ao.mode = c.mode;
+  ao.mode = spec.base;
   ao.device = c.device;
   ao.devices = c.mode == "dp" ? c.devices : 0;
   ao.threads = c.threads;
@@ -153,9 +197,10 @@ RunResult run_mode(const RunConfig& c) {
   MINIDL_CHECK(acc.mode() != "ddp" || acc.num_processes() == c.devices,
                "minidl-compare: ", acc.num_processes(), " DDP processes started, expected ",
                c.devices);
-  Task task = build_task(c);
+  Task task = build_task(c, spec);
   acc.prepare(task.model, *task.opt);
-  const int64_t per_process = c.mode == "ddp" ? c.global_batch / c.devices : c.global_batch;
+  if (!spec.comm_hook.empty()) acc.ddp()->register_comm_hook(dist::make_comm_hook(spec.comm_hook));
+  const int64_t per_process = spec.base == "ddp" ? c.global_batch / c.devices : c.global_batch;
   auto loader = acc.prepare_data_loader(
       task.dataset, {.batch_size = per_process, .num_workers = c.num_workers}, /*shuffle=*/true);
 
@@ -248,6 +293,14 @@ RunResult run_mode(const RunConfig& c) {
     bd.ddp_broadcast = st.broadcast_seconds / steps;
     bd.forward = std::max(0.0, bd.forward - bd.ddp_broadcast);
     r.grad_bytes_per_step = st.bytes_per_step;
+    r.broadcasts_per_step = double(st.buffer_broadcasts) / steps;
+    r.messages_per_bucket = spec.comm_hook.rfind("powersgd", 0) == 0 ? 2 : 1;
+    for (const Tensor& b : task.model->buffers()) r.buffer_bytes += b.nbytes();
+  }
+  if (auto* zero = dynamic_cast<dist::ZeroRedundancyOptimizer*>(task.opt.get())) {
+    const dist::ZeroStats zs = zero->stats();
+    r.zero_broadcast_bytes = zs.broadcast_bytes_per_step;
+    r.zero_broadcasts = zs.broadcasts_per_step;
   }
   if (dp) {
     const dist::DataParallelStats st = dp->stats();
@@ -263,13 +316,21 @@ RunResult run_mode(const RunConfig& c) {
   Tensor all = acc.reduce(stack(losses).cpu(), "mean").contiguous();
   r.losses.assign(all.data_ptr<float>(), all.data_ptr<float>() + all.numel());
 
+  // The largest rank's peak and optimizer state (ZeRO-1: its shard; else every parameter's).
   int64_t peak = 0;
   for (const Device& d : acc.devices()) peak = std::max(peak, memory_stats(d).peak);
-  Tensor peaks = acc.gather(tensor(std::vector<double>{double(peak)}).to(dev)).cpu().contiguous();
-  for (int64_t i = 0; i < peaks.numel(); ++i)
-    r.peak_memory_bytes = std::max(r.peak_memory_bytes, int64_t(peaks.data_ptr<double>()[i]));
+  auto* zero = dynamic_cast<dist::ZeroRedundancyOptimizer*>(task.opt.get());
+  const int64_t state = zero ? zero->stats().state_bytes : dist::optimizer_state_bytes(*task.opt);
+  Tensor mine = tensor(std::vector<double>{double(peak), double(state)}).to(dev);
+  Tensor all = acc.gather(mine.reshape({1, 2})).cpu().contiguous();  // [ranks, 2]
+  for (int64_t i = 0; i < all.size(0); ++i) {
+    const double* v = all.data_ptr<double>() + 2 * i;
+    r.peak_memory_bytes = std::max(r.peak_memory_bytes, int64_t(v[0]));
+    r.optimizer_state_bytes = std::max(r.optimizer_state_bytes, int64_t(v[1]));
+  }
 
-  if (ddp && c.allreduce_sweep && c.devices > 1) {
+  if (ddp && c.allreduce_sweep && c.devices > 1 && spec.comm_hook.empty() && !spec.zero1 &&
+      !spec.sync_bn) {
     int64_t bytes = 0;
     for (int64_t b : r.bucket_bytes) bytes += b;
     allreduce_sweep(ddp->process_group(), dev, bytes, r);
@@ -328,6 +389,7 @@ nlohmann::json to_json(const RunResult& r) {
        }()},
       {"losses", r.losses},
       {"peak_memory_mib", double(r.peak_memory_bytes) / (1 << 20)},
+      {"optimizer_state_mib", double(r.optimizer_state_bytes) / (1 << 20)},
       {"breakdown",
        {{"forward_ms", b.forward * ms},
         {"backward_ms", b.backward * ms},
@@ -348,6 +410,11 @@ nlohmann::json to_json(const RunResult& r) {
         {"grad_bytes_per_step", r.grad_bytes_per_step},
         {"collectives_per_step", r.collectives_per_step},
         {"payload_bytes_per_step", r.payload_bytes_per_step},
+        {"messages_per_bucket", r.messages_per_bucket},
+        {"buffer_bytes", r.buffer_bytes},
+        {"buffer_broadcasts_per_step", r.broadcasts_per_step},
+        {"zero_broadcast_bytes_per_step", r.zero_broadcast_bytes},
+        {"zero_broadcasts_per_step", r.zero_broadcasts},
         {"allreduce_sweep_bytes", r.sweep_bytes},
         {"allreduce_sweep_ms",
          [&] {
@@ -375,6 +442,7 @@ RunResult run_result_from_json(const nlohmann::json& j) {
   for (double v : j.at("step_ms").get<std::vector<double>>()) r.step_s.push_back(v * s);
   r.losses = j.at("losses").get<std::vector<double>>();
   r.peak_memory_bytes = int64_t(j.at("peak_memory_mib").get<double>() * (1 << 20));
+  r.optimizer_state_bytes = int64_t(j.value("optimizer_state_mib", 0.0) * (1 << 20));
   const auto& b = j.at("breakdown");
   Breakdown& d = r.breakdown;
   d.forward = b.at("forward_ms").get<double>() * s;
@@ -396,6 +464,11 @@ RunResult run_result_from_json(const nlohmann::json& j) {
   r.grad_bytes_per_step = g.value("grad_bytes_per_step", int64_t(0));
   r.collectives_per_step = g.value("collectives_per_step", 0.0);
   r.payload_bytes_per_step = g.value("payload_bytes_per_step", 0.0);
+  r.messages_per_bucket = g.value("messages_per_bucket", 1);
+  r.buffer_bytes = g.value("buffer_bytes", int64_t(0));
+  r.broadcasts_per_step = g.value("buffer_broadcasts_per_step", 0.0);
+  r.zero_broadcast_bytes = g.value("zero_broadcast_bytes_per_step", int64_t(0));
+  r.zero_broadcasts = g.value("zero_broadcasts_per_step", int64_t(0));
   r.sweep_bytes = g.at("allreduce_sweep_bytes").get<std::vector<double>>();
   for (double v : g.at("allreduce_sweep_ms").get<std::vector<double>>()) r.sweep_s.push_back(v * s);
   const auto& c = j.at("compute");

@@ -10,10 +10,24 @@
 
 namespace minidl::compare {
 
+// A --modes entry: single | dp | ddp, or a DDP variant ddp-zero1 (ZeroRedundancyOptimizer),
+// ddp-fp16 / ddp-bf16 / ddp-powersgd (comm hooks), ddp-syncbn (SyncBatchNorm).
+struct ModeSpec {
+  std::string base;  // single | dp | ddp
+  bool zero1 = false, sync_bn = false;
+  std::string comm_hook;  // "" or dist::make_comm_hook's spec
+};
+// Throws naming the mode and the known ones. ddp-powersgd: rank `powersgd_rank`, compressing
+// from the third step (the first two allreduce plainly; DDP fixes its buckets after the first).
+ModeSpec parse_mode(const std::string& mode, int powersgd_rank = 2);
+std::vector<std::string> known_modes();
+bool is_ddp_mode(const std::string& mode);  // ddp or one of its variants
+
 struct RunConfig {
   std::string model = "mnist-cnn";  // mnist-cnn | resnet-mini | gpt
   std::string data;                 // MNIST directory or text file
-  std::string mode = "single";      // single | dp | ddp
+  std::string mode = "single";      // a known_modes() entry
+  int powersgd_rank = 2;            // ddp-powersgd's matrix approximation rank
   std::string device = "cpu";       // cpu | cuda
   int devices = 1;                  // dp replicas, ddp ranks (1 for single)
   int threads = 1;                  // intra-op threads of each replica / rank / single process
@@ -43,12 +57,19 @@ struct RunResult {
   std::vector<double> step_s;  // measured steps (ddp: rank 0)
   std::vector<double> losses;  // every step incl. warm-up: the global batch's mean loss
   Breakdown breakdown;
-  int64_t peak_memory_bytes = 0;  // the largest per-device peak (ddp: over ranks)
+  int64_t peak_memory_bytes = 0;      // the largest per-device peak (ddp: over ranks)
+  int64_t optimizer_state_bytes = 0;  // the largest rank's optimizer state (zero1: its shard)
   // ddp
   std::vector<int64_t> bucket_bytes;
   double comm_s = 0, exposed_s = 0, hidden_fraction = 0;  // per step
   std::vector<double> sweep_bytes, sweep_s;               // allreduce sweep (medians)
   int64_t grad_bytes_per_step = 0;  // DDPStats::bytes_per_step: gradient payload allreduced
+  int messages_per_bucket = 1;      // gradient collectives per bucket (PowerSGD: 2)
+  int64_t buffer_bytes = 0;         // the model's buffers (broadcast before each forward)
+  double broadcasts_per_step = 0;   // DDPStats::buffer_broadcasts per step
+  // ddp-zero1: the parameter broadcasts after each optimizer step (ZeroStats).
+  int64_t zero_broadcast_bytes = 0;
+  int64_t zero_broadcasts = 0;
   // ProcessGroup::collective_counts() over the measured steps, per step (rank 0): collectives
   // issued (buffer broadcasts included) and their payload bytes.
   double collectives_per_step = 0, payload_bytes_per_step = 0;

@@ -87,14 +87,32 @@ Link fit_link(int n, const std::vector<double>& bytes, const std::vector<double>
   return l;
 }
 
+double broadcast_seconds(int n, const StepModel& m, const Link& link) {
+  if (n <= 1) return 0;
+  const double bw = link.bandwidth_Bps, nn = double(n);
+  const double tree = m.broadcasts * std::ceil(std::log2(nn)) * link.latency_s +
+                      (m.broadcasts > 0 ? double(m.broadcast_bytes) / bw : 0.0);
+  const double gather = m.after_step_collectives * (nn - 1) * link.latency_s +
+                        (nn - 1) / nn * double(m.after_step_bytes) / bw;
+  return tree + gather;
+}
+
 Projection project_step(const StepModel& m, int n, const Link& link) {
   MINIDL_CHECK(m.compute_s > 0, "projection: compute time must be positive, got ", m.compute_s);
   Projection p;
   p.devices = n;
-  p.allreduce_s = ring_allreduce_seconds(n, m.bucket_bytes, link);
+  if (m.wire_scale == 1 && m.messages_per_bucket == 1) {
+    p.allreduce_s = ring_allreduce_seconds(n, m.bucket_bytes, link);
+  } else {
+    for (int64_t b : m.bucket_bytes)
+      p.allreduce_s +=
+          ring_allreduce_seconds(n, double(b) * m.wire_scale, link) +
+          (n > 1 ? double(m.messages_per_bucket - 1) * 2.0 * double(n - 1) * link.latency_s : 0.0);
+  }
   const double h = std::clamp(m.hidden_fraction, 0.0, 1.0);
   const double hidden = std::min(h * p.allreduce_s, std::max(m.backward_s, 0.0));
-  p.exposed_s = p.allreduce_s - hidden;
+  p.broadcast_s = broadcast_seconds(n, m, link);
+  p.exposed_s = p.allreduce_s - hidden + p.broadcast_s;
   const double single = m.single_s > 0 ? m.single_s : m.compute_s;
   p.step_s = n == 1 ? single : m.compute_s + p.exposed_s;
   p.samples_per_s = double(n) * double(m.per_rank_batch) / p.step_s;

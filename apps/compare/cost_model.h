@@ -50,15 +50,32 @@ struct StepModel {
   std::vector<int64_t> bucket_bytes;  // DDP's gradient buckets (bytes allreduced per step)
   double hidden_fraction = 0;         // share of the allreduce hidden behind backward (measured)
   int64_t per_rank_batch = 1;
+  // What a DDP variant sends instead: a comm hook's payload against the buckets' bytes
+  // (fp16/bf16 0.5, PowerSGD (n + m) r / (n m) and the rest), and its allreduces per bucket
+  // (PowerSGD: 2, P and Q), each paying the latency term.
+  double wire_scale = 1;
+  int messages_per_bucket = 1;
+  // Exposed collectives outside the backward: the forwards' buffer broadcasts (a tree:
+  // ceil(log2 N) latencies per broadcast + bytes / bandwidth) and ZeRO-1's parameter broadcasts
+  // after the optimizer step (an allgather: (N-1)/N bytes / bandwidth + (N-1) latency each).
+  int64_t broadcast_bytes = 0;
+  double broadcasts = 0;  // per step
+  int64_t after_step_bytes = 0;
+  double after_step_collectives = 0;  // per step
 };
 
-// DDP step on n >= 2 devices: T_c + exposed, exposed = T_ar(n) - min(h * T_ar(n), T_backward):
-// the measured share h of the allreduce overlaps backward, but never more than backward lasts.
-// n = 1 is the single device's step.
+// The exposed collectives of StepModel outside the backward on n devices (0 for n = 1).
+double broadcast_seconds(int n, const StepModel& m, const Link& link);
+
+// DDP step on n >= 2 devices: T_c + exposed, exposed = T_ar(n) - min(h * T_ar(n), T_backward)
+// + broadcast_seconds(n): the measured share h of the allreduce (of the buckets' bytes times
+// wire_scale, messages_per_bucket messages each) overlaps backward, but never more than backward
+// lasts. n = 1 is the single device's step.
 struct Projection {
   int devices = 1;
   double allreduce_s = 0;  // T_ar(n)
-  double exposed_s = 0;    // allreduce time not hidden behind backward
+  double broadcast_s = 0;  // broadcast_seconds(n)
+  double exposed_s = 0;    // allreduce time not hidden behind backward, plus broadcast_s
   double step_s = 0;
   double samples_per_s = 0;
   double speedup = 1;     // n * T_single / step (weak scaling: fixed per-rank batch)

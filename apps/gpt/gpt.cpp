@@ -8,6 +8,7 @@
 #include <exception>
 
 #include "apps/common/checkpoints.h"
+#include "apps/common/ddp_features.h"
 #include "apps/gpt/gpt_checkpoint.h"
 #include "apps/gpt/gpt_trainer.h"
 
@@ -122,6 +123,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "gpt: error: %s\n", why.c_str());
     return 2;
   }
+  if (std::string why = minidl::apps::ddp_flags_error(o); !why.empty()) {
+    std::fprintf(stderr, "gpt: error: %s\n", why.c_str());
+    return 2;
+  }
   if (int rc = 0; minidl::apps::self_launch_if_requested(o, "gpt", argc, argv, rc)) return rc;
   try {
     minidl::apps::install_stop_handlers();
@@ -138,9 +143,10 @@ int main(int argc, char** argv) {
     if (r.mfu >= 0) std::snprintf(mfu, sizeof mfu, ", MFU %.1f%%", 100.0 * r.mfu);
     std::printf(
         "gpt: val loss %.4f, train loss %.4f after %lld iterations; %.0f tokens/s, step %.1f ms"
-        "%s (%s), peak memory %s%s%s\n",
+        "%s (%s), peak memory %s%s%s%s%s\n",
         r.val_loss, r.train_loss, (long long)r.iter, r.tokens_per_s, r.step_ms, mfu,
-        r.layout.c_str(), r.peak_memory.c_str(), r.amp.empty() ? "" : "; ", r.amp.c_str());
+        r.layout.c_str(), r.peak_memory.c_str(), r.amp.empty() ? "" : "; ", r.amp.c_str(),
+        r.ddp_features.empty() ? "" : "; ", r.ddp_features.c_str());
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "gpt: error: %s\n", e.what());

@@ -9,6 +9,7 @@
 #include <numbers>
 
 #include "apps/common/accelerate.h"
+#include "apps/common/ddp_features.h"
 #include "apps/common/checkpoints.h"
 #include "apps/common/metrics.h"
 #include "apps/common/progress.h"
@@ -105,13 +106,18 @@ Result run_training(const Options& o) {
 
   // The same initial weights on every rank; prepare() then gives each rank its own data and
   // dropout stream, sets up --amp and wraps the model for the mode.
+  apps::check_ddp_layout(o, acc);
   manual_seed(o.seed);
   auto model = std::make_shared<GPT>(cfg);
+  // --sync-bn: the GPT has no BatchNorm (LayerNorm only): a note says nothing was converted.
+  apps::apply_sync_bn(o, acc, model);
   model->to(acc.device());
   auto groups = optim::weight_decay_groups(*model, o.weight_decay);
-  auto optimizer = std::make_unique<optim::AdamW>(groups, o.lr, std::pair{o.beta1, o.beta2}, 1e-8,
-                                                  o.weight_decay);
+  // AdamW over nanoGPT's two groups; with --zero1 each rank keeps the state of its shard.
+  auto optimizer = apps::make_optimizer(
+      o, groups, dist::adamw_factory(o.lr, {o.beta1, o.beta2}, 1e-8, o.weight_decay));
   const std::shared_ptr<nn::Module> train_module = acc.prepare(model, *optimizer);
+  apps::apply_comm_hook(o, acc);
   const bool amp = acc.amp() != nullptr;
 
   int64_t first_iter = 0;
@@ -152,7 +158,9 @@ Result run_training(const Options& o) {
   int64_t loss_count = 0;
   auto save = [&](int64_t iter) {
     if (o.checkpoint_dir.empty()) return;
-    // Collective: rank 0 writes atomically; every rank fails if the write failed.
+    // Collective: rank 0 writes atomically; every rank fails if the write failed. (--zero1:
+    // the optimizer's shards are gathered onto rank 0 first.)
+    apps::consolidate_optimizer(*optimizer);
     acc.save_state(apps::checkpoint_path(o.checkpoint_dir, "iter", iter),
                    checkpoint_metadata(cfg, data.vocab(), iter, o, acc));
     if (main_rank) apps::remove_older_checkpoints(o.checkpoint_dir, "iter", iter);
@@ -236,6 +244,7 @@ Result run_training(const Options& o) {
   }
   if (!result.interrupted) acc.wait_for_everyone();
   result.peak_memory = acc.peak_memory_summary();
+  result.ddp_features = apps::ddp_features_summary(o, acc, *optimizer);
   if (result.iters_run > 0 && train_seconds > 0) {
     result.step_ms = 1e3 * train_seconds / double(result.iters_run);
     result.tokens_per_s = double(tokens_per_iter) * double(result.iters_run) / train_seconds;

@@ -32,6 +32,7 @@ struct Result {
   double step_ms = 0;       // mean training step time
   double mfu = -1;          // model-FLOPs utilisation on CUDA (-1: not measured)
   std::string layout, peak_memory, amp;
+  std::string ddp_features;  // "" or apps::ddp_features_summary (--sync-bn, --zero1, --comm-hook)
   bool interrupted = false, main_rank = true;
   int64_t skipped_steps = 0;
 };

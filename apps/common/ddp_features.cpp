@@ -1,0 +1,134 @@
+// --sync-bn, --zero1 and --comm-hook for the training apps (see ddp_features.h).
+#include "apps/common/ddp_features.h"
+
+#include <cstdio>
+
+#include "parallel/comm_hooks.h"
+#include "parallel/launcher.h"
+#include "parallel/sync_batchnorm.h"
+
+namespace minidl::apps {
+
+namespace {
+
+// The DDP flags given, for messages: "--sync-bn, --zero1".
+std::string flags_given(const RunOptions& o) {
+  std::string s;
+  auto add = [&](bool on, const char* flag) {
+    if (on) s += (s.empty() ? "" : ", ") + std::string(flag);
+  };
+  add(o.sync_bn, "--sync-bn");
+  add(o.zero1, "--zero1");
+  add(!o.comm_hook.empty(), "--comm-hook");
+  return s;
+}
+
+int count_modules(const std::shared_ptr<nn::Module>& m, bool sync) {
+  int n = 0;
+  for (const auto& [name, child] : m->named_modules()) {
+    const std::string kind = child->name();
+    if (sync ? kind == "SyncBatchNorm" : (kind == "BatchNorm1d" || kind == "BatchNorm2d")) ++n;
+  }
+  return n;
+}
+
+std::string mib(int64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f MiB", double(bytes) / (1 << 20));
+  return buf;
+}
+
+}  // namespace
+
+bool ddp_features_requested(const RunOptions& o) {
+  return o.sync_bn || o.zero1 || !o.comm_hook.empty();
+}
+
+std::string ddp_flags_error(const RunOptions& o) {
+  if (!ddp_features_requested(o)) return "";
+  const std::string flags = flags_given(o);
+  if (o.mode == "single" || o.mode == "dp")
+    return flags + " need DDP (--mode ddp or auto), not --mode " + o.mode;
+  if (o.mode == "auto" && o.nproc <= 1 && !dist::launched_by_launcher())
+    return flags + " need DDP: give -n N, or run under minidl-run/torchrun/mpirun/srun";
+  if (!o.comm_hook.empty()) {
+    try {
+      dist::make_comm_hook(o.comm_hook);
+    } catch (const std::exception& e) {
+      return "--comm-hook '" + o.comm_hook + "': " + e.what() +
+             " (fp16 | bf16 | powersgd:R | powersgd:R:START)";
+    }
+  }
+  return "";
+}
+
+void check_ddp_layout(const RunOptions& o, const Accelerator& acc) {
+  if (!ddp_features_requested(o)) return;
+  MINIDL_CHECK(acc.mode() == "ddp", flags_given(o), " need DDP, but this run is ", acc.describe());
+}
+
+std::shared_ptr<nn::Module> apply_sync_bn(const RunOptions& o, const Accelerator& acc,
+                                          std::shared_ptr<nn::Module> model) {
+  if (!o.sync_bn) return model;
+  const int before = count_modules(model, false);
+  model = nn::convert_sync_batchnorm(model);
+  const int converted = count_modules(model, true);
+  if (acc.is_main_process() && !o.quiet) {
+    if (before == 0)
+      std::printf("--sync-bn: the model has no BatchNorm layers; nothing was converted\n");
+    else
+      std::printf("--sync-bn: %d BatchNorm layer(s) converted to SyncBatchNorm over %d rank(s)\n",
+                  converted, acc.num_processes());
+  }
+  return model;
+}
+
+std::unique_ptr<optim::Optimizer> make_optimizer(const RunOptions& o,
+                                                 std::vector<optim::ParamGroup> groups,
+                                                 const dist::OptimizerFactory& factory) {
+  if (!o.zero1) return factory(std::move(groups));
+  return std::make_unique<dist::ZeroRedundancyOptimizer>(std::move(groups), factory);
+}
+
+void apply_comm_hook(const RunOptions& o, Accelerator& acc) {
+  if (o.comm_hook.empty()) return;
+  dist::DistributedDataParallel* ddp = acc.ddp();
+  MINIDL_CHECK(ddp != nullptr, "--comm-hook ", o.comm_hook, " needs DDP, but this run is ",
+               acc.describe());
+  ddp->register_comm_hook(dist::make_comm_hook(o.comm_hook));
+}
+
+void consolidate_optimizer(optim::Optimizer& opt) {
+  if (auto* zero = dynamic_cast<dist::ZeroRedundancyOptimizer*>(&opt))
+    zero->consolidate_state_dict(0);
+}
+
+int64_t optimizer_state_bytes(optim::Optimizer& opt) {
+  if (auto* zero = dynamic_cast<dist::ZeroRedundancyOptimizer*>(&opt))
+    return zero->stats().state_bytes;
+  return dist::optimizer_state_bytes(opt);
+}
+
+std::string ddp_features_summary(const RunOptions& o, const Accelerator& acc,
+                                 optim::Optimizer& opt) {
+  std::string s;
+  auto add = [&](const std::string& part) { s += (s.empty() ? "" : ", ") + part; };
+  if (o.sync_bn)
+    add("sync-bn (" + std::to_string(count_modules(acc.unwrap_model().shared_from_this(), true)) +
+        " layers)");
+  if (auto* zero = dynamic_cast<dist::ZeroRedundancyOptimizer*>(&opt)) {
+    const dist::ZeroStats st = zero->stats();
+    add("zero1 (rank " + std::to_string(st.rank) + " steps " + std::to_string(st.params_owned) +
+        "/" + std::to_string(st.params_total) + " parameters, optimizer state " +
+        mib(st.state_bytes) + ")");
+  }
+  if (!o.comm_hook.empty() && acc.ddp()) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "comm hook %s (%.3f MB per step)", o.comm_hook.c_str(),
+                  double(acc.ddp()->stats().bytes_per_step) / 1e6);
+    add(buf);
+  }
+  return s;
+}
+
+}  // namespace minidl::apps
