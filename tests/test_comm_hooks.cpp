@@ -251,6 +251,47 @@ TEST_SUITE("ddp_comm") {
             shared_doubles()[0], " with error feedback, ", shared_doubles()[1], " without");
   }
 
+  TEST_CASE("a user-written hook: avg allreduce into a new tensor, the default's result") {
+    run_ranks(3, [](int rank, std::shared_ptr<ProcessGroup> pg) {
+      HookRun plain = run_hook(rank, pg, nullptr, 2);
+      int calls = 0;
+      CommHook mine = [&calls](GradBucket& bucket) {
+        ++calls;
+        Tensor out = bucket.buffer().clone();  // undivided: this hook averages itself
+        return CommFuture(bucket.process_group().allreduce(out, ReduceOp::avg), out);
+      };
+      HookRun h = run_hook(rank, pg, mine, 2);
+      bool ok = report(rank, calls >= 2, "hook called");
+      for (size_t s = 0; s < h.grads.size(); ++s) {
+        const double err = max_abs(sub(h.grads[s], plain.grads[s])) / max_abs(plain.grads[s]);
+        ok = report(rank, err <= 1e-6, "error " + std::to_string(err)) && ok;
+      }
+      return ok;
+    });
+  }
+
+  TEST_CASE("Join with a comm hook: joined ranks run the hook on zeros, training finishes") {
+    run_ranks(2, [](int rank, std::shared_ptr<ProcessGroup> pg) {
+      for (const char* spec : {"bf16", "powersgd:1:2"}) {
+        manual_seed(11);
+        auto model = std::make_shared<SmallNet>();
+        DistributedDataParallel ddp(model, pg);
+        ddp.register_comm_hook(make_comm_hook(spec));
+        const int my_steps = rank == 0 ? 3 : 6;
+        Join join(ddp);
+        for (int s = 0; s < my_steps; ++s) {
+          loss_of(ddp, batch_x(s * 2 + rank, 4), batch_y(s * 2 + rank, 4)).backward();
+          sgd_step(ddp);
+        }
+        join.join();
+        if (!report(rank, same_on_all_ranks(*pg, flat(model->parameters())),
+                    std::string(spec) + ": params equal after join"))
+          return false;
+      }
+      return true;
+    });
+  }
+
   TEST_CASE("comm hook errors: bad specs, a second hook") {
     CHECK_THROWS_WITH_AS(make_comm_hook("powersgd:0"), doctest::Contains("positive integer"),
                          Error);
