@@ -1,5 +1,6 @@
-// minidl-compare's cost model: ring-allreduce formula values, the least-squares link fit, and the
-// projected DDP step (overlap capped by backward, monotonic in N and in link quality).
+// minidl-compare's cost model: ring-allreduce formula values, the least-squares link fit, the
+// projected DDP step (overlap capped by backward, monotonic in N and in link quality) and the
+// DDP variants' terms (compressed bytes, PowerSGD's two allreduces, broadcasts, ZeRO-1).
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -128,5 +129,52 @@ TEST_SUITE("compare_cost_model") {
     auto eth = project(m, ns, named_link("eth10"));
     auto nv = project(m, ns, named_link("nvlink"));
     for (size_t i = 0; i < ns.size(); ++i) CHECK(nv[i].step_s <= eth[i].step_s);
+  }
+  TEST_CASE("variants: a comm hook's bytes, PowerSGD's messages, buffer and ZeRO broadcasts") {
+    const Link l{"t", 1e9, 1e-5};  // 1 GB/s, 10 us
+    StepModel m;
+    m.compute_s = 0.05;
+    m.backward_s = 0.0;  // nothing hidden: exposed = T_ar
+    m.bucket_bytes = {1000000, 1000000};
+    m.per_rank_batch = 32;
+    const Projection plain = project_step(m, 2, l);
+    CHECK(plain.allreduce_s == doctest::Approx(2 * 1.02e-3));
+    CHECK(plain.broadcast_s == 0.0);
+    // fp16/bf16: half the payload, the same number of messages.
+    m.wire_scale = 0.5;
+    CHECK(project_step(m, 2, l).allreduce_s == doctest::Approx(2 * (0.5e-3 + 2e-5)));
+    // PowerSGD: a tenth of the bytes in two allreduces per bucket (each pays the latency).
+    m.wire_scale = 0.1;
+    m.messages_per_bucket = 2;
+    CHECK(project_step(m, 4, l).allreduce_s == doctest::Approx(2 * (1.5 * 0.1e-3 + 2 * 6e-5)));
+    CHECK(project_step(m, 1, l).allreduce_s == 0.0);
+    // On the slow link compression wins; on N = 1 nothing is sent.
+    StepModel f = m;
+    f.messages_per_bucket = 1;
+    f.wire_scale = 1;
+    CHECK(project_step(m, 8, named_link("eth10")).step_s <
+          project_step(f, 8, named_link("eth10")).step_s);
+    // Buffer broadcasts: ceil(log2 N) latencies each + bytes / bandwidth, exposed.
+    StepModel b;
+    b.compute_s = 0.05;
+    b.broadcasts = 18;
+    b.broadcast_bytes = 1000;
+    CHECK(broadcast_seconds(1, b, l) == 0.0);
+    CHECK(broadcast_seconds(2, b, l) == doctest::Approx(18 * 1e-5 + 1e-6));
+    CHECK(broadcast_seconds(8, b, l) == doctest::Approx(18 * 3 * 1e-5 + 1e-6));
+    const double coalesced = [&] {
+      StepModel c = b;
+      c.broadcasts = 2;
+      return broadcast_seconds(8, c, l);
+    }();
+    CHECK(coalesced < broadcast_seconds(8, b, l) / 8);
+    CHECK(project_step(b, 8, l).exposed_s == doctest::Approx(broadcast_seconds(8, b, l)));
+    // ZeRO-1: the parameters from their owners after the step, like an allgather.
+    StepModel z;
+    z.compute_s = 0.05;
+    z.after_step_bytes = 4000000;
+    z.after_step_collectives = 4;
+    CHECK(broadcast_seconds(4, z, l) == doctest::Approx(4 * 3 * 1e-5 + 0.75 * 4e-3));
+    CHECK(project_step(z, 4, l).step_s == doctest::Approx(0.05 + broadcast_seconds(4, z, l)));
   }
 }

@@ -1,6 +1,6 @@
 // minidl-compare's report on synthetic rows: the loss check names the disagreeing modes, the
-// explanations come from the numbers, the projection reproduces a known link, and a row
-// survives the JSON round trip between the worker and the parent.
+// explanations come from the numbers, the projection reproduces a known link, DDP variants get
+// their own tolerance, columns and projection, and a row survives the JSON round trip.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -130,11 +130,89 @@ TEST_SUITE("compare_report") {
     CHECK(noisy.projections[0].link.name == "pcie");
     CHECK(report_json(noisy)["model"]["predicted_step_ms"].is_null());
     CHECK(format_projection(noisy).find("no fitted link") != std::string::npos);
-    // Without a single row there is nothing to take T_c from.
+    // Without a single row T_1 is the ranks' own compute (T_c); without a ddp row no model.
     Report none;
     none.rows = {ddp};
     build_projection(none, {});
-    CHECK_FALSE(none.has_model);
+    REQUIRE(none.has_model);
+    CHECK(none.model.single_s == 0.0);
+    CHECK(none.projections[0].points[0].step_s == doctest::Approx(0.044));
+    Report nothing;
+    nothing.rows = {single};
+    build_projection(nothing, {});
+    CHECK_FALSE(nothing.has_model);
+  }
+
+  TEST_CASE("DDP variants: modes, own loss tolerance, columns and per-row projection") {
+    CHECK(parse_mode("ddp-zero1").zero1);
+    CHECK(parse_mode("ddp-syncbn").sync_bn);
+    CHECK(parse_mode("ddp-bf16").comm_hook == "bf16");
+    CHECK(parse_mode("ddp-powersgd", 4).comm_hook == "powersgd:4:2");
+    CHECK(parse_mode("ddp-fp16").base == "ddp");
+    CHECK(parse_mode("dp").base == "dp");
+    CHECK(is_ddp_mode("ddp-fp16"));
+    CHECK_FALSE(is_ddp_mode("dp"));
+    try {
+      parse_mode("ddp-int8");
+      FAIL("expected an error");
+    } catch (const std::exception& e) {
+      CHECK(std::string(e.what()).find("unknown mode 'ddp-int8'") != std::string::npos);
+      CHECK(std::string(e.what()).find("ddp-powersgd") != std::string::npos);
+    }
+
+    // A row with its own tolerance passes within it and fails beyond it, naming the reason.
+    std::vector<RunResult> rows = {row("ddp", 2, 0.04, {2.30, 2.20}),
+                                   row("ddp-bf16", 2, 0.04, {2.30, 2.21})};
+    CHECK(check_consistency(rows, 1e-4).error.find("disagree at step 1") != std::string::npos);
+    rows[1].tolerance = 1e-2;
+    rows[1].tolerance_reason = "bf16 gradients";
+    Consistency c = check_consistency(rows, 1e-4);
+    CHECK(c.error.empty());
+    CHECK(c.max_rel_diff == 0.0);
+    CHECK(c.loose_max_rel_diff == doctest::Approx(0.01 / 2.2).epsilon(1e-3));
+    rows[1].losses[1] = 2.3;
+    CHECK(check_consistency(rows, 1e-4).error.find("for bf16 gradients") != std::string::npos);
+    rows[1].losses[1] = 2.21;
+
+    // Two ddp-family rows: the plain one is the model's, both get a projection of their own.
+    rows[0].breakdown.forward = 0.01, rows[0].breakdown.backward = 0.02;
+    rows[0].bucket_bytes = {4000000};
+    rows[0].grad_bytes_per_step = 4000000;
+    rows[0].sweep_bytes = {1e5, 1e6, 4e6};
+    for (double b : rows[0].sweep_bytes)
+      rows[0].sweep_s.push_back(ring_allreduce_seconds(2, b, Link{"x", 1e9, 1e-5}));
+    rows[0].optimizer_state_bytes = 3 << 20;
+    rows[0].optimizer_state_total = 6 << 20;
+    rows[1].breakdown = rows[0].breakdown;
+    rows[1].bucket_bytes = {4000000};
+    rows[1].grad_bytes_per_step = 2000000;  // bf16: half
+    rows[1].payload_bytes_per_step = 2000000;
+    Report rep;
+    rep.rows = rows;
+    rep.consistency = check_consistency(rows, 1e-4);
+    build_projection(rep, {named_link("pcie"), named_link("eth10")});
+    REQUIRE(rep.has_model);
+    REQUIRE(rep.variants.size() == 2);
+    CHECK(rep.variants[1].label == "ddp-bf16");
+    CHECK(rep.variants[1].model.wire_scale == doctest::Approx(0.5));
+    const Projection& p16 = rep.variants[0].sets[1].points[6];  // eth10, N = 64
+    const Projection& pbf = rep.variants[1].sets[1].points[6];
+    CHECK(p16.devices == 64);
+    CHECK(pbf.allreduce_s == doctest::Approx(ring_allreduce_seconds(64, 2e6, named_link("eth10"))));
+    CHECK(p16.allreduce_s == doctest::Approx(ring_allreduce_seconds(64, 4e6, named_link("eth10"))));
+    CHECK(pbf.step_s < p16.step_s);
+    const std::string proj = format_projection(rep);
+    CHECK(proj.find("## Projection by DDP variant on eth10") != std::string::npos);
+    CHECK(proj.find("| ddp-bf16 | 50% |") != std::string::npos);
+    const std::string table = format_table(rep);
+    CHECK(table.find("opt state MiB") != std::string::npos);
+    CHECK(table.find("grad MB/step") != std::string::npos);
+    CHECK(table.find("| 3.000 / 6.000 |") != std::string::npos);  // ddp's optimizer state
+    CHECK(table.find("ddp-bf16 1e-02 (bf16 gradients)") != std::string::npos);
+    nlohmann::json j = report_json(rep);
+    CHECK(j["variant_projection"].size() == 2 * 2 * 7);
+    CHECK(j["rows"][1]["loss_tolerance"].get<double>() == doctest::Approx(1e-2));
+    CHECK(j["rows"][0]["optimizer_state_mib"].get<double>() == doctest::Approx(3.0));
   }
 
   TEST_CASE("a row survives the JSON round trip") {
@@ -148,7 +226,25 @@ TEST_SUITE("compare_report") {
     r.peak_memory_bytes = 3 << 20;
     r.compute_batch = 64;
     r.compute_step_s = 0.03;
+    r.grad_bytes_per_step = 15;
+    r.collectives_per_step = 3;
+    r.broadcasts_per_step = 2;
+    r.buffer_bytes = 1000;
+    r.messages_per_bucket = 2;
+    r.zero_broadcast_bytes = 40;
+    r.zero_broadcasts = 2;
+    r.optimizer_state_bytes = 1 << 20;
+    r.breakdown.ddp_broadcast = 0.001;
     RunResult back = run_result_from_json(to_json(r));
+    CHECK(back.grad_bytes_per_step == 15);
+    CHECK(back.collectives_per_step == 3);
+    CHECK(back.broadcasts_per_step == 2);
+    CHECK(back.buffer_bytes == 1000);
+    CHECK(back.messages_per_bucket == 2);
+    CHECK(back.zero_broadcast_bytes == 40);
+    CHECK(back.zero_broadcasts == 2);
+    CHECK(back.optimizer_state_bytes == 1 << 20);
+    CHECK(back.breakdown.ddp_broadcast == doctest::Approx(0.001));
     CHECK(back.mode == "ddp");
     CHECK(back.step_s.size() == 3);
     CHECK(back.step_s[2] == doctest::Approx(0.06));

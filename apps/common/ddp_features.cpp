@@ -51,6 +51,12 @@ std::string ddp_flags_error(const RunOptions& o) {
     return flags + " need DDP (--mode ddp or auto), not --mode " + o.mode;
   if (o.mode == "auto" && o.nproc <= 1 && !dist::launched_by_launcher())
     return flags + " need DDP: give -n N, or run under minidl-run/torchrun/mpirun/srun";
+  // nn::load_checkpoint snapshots the optimizer's state_dict() on every rank (to roll back a
+  // failed load); a ZeroRedundancyOptimizer has it consolidated on rank 0 only.
+  if (o.zero1 && !o.resume.empty())
+    return "--zero1 cannot --resume yet (the checkpoint loader reads the optimizer's state on "
+           "every rank; ZeRO-1 consolidates it on rank 0 only); its checkpoints load without "
+           "--zero1";
   if (!o.comm_hook.empty()) {
     try {
       dist::make_comm_hook(o.comm_hook);

@@ -108,6 +108,7 @@ void build_projection(Report& rep, const std::vector<Link>& links) {
   rep.has_model = true;
   rep.model = step_model_of(*ddp);
   rep.model.single_s = single ? single->compute_step_s : 0;
+  rep.has_single = single != nullptr;
   if (single) rep.model.per_rank_batch = single->compute_batch;
   rep.measured_devices = ddp->devices;
   rep.measured_step_s = ddp->step_p(0.5);
@@ -132,6 +133,8 @@ void build_projection(Report& rep, const std::vector<Link>& links) {
                            : 1.0;
   separate.backward_s *= alone;
   separate.compute_s *= alone;
+  // Without a single row T_1 is the plain DDP rank's compute (the variants' common base).
+  if (separate.single_s <= 0) separate.single_s = separate.compute_s;
   for (const Link& l : links) rep.projections.push_back({l, project(separate, ns, l)});
   // Every ddp-family row on the named links, with its own bytes and compute scaled alike.
   rep.variants.clear();
@@ -140,7 +143,7 @@ void build_projection(Report& rep, const std::vector<Link>& links) {
     VariantProjection v;
     v.label = r->label;
     v.model = step_model_of(*r);
-    v.model.single_s = rep.model.single_s;
+    v.model.single_s = separate.single_s;
     v.model.per_rank_batch = rep.model.per_rank_batch;
     v.model.compute_s *= alone;
     v.model.backward_s *= alone;
@@ -153,7 +156,8 @@ std::string format_table(const Report& rep) {
   std::ostringstream o;
   o << "## " << rep.title << "\n\n";
   o << "| mode | devices | threads | samples/s | step ms p50 | p90 | speedup | efficiency | "
-       "peak MiB/device | opt state MiB | forward | backward | reduce exposed | reduce hidden | "
+       "peak MiB/device | opt state MiB max rank / all | forward | backward | reduce exposed | "
+       "reduce hidden | "
        "optimizer | "
        "data wait | dp replicate | dp scatter | dp gather | dp reduce | ddp broadcast | "
        "collectives/step | MB/step | grad MB/step |\n";
@@ -167,7 +171,8 @@ std::string format_table(const Report& rep) {
       << fmt("%.0f", r.samples_per_s()) << " | " << ms(r.step_p(0.5)) << " | " << ms(r.step_p(0.9))
       << " | " << fmt("%.2fx", rep.speedup(r)) << " | " << fmt("%.0f%%", 100 * rep.efficiency(r))
       << " | " << fmt("%.1f", double(r.peak_memory_bytes) / (1 << 20)) << " | "
-      << fmt("%.3f", double(r.optimizer_state_bytes) / (1 << 20)) << " | " << ms(b.forward) << " | "
+      << fmt("%.3f", double(r.optimizer_state_bytes) / (1 << 20)) << " / "
+      << fmt("%.3f", double(r.optimizer_state_total) / (1 << 20)) << " | " << ms(b.forward) << " | "
       << ms(b.backward) << " | " << (ddp ? ms(b.reduce_exposed) : "-") << " | "
       << (ddp ? ms(b.reduce_hidden) : "-") << " | " << ms(b.optimizer) << " | " << ms(b.data_wait)
       << " | " << (dp ? ms(b.dp_replicate) : "-") << " | " << (dp ? ms(b.dp_scatter) : "-") << " | "
@@ -182,7 +187,8 @@ std::string format_table(const Report& rep) {
        "MB/step: what rank 0 issued per measured step (ProcessGroup::collective_counts(), "
        "payload before the ring's 2(N-1)/N); grad MB/step: the gradient payload "
        "(DDPStats::bytes_per_step, compressed by a comm hook). Opt state: the largest rank's "
-       "optimizer state (ddp-zero1: its shard). Speedup: samples/s against the first row; "
+       "optimizer state (ddp-zero1: its shard; ZeRO-1 places whole tensors, so one large tensor "
+       "bounds it) and the sum over ranks. Speedup: samples/s against the first row; "
        "efficiency: "
        "speedup per "
        "device (single rows: per thread). Loss check: "
@@ -305,10 +311,12 @@ std::string format_projection(const Report& rep) {
   o << "Model: step(N) = T_c + T_ar(N) - min(h T_ar(N), T_bw), T_ar = sum over buckets of "
        "2(N-1)/N bytes/bandwidth + 2(N-1) latency; T_c = "
     << fmt("%.2f", m.compute_s * 1e3) << " ms and T_bw = " << fmt("%.2f", m.backward_s * 1e3)
-    << " ms (a DDP rank's compute and backward, measured), T_1 = " << fmt("%.2f", m.single_s * 1e3)
-    << " ms (one device alone: the N = 1 step; speedup = N T_1 "
-    << "/ step), " << m.bucket_bytes.size() << " bucket(s), " << fmt("%.2f", double(bytes) / 1e6)
-    << " MB, h = " << fmt("%.0f%%", 100 * m.hidden_fraction) << " (measured). Fitted local link: "
+    << " ms (a DDP rank's compute and backward, measured), T_1 = "
+    << fmt("%.2f", (rep.has_single ? m.single_s : m.compute_s) * 1e3)
+    << (rep.has_single ? " ms (one device alone" : " ms (no single row: T_c")
+    << ": the N = 1 step; speedup = N T_1 / step), " << m.bucket_bytes.size() << " bucket(s), "
+    << fmt("%.2f", double(bytes) / 1e6) << " MB, h = " << fmt("%.0f%%", 100 * m.hidden_fraction)
+    << " (measured). Fitted local link: "
     << (rep.has_local ? rep.local.describe() : "none (" + rep.local_error + ")") << ".\n\n";
   o << "| N |";
   for (const auto& p : rep.projections) o << " " << p.link.name << " step ms | speedup |";
@@ -334,7 +342,7 @@ std::string format_projection(const Report& rep) {
   o << "Named links are assumptions (nvlink 150 GB/s 5 us, pcie 12 GB/s 10 us, ib100 10 GB/s "
        "5 us, eth10 1.1 GB/s 50 us) between separate devices, each computing like one device "
        "alone here (T_c = T_1 = "
-    << fmt("%.2f", m.single_s * 1e3)
+    << fmt("%.2f", (rep.has_single ? m.single_s : m.compute_s) * 1e3)
     << " ms, T_bw scaled alike); the fitted local link keeps this machine's shared-core T_c.";
   if (m.broadcasts > 0)
     o << " Exposed as well: " << fmt("%.1f", m.broadcasts) << " buffer broadcast(s) per step of "

@@ -49,6 +49,7 @@ struct Report {
   Consistency consistency;
   // The cost model (absent when no ddp row with a single row to take T_c from).
   bool has_model = false;
+  bool has_single = false;  // T_1 measured by a single row (else T_c stands in)
   StepModel model;
   Link local;  // fitted from the DDP rank's allreduce sweep (when has_local)
   bool has_local = false;

@@ -322,11 +322,12 @@ RunResult run_mode(const RunConfig& c) {
   auto* zero = dynamic_cast<dist::ZeroRedundancyOptimizer*>(task.opt.get());
   const int64_t state = zero ? zero->stats().state_bytes : dist::optimizer_state_bytes(*task.opt);
   Tensor mine = tensor(std::vector<double>{double(peak), double(state)}).to(dev);
-  Tensor all = acc.gather(mine.reshape({1, 2})).cpu().contiguous();  // [ranks, 2]
-  for (int64_t i = 0; i < all.size(0); ++i) {
-    const double* v = all.data_ptr<double>() + 2 * i;
+  Tensor ranks = acc.gather(mine.reshape({1, 2})).cpu().contiguous();  // [ranks, 2]
+  for (int64_t i = 0; i < ranks.size(0); ++i) {
+    const double* v = ranks.data_ptr<double>() + 2 * i;
     r.peak_memory_bytes = std::max(r.peak_memory_bytes, int64_t(v[0]));
     r.optimizer_state_bytes = std::max(r.optimizer_state_bytes, int64_t(v[1]));
+    r.optimizer_state_total += int64_t(v[1]);
   }
 
   if (ddp && c.allreduce_sweep && c.devices > 1 && spec.comm_hook.empty() && !spec.zero1 &&
@@ -390,6 +391,7 @@ nlohmann::json to_json(const RunResult& r) {
       {"losses", r.losses},
       {"peak_memory_mib", double(r.peak_memory_bytes) / (1 << 20)},
       {"optimizer_state_mib", double(r.optimizer_state_bytes) / (1 << 20)},
+      {"optimizer_state_total_mib", double(r.optimizer_state_total) / (1 << 20)},
       {"breakdown",
        {{"forward_ms", b.forward * ms},
         {"backward_ms", b.backward * ms},
@@ -443,6 +445,7 @@ RunResult run_result_from_json(const nlohmann::json& j) {
   r.losses = j.at("losses").get<std::vector<double>>();
   r.peak_memory_bytes = int64_t(j.at("peak_memory_mib").get<double>() * (1 << 20));
   r.optimizer_state_bytes = int64_t(j.value("optimizer_state_mib", 0.0) * (1 << 20));
+  r.optimizer_state_total = int64_t(j.value("optimizer_state_total_mib", 0.0) * (1 << 20));
   const auto& b = j.at("breakdown");
   Breakdown& d = r.breakdown;
   d.forward = b.at("forward_ms").get<double>() * s;

@@ -59,6 +59,7 @@ struct RunResult {
   Breakdown breakdown;
   int64_t peak_memory_bytes = 0;      // the largest per-device peak (ddp: over ranks)
   int64_t optimizer_state_bytes = 0;  // the largest rank's optimizer state (zero1: its shard)
+  int64_t optimizer_state_total = 0;  // summed over ranks (replicated: devices x the above)
   // ddp
   std::vector<int64_t> bucket_bytes;
   double comm_s = 0, exposed_s = 0, hidden_fraction = 0;  // per step

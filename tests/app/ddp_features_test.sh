@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# End-to-end tests of mnist_ddp's DDP features on 2 self-launched ranks: --sync-bn converts
+# resnet-mini's BatchNorm layers (summary line), --zero1 trains exactly like plain DDP and its
+# consolidated checkpoint resumes plain DDP, --comm-hook bf16 halves the bytes per step,
+# --comm-hook powersgd reaches 95% in 3 epochs; the flags outside DDP are one-line errors.
+# Usage: ddp_features_test.sh MNIST_DDP DATA_DIR CASE
+set -uo pipefail
+BIN=$1 DATA=$2 CASE=$3
+WORK=$(mktemp -d /tmp/ddp_features_test.XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+# Runs mnist_ddp expecting exit code $1; the rest are its arguments. Output in $WORK/out, err.
+expect_rc() {
+  local want=$1; shift
+  "$BIN" "$@" >"$WORK/out" 2>"$WORK/err"; local rc=$?
+  [ "$rc" -eq "$want" ] || { cat "$WORK/out" "$WORK/err" >&2; fail "exit $rc, expected $want: $*"; }
+}
+expect_error() {  # rc pattern args...: a one-line error matching pattern
+  local rc=$1 pattern=$2; shift 2
+  expect_rc "$rc" "$@"
+  [ "$(wc -l <"$WORK/err")" -eq 1 ] || { cat "$WORK/err" >&2; fail "error is not one line: $*"; }
+  grep -q -- "$pattern" "$WORK/err" || { cat "$WORK/err" >&2; fail "no '$pattern' in error: $*"; }
+}
+summary() { grep 'mnist_ddp: test accuracy' "$WORK/out" | tail -1; }
+# The "N.NNN MB per step" of the summary's comm hook part.
+mb_per_step() { summary | grep -o 'comm hook [^ ]* ([0-9.]* MB per step)' | grep -o '[0-9.]* MB' | cut -d' ' -f1; }
+COMMON=(--data "$DATA" --threads 1 --workers 0 -n 2 --test-batch-size 500)
+SHORT=(--epochs 1 --max-steps 10)
+
+case $CASE in
+sync_bn)  # resnet-mini's 6 BatchNorm2d -> SyncBatchNorm; the cnn has none (a note, no error)
+  expect_rc 0 "${COMMON[@]}" "${SHORT[@]}" --model resnet-mini --sync-bn
+  grep -q -- '--sync-bn: 6 BatchNorm layer(s) converted to SyncBatchNorm over 2 rank(s)' \
+    "$WORK/out" || { cat "$WORK/out" >&2; fail "no conversion line"; }
+  summary | grep -q '; sync-bn (6 layers)' || { summary >&2; fail "no sync-bn in the summary"; }
+  expect_rc 0 "${COMMON[@]}" --epochs 1 --max-steps 2 --sync-bn
+  grep -q 'the model has no BatchNorm layers; nothing was converted' "$WORK/out" ||
+    { cat "$WORK/out" >&2; fail "no 'nothing was converted' note for the cnn"; }
+  expect_error 2 'need DDP' --data "$DATA" --sync-bn --mode single
+  ;;
+zero1)  # ZeRO-1 steps the same AdamW as plain DDP (same test loss) and resumes bitwise
+  expect_rc 0 "${COMMON[@]}" --epochs 2 --max-steps 8 --seed 3 --scheduler step --quiet
+  plain=$(summary | grep -o 'test loss [0-9.]*')
+  expect_rc 0 "${COMMON[@]}" --epochs 2 --max-steps 8 --seed 3 --scheduler step --quiet --zero1 \
+    --checkpoint-dir "$WORK/a"
+  zero=$(summary | grep -o 'test loss [0-9.]*')
+  summary | grep -q '; zero1 (rank 0 steps [0-9]*/8 parameters, optimizer state [0-9.]* MiB)' ||
+    { summary >&2; fail "no zero1 part in the summary"; }
+  [ -n "$plain" ] && [ "$plain" = "$zero" ] || fail "--zero1 $zero differs from plain DDP $plain"
+  # The consolidated checkpoint holds the plain optimizer's state: plain DDP resumes from it.
+  [ -f "$WORK/a/checkpoint-epoch-2.safetensors" ] || fail "no --zero1 checkpoint"
+  expect_rc 0 "${COMMON[@]}" --epochs 3 --max-steps 8 --seed 3 --scheduler step --quiet \
+    --checkpoint-dir "$WORK/a" --resume "$WORK/a"
+  summary | grep -q '3 epoch(s)\|1 epoch(s)' || { summary >&2; fail "no resumed summary"; }
+  expect_error 2 'need DDP' --data "$DATA" --zero1
+  expect_error 2 'cannot --resume yet' --data "$DATA" -n 2 --zero1 --resume "$WORK/a"
+  ;;
+comm_hook_bf16)  # bf16 compression: half of the cnn's 4.8 MB of f32 gradients per step
+  expect_rc 0 "${COMMON[@]}" "${SHORT[@]}" --quiet --comm-hook bf16
+  mb=$(mb_per_step)
+  awk -v m="$mb" 'BEGIN { exit !(m > 2.2 && m < 2.6) }' ||
+    { summary >&2; fail "bf16 sends ${mb:-?} MB per step, expected ~2.4"; }
+  expect_error 2 "--comm-hook 'int8'" --data "$DATA" -n 2 --comm-hook int8
+  expect_error 2 'need DDP' --data "$DATA" --comm-hook bf16 --mode dp
+  ;;
+powersgd)  # rank-4 PowerSGD from step 10: 95% test accuracy in 3 epochs on 2 ranks
+  expect_rc 0 "${COMMON[@]}" --epochs 3 --quiet --comm-hook powersgd:4:10
+  summary
+  acc=$(summary | grep -o 'test accuracy [0-9.]*' | cut -d' ' -f3)
+  awk -v a="$acc" 'BEGIN { exit !(a >= 95.0) }' || fail "test accuracy ${acc:-?}% < 95%"
+  mb=$(mb_per_step)
+  awk -v m="$mb" 'BEGIN { exit !(m > 0 && m < 0.5) }' ||
+    fail "PowerSGD sends ${mb:-?} MB per step, expected well under the 4.8 MB of plain DDP"
+  ;;
+*) fail "unknown case $CASE" ;;
+esac
+echo "PASS $CASE"
