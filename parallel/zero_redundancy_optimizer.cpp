@@ -56,8 +56,7 @@ OptimizerFactory adam_factory(double lr, std::pair<double, double> betas, double
 OptimizerFactory adamw_factory(double lr, std::pair<double, double> betas, double eps,
                                double weight_decay, bool amsgrad) {
   return [=](std::vector<optim::ParamGroup> groups) -> std::unique_ptr<optim::Optimizer> {
-    return std::make_unique<optim::AdamW>(std::move(groups), lr, betas, eps, weight_decay,
-                                          amsgrad);
+    return std::make_unique<optim::AdamW>(std::move(groups), lr, betas, eps, weight_decay, amsgrad);
   };
 }
 
@@ -165,15 +164,16 @@ void ZeroRedundancyOptimizer::check_same_parameters() {
     }
   const Device dev = comm_device();
   const int64_t n = int64_t(desc.size()) / kDescSlots;
-  std::vector<Tensor> counts(size_t(world_));
+  std::vector<Tensor> counts(static_cast<size_t>(world_));
   for (Tensor& c : counts) c = empty({1}, kInt64, dev);
   group_->allgather(counts, full({1}, n, kInt64, dev))->wait();
-  std::vector<int64_t> ns(size_t(world_));
+  std::vector<int64_t> ns(static_cast<size_t>(world_));
   for (int r = 0; r < world_; ++r) ns[size_t(r)] = counts[size_t(r)].item<int64_t>();
   Tensor mine = empty({int64_t(desc.size())}, kInt64);
   std::copy(desc.begin(), desc.end(), mine.data_ptr<int64_t>());
-  std::vector<Tensor> lists(size_t(world_));
-  for (int r = 0; r < world_; ++r) lists[size_t(r)] = empty({ns[size_t(r)] * kDescSlots}, kInt64, dev);
+  std::vector<Tensor> lists(static_cast<size_t>(world_));
+  for (int r = 0; r < world_; ++r)
+    lists[size_t(r)] = empty({ns[size_t(r)] * kDescSlots}, kInt64, dev);
   group_->allgather(lists, mine.to(dev))->wait();
   for (Tensor& l : lists) l = l.to(kCPU);
   const int64_t* d0 = lists[0].data_ptr<int64_t>();
@@ -257,7 +257,8 @@ void ZeroRedundancyOptimizer::broadcast_params() {
         auto it = std::find_if(buckets.begin() + long(first), buckets.end(), [&](const Bucket& b) {
           return b.dtype == p.dtype() && b.device == p.device();
         });
-        if (it == buckets.end()) it = buckets.insert(buckets.end(), {r, p.dtype(), p.device(), {}, {}});
+        if (it == buckets.end())
+          it = buckets.insert(buckets.end(), Bucket{r, p.dtype(), p.device(), {}, {}});
         it->params.push_back(p);
       }
   }
@@ -294,8 +295,7 @@ void ZeroRedundancyOptimizer::step() {
   broadcast_params();
 }
 
-void ZeroRedundancyOptimizer::step_with_scaling(const Tensor& grad_scale,
-                                                const Tensor& found_inf) {
+void ZeroRedundancyOptimizer::step_with_scaling(const Tensor& grad_scale, const Tensor& found_inf) {
   NoGradGuard no_grad;
   MINIDL_CHECK(found_inf.defined() && found_inf.numel() == 1,
                "ZeroRedundancyOptimizer.step_with_scaling: found_inf must be a one-element tensor",
@@ -327,7 +327,8 @@ void ZeroRedundancyOptimizer::step_with_scaling(const Tensor& grad_scale,
           if (!p.grad().defined()) continue;
           auto it = std::find_if(grads.begin(), grads.end(),
                                  [&](const auto& e) { return e.first == p.grad().device(); });
-          if (it == grads.end()) it = grads.insert(grads.end(), {p.grad().device(), {}});
+          if (it == grads.end())
+            it = grads.insert(grads.end(), std::pair{p.grad().device(), std::vector<Tensor>{}});
           it->second.push_back(p.grad());
         }
       for (auto& [dev, gs] : grads) {

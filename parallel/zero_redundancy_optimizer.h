@@ -26,8 +26,7 @@ OptimizerFactory sgd_factory(double lr, double momentum = 0, double dampening = 
 OptimizerFactory adam_factory(double lr = 1e-3, std::pair<double, double> betas = {0.9, 0.999},
                               double eps = 1e-8, double weight_decay = 0, bool amsgrad = false);
 OptimizerFactory adamw_factory(double lr = 1e-3, std::pair<double, double> betas = {0.9, 0.999},
-                               double eps = 1e-8, double weight_decay = 1e-2,
-                               bool amsgrad = false);
+                               double eps = 1e-8, double weight_decay = 1e-2, bool amsgrad = false);
 // By name ("sgd" | "adam" | "adamw") from option values ("lr", "momentum", "dampening",
 // "weight_decay", "nesterov", "beta1", "beta2", "eps", "amsgrad"; missing ones take the
 // optimizer's defaults; "lr" is required for SGD).

@@ -83,7 +83,8 @@ std::map<std::string, Tensor> ZeroRedundancyOptimizer::local_state_dict() const 
     idx0 += n;
   }
   std::vector<size_t> global;  // local index (across local groups) -> global index
-  for (const std::vector<size_t>& ids : local_index_) global.insert(global.end(), ids.begin(), ids.end());
+  for (const std::vector<size_t>& ids : local_index_)
+    global.insert(global.end(), ids.begin(), ids.end());
   for (auto& [key, t] : local_->state_dict()) {
     Key k;
     if (!parse_key(key, k) || k.kind != "state") continue;
@@ -95,8 +96,8 @@ std::map<std::string, Tensor> ZeroRedundancyOptimizer::local_state_dict() const 
 }
 
 void ZeroRedundancyOptimizer::consolidate_state_dict(int to) {
-  MINIDL_CHECK(to >= 0 && to < world_, "ZeroRedundancyOptimizer.consolidate_state_dict: rank ",
-               to, " is not in the group", where());
+  MINIDL_CHECK(to >= 0 && to < world_, "ZeroRedundancyOptimizer.consolidate_state_dict: rank ", to,
+               " is not in the group", where());
   NoGradGuard no_grad;
   std::map<std::string, Tensor> mine = local_state_dict();
   has_consolidated_ = false;
@@ -112,12 +113,12 @@ void ZeroRedundancyOptimizer::consolidate_state_dict(int to) {
   // Every rank learns every shard's keys, dtypes and shapes.
   const Device comm = comm_device();
   const std::string text = encode(entries);
-  std::vector<Tensor> lengths(size_t(world_));
+  std::vector<Tensor> lengths(static_cast<size_t>(world_));
   for (Tensor& l : lengths) l = empty({1}, kInt64, comm);
   group_->allgather(lengths, full({1}, int64_t(text.size()), kInt64, comm))->wait();
   Tensor bytes = empty({int64_t(text.size())}, kUInt8);
   if (!text.empty()) std::memcpy(bytes.data_ptr(), text.data(), text.size());
-  std::vector<Tensor> texts(size_t(world_));
+  std::vector<Tensor> texts(static_cast<size_t>(world_));
   for (int r = 0; r < world_; ++r)
     texts[size_t(r)] = empty({lengths[size_t(r)].item<int64_t>()}, kUInt8, comm);
   group_->allgather(texts, bytes.to(comm))->wait();
@@ -197,8 +198,8 @@ void ZeroRedundancyOptimizer::load_state_dict(const std::map<std::string, Tensor
     Key k;
     MINIDL_CHECK(parse_key(key, k), op, "unexpected key `", key, "`", where());
     if (k.kind == "param_groups") {
-      MINIDL_CHECK(k.index < groups_.size(), op, "key `", key, "` refers to param group ",
-                   k.index, " but the optimizer has ", groups_.size(), " group(s)", where());
+      MINIDL_CHECK(k.index < groups_.size(), op, "key `", key, "` refers to param group ", k.index,
+                   " but the optimizer has ", groups_.size(), " group(s)", where());
       if (k.name == "params") {
         MINIDL_CHECK(t.numel() == int64_t(groups_[k.index].params.size()), op, "key `", key,
                      "` lists ", t.numel(), " parameter(s) (shape ", t.shape_str(),
