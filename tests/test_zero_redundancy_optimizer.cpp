@@ -1,7 +1,7 @@
 // dist::ZeroRedundancyOptimizer (ZeRO stage 1) on 2 and 3 forked gloo ranks: 20 DDP steps equal
 // the plain optimizer bitwise (Adam, AdamW with groups, SGD momentum), state bytes ~1/N per rank,
 // parameters updated from their owners, state dicts consolidated and sharded across world sizes,
-// GradScaler skips agreed by every rank, LR schedulers, and mismatch errors.
+// GradScaler skips agreed by every rank, AMP O2 masters, LR schedulers, and mismatch errors.
 #include <doctest/doctest.h>
 #include <unistd.h>
 
@@ -392,6 +392,47 @@ TEST_SUITE("zero_redundancy_optimizer") {
     const double expected[5] = {1024, 512, 256, 128, 128};
     for (int r = 0; r < 2; ++r)
       for (int s = 0; s < 5; ++s) CHECK(sh[r * 8 + s] == expected[s]);
+  }
+
+  TEST_CASE(
+      "ZeRO: AMP O2 fp16 (replicated fp32 masters, sharded state) equals the plain optimizer") {
+    run_ranks(2, [](int rank, std::shared_ptr<ProcessGroup> pg) {
+      manual_seed(12);
+      auto mz = std::make_shared<Mlp>();
+      auto mp = clone_of(*mz);
+      ZeroRedundancyOptimizer zero(mz->parameters(), adam_factory(1e-2), pg);
+      optim::Adam plain(mp->parameters(), 1e-2);
+      auto az = amp::initialize(*mz, zero, "O2", kFloat16);  // before DDP: buckets in fp16
+      auto ap = amp::initialize(*mp, plain, "O2", kFloat16);
+      DistributedDataParallel dz(mz, pg), dp(mp, pg);
+      bool ok = true;
+      for (int s = 0; s < 6; ++s) {
+        Tensor x = testutil::random_tensor({kRows, 16}, kFloat32, 3000 + uint64_t(s));
+        Tensor y = testutil::random_tensor({kRows}, kInt64, 4000 + uint64_t(s), 0, 10);
+        x = x.narrow(0, rank * 6, 6);
+        y = y.narrow(0, rank * 6, 6);
+        if (s == 2 && rank == 1) x = x * 1e30;  // inf in fp16 on rank 1 only: both runs skip
+        zero.zero_grad();
+        az->backward(nn::functional::cross_entropy(az->forward(dz, x), y));
+        const bool applied = az->step();
+        plain.zero_grad();
+        ap->backward(nn::functional::cross_entropy(ap->forward(dp, x), y));
+        ap->step();
+        ok =
+            report(rank, applied == (s != 2), "step " + std::to_string(s) + " skip decision") && ok;
+      }
+      ok = report(rank, bitwise_equal(flat(az->master_params()), flat(ap->master_params())),
+                  "masters equal the plain run's") &&
+           ok;
+      ok = report(rank, bitwise_equal(flat(mz->parameters()), flat(mp->parameters())),
+                  "fp16 parameters equal the plain run's") &&
+           ok;
+      ok =
+          report(rank, same_on_all_ranks(*pg, flat(az->master_params())), "masters across ranks") &&
+          ok;
+      ok = report(rank, az->scaler().get_scale() == ap->scaler().get_scale(), "scales") && ok;
+      return report(rank, zero.stats().state_bytes < optimizer_state_bytes(plain), "sharded") && ok;
+    });
   }
 
   TEST_CASE("ZeRO: an LR scheduler on the wrapper drives the local steps") {
