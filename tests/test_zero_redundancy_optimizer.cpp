@@ -13,6 +13,7 @@
 #include "dist_test_util.h"
 #include "parallel/zero_redundancy_optimizer.h"
 #include "parallel_test_models.h"
+#include "skip.h"
 
 #if MINIDL_WITH_GLOO  // the ranks talk through the gloo backend
 
@@ -538,4 +539,8 @@ TEST_SUITE("zero_redundancy_optimizer") {
 
 }  // TEST_SUITE
 
+#else
+TEST_CASE("ZeRO: the multi-rank cases need Gloo") {
+  MINIDL_SKIP(testutil::kNoGloo);
+}
 #endif  // MINIDL_WITH_GLOO
