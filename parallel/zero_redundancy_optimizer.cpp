@@ -101,8 +101,9 @@ ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<optim::ParamGroup> 
   for (optim::ParamGroup& g : groups)
     for (const Tensor& p : g.params)
       MINIDL_CHECK(p.defined(), "ZeroRedundancyOptimizer: undefined parameter tensor", where());
-  std::vector<optim::ParamGroup> given = groups;
+  std::vector<optim::Options> given;  // the groups' options as passed
   for (optim::ParamGroup& g : groups) {
+    given.push_back(g.options);
     g.options.emplace("lr", 0.0);  // validated by the local optimizer below
     add_param_group(std::move(g));
   }
@@ -111,7 +112,7 @@ ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<optim::ParamGroup> 
   // The shard: every group (possibly empty) with the options it was given and this rank's
   // parameters (global index -> position in its group).
   std::vector<optim::ParamGroup> shard;
-  for (const optim::ParamGroup& g : given) shard.emplace_back(std::vector<Tensor>{}, g.options);
+  for (const optim::Options& o : given) shard.emplace_back(std::vector<Tensor>{}, o);
   size_t idx0 = 0;
   for (size_t g = 0; g < groups_.size(); ++g) {
     for (size_t i : local_index_[g]) shard[g].params.push_back(groups_[g].params[i - idx0]);
