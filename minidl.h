@@ -46,3 +46,4 @@
 #include "parallel/ddp.h"
 #include "parallel/distributed.h"
 #include "parallel/launcher.h"
+#include "parallel/zero_redundancy_optimizer.h"
