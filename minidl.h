@@ -46,3 +46,4 @@
 #include "parallel/ddp.h"
 #include "parallel/distributed.h"
 #include "parallel/launcher.h"
+#include "parallel/sync_batchnorm.h"
