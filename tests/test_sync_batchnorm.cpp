@@ -59,6 +59,10 @@ bool run_case(const Case& k, int rank, const std::shared_ptr<ProcessGroup>& pg) 
   else
     ref = std::make_shared<nn::BatchNorm2d>(C, opt);
   auto sbn = std::make_shared<nn::SyncBatchNorm>(C, opt, pg);
+  if (k.dtype == kFloat64) {  // f64 parameters and buffers too (bf16: f32 ones, as AMP O2)
+    ref->to(kFloat64);
+    sbn->to(kFloat64);
+  }
   set_affine(*ref, C);
   set_affine(*sbn, C);
   Shape shape{N, C};
@@ -84,13 +88,15 @@ bool run_case(const Case& k, int rank, const std::shared_ptr<ProcessGroup>& pg) 
       pg->allreduce(g)->wait();
       e[2 + j] = std::max(e[2 + j], rel_err(g, rp[size_t(j)].grad()));
     }
-    if (n >= 2 && s == 0) {  // a BatchNorm on the local slice alone is far off (uneven data)
+    if (n >= 2 && n < N && s == 0) {  // BatchNorm on the local slice alone is far off
       auto local = std::make_shared<nn::BatchNorm2d>(C);
       set_affine(*local, C);
       NoGradGuard no_grad;
       const Tensor x4 = xg.narrow(0, off, n).reshape({n, C, -1, 1});
       const double far = rel_err(local->forward(x4).reshape(yl.shape()), yr.narrow(0, off, n));
-      ok = report(rank, far > 100 * k.tol && far > 1e-3, "local BatchNorm differs") && ok;
+      ok = report(rank, far > 3 * k.tol && far > 1e-2,
+                  "local BatchNorm differs: " + std::to_string(far)) &&
+           ok;
     }
     ref->zero_grad();
     sbn->zero_grad();
@@ -149,7 +155,7 @@ TEST_CASE("sync_batchnorm: 2 ranks f32 BatchNorm1d [N,C]") {
 }
 
 TEST_CASE("sync_batchnorm: 3 ranks bf16 input, f32 parameters") {
-  check_case({.sizes = {3, 5, 2}, .tail = {4, 4}, .dtype = kBFloat16, .tol = 3e-2});
+  check_case({.sizes = {3, 5, 2}, .tail = {4, 4}, .dtype = kBFloat16, .tol = 1e-2});
 }
 
 TEST_CASE("sync_batchnorm: a rank with an empty batch contributes nothing") {
