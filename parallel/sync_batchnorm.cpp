@@ -64,10 +64,9 @@ GlobalStats combine(const std::vector<Tensor>& records, const Tensor& x, int ran
     const Tensor rec = records[r].to(kCPU).contiguous();
     const double* p = rec.data_ptr<double>();
     const DType dt = static_cast<DType>(uint8_t(p[1]));
-    MINIDL_CHECK(p[0] == double(C) && dt == x.dtype(), "SyncBatchNorm: rank ", r,
-                 "'s input has ", int64_t(p[0]), " channels of dtype ", dt, " but rank ", rank,
-                 "'s has ", C, " channels of dtype ", x.dtype(), " (input shape ",
-                 x.shape_str(), ")");
+    MINIDL_CHECK(p[0] == double(C) && dt == x.dtype(), "SyncBatchNorm: rank ", r, "'s input has ",
+                 int64_t(p[0]), " channels of dtype ", dt, " but rank ", rank, "'s has ", C,
+                 " channels of dtype ", x.dtype(), " (input shape ", x.shape_str(), ")");
     const double n = p[2];
     if (n == 0) continue;
     const double* mean_r = p + kHeader;
@@ -154,8 +153,8 @@ Tensor sync_batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias
   MINIDL_CHECK(x.defined() && x.dim() >= 2,
                "sync_batch_norm: expected input of shape [N, C] or [N, C, *], got ",
                x.defined() ? x.shape_str() : "undefined");
-  MINIDL_CHECK(x.is_floating_point(), "sync_batch_norm: expected a floating input, got ",
-               x.dtype(), " of shape ", x.shape_str());
+  MINIDL_CHECK(x.is_floating_point(), "sync_batch_norm: expected a floating input, got ", x.dtype(),
+               " of shape ", x.shape_str());
   MINIDL_CHECK(running_mean.defined() == running_var.defined(),
                "sync_batch_norm: running_mean and running_var must both be defined or both not");
   const int64_t C = x.size(1);
@@ -200,7 +199,7 @@ Tensor sync_batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias
         const DimList dims = reduce_dims(x_);
         const Shape cs = channel_shape(x_);
         const Tensor dy = grads[0].to(acc), xmu = sub(x_.to(acc), mean_.to(acc).reshape(cs));
-        const Tensor sum_dy = sum(dy, dims).to(kFloat64);               // [C]
+        const Tensor sum_dy = sum(dy, dims).to(kFloat64);                // [C]
         const Tensor sum_dy_xmu = sum(mul(dy, xmu), dims).to(kFloat64);  // [C]
         Tensor gx, gw, gb;
         if (nw) gw = mul(sum_dy_xmu, invstd_).to(w.dtype());

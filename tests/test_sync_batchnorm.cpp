@@ -9,6 +9,7 @@
 
 #include "ddp_test_util.h"
 #include "parallel/sync_batchnorm.h"
+#include "autograd/gradcheck.h"
 #include "test_util.h"
 
 #if MINIDL_WITH_GLOO  // the ranks talk through the gloo backend
@@ -70,7 +71,8 @@ bool run_case(const Case& k, int rank, const std::shared_ptr<ProcessGroup>& pg) 
   double e[6] = {0, 0, 0, 0, 0, 0};
   bool ok = true;
   for (int s = 0; s < 3; ++s) {
-    const Tensor xg = add(random_tensor(shape, kFloat64, 100 + uint64_t(s), -2, 2), 0.5).to(k.dtype);
+    const Tensor xg =
+        add(random_tensor(shape, kFloat64, 100 + uint64_t(s), -2, 2), 0.5).to(k.dtype);
     const Tensor G = random_tensor(shape, k.dtype, 200 + uint64_t(s));
     Tensor xr = xg.clone();
     xr.requires_grad_();
@@ -112,17 +114,17 @@ bool run_case(const Case& k, int rank, const std::shared_ptr<ProcessGroup>& pg) 
   if (rank == 0)
     for (int j = 0; j < 6; ++j) shared_doubles()[k.slot + j] = errs.data_ptr<double>()[j];
   for (int j = 0; j < 6; ++j)
-    ok = report(rank, errs.data_ptr<double>()[j] <= k.tol,
-                "error " + std::to_string(j) + " = " + std::to_string(errs.data_ptr<double>()[j])) &&
-         ok;
+    ok =
+        report(rank, errs.data_ptr<double>()[j] <= k.tol,
+               "error " + std::to_string(j) + " = " + std::to_string(errs.data_ptr<double>()[j])) &&
+        ok;
   return ok;
 }
 
 void check_case(const Case& k) {
   for (int j = 0; j < 6; ++j) shared_doubles()[k.slot + j] = -1;
-  run_ranks(int(k.sizes.size()), [&k](int rank, std::shared_ptr<ProcessGroup> pg) {
-    return run_case(k, rank, pg);
-  });
+  run_ranks(int(k.sizes.size()),
+            [&k](int rank, std::shared_ptr<ProcessGroup> pg) { return run_case(k, rank, pg); });
   const double* e = shared_doubles() + k.slot;
   MESSAGE("max rel errors y ", e[0], " dx ", e[1], " dw ", e[2], " db ", e[3], " running_mean ",
           e[4], " running_var ", e[5]);
@@ -132,130 +134,147 @@ void check_case(const Case& k) {
 }  // namespace
 
 TEST_SUITE("sync_batchnorm") {
+  TEST_CASE("sync_batchnorm: 2 ranks f64 BatchNorm2d, batches 3 and 5") {
+    check_case({.sizes = {3, 5}, .tail = {2, 3}, .dtype = kFloat64, .tol = 1e-6});
+  }
 
-TEST_CASE("sync_batchnorm: 2 ranks f64 BatchNorm2d, batches 3 and 5") {
-  check_case({.sizes = {3, 5}, .tail = {2, 3}, .dtype = kFloat64, .tol = 1e-6});
-}
+  TEST_CASE("sync_batchnorm: 3 ranks f64 BatchNorm2d, batches 3, 5, 2") {
+    check_case({.sizes = {3, 5, 2}, .tail = {2, 2}, .dtype = kFloat64, .tol = 1e-6});
+  }
 
-TEST_CASE("sync_batchnorm: 3 ranks f64 BatchNorm2d, batches 3, 5, 2") {
-  check_case({.sizes = {3, 5, 2}, .tail = {2, 2}, .dtype = kFloat64, .tol = 1e-6});
-}
+  TEST_CASE("sync_batchnorm: 3 ranks f64 BatchNorm1d [N,C,L] and [N,C], cumulative average") {
+    check_case({.sizes = {4, 2, 3}, .tail = {5}, .bn1d = true, .momentum = std::nullopt});
+    check_case({.sizes = {4, 2, 7}, .tail = {}, .bn1d = true, .momentum = 0.3});
+  }
 
-TEST_CASE("sync_batchnorm: 3 ranks f64 BatchNorm1d [N,C,L] and [N,C], cumulative average") {
-  check_case({.sizes = {4, 2, 3}, .tail = {5}, .bn1d = true, .momentum = std::nullopt});
-  check_case({.sizes = {4, 2, 7}, .tail = {}, .bn1d = true, .momentum = 0.3});
-}
+  TEST_CASE("sync_batchnorm: 3 ranks f32 BatchNorm2d") {
+    check_case({.sizes = {3, 5, 2}, .tail = {4, 4}, .dtype = kFloat32, .tol = 1e-5});
+  }
 
-TEST_CASE("sync_batchnorm: 3 ranks f32 BatchNorm2d") {
-  check_case({.sizes = {3, 5, 2}, .tail = {4, 4}, .dtype = kFloat32, .tol = 1e-5});
-}
+  TEST_CASE("sync_batchnorm: 2 ranks f32 BatchNorm1d [N,C]") {
+    check_case({.sizes = {6, 3}, .tail = {}, .dtype = kFloat32, .bn1d = true, .tol = 1e-5});
+  }
 
-TEST_CASE("sync_batchnorm: 2 ranks f32 BatchNorm1d [N,C]") {
-  check_case({.sizes = {6, 3}, .tail = {}, .dtype = kFloat32, .bn1d = true, .tol = 1e-5});
-}
+  TEST_CASE("sync_batchnorm: 3 ranks bf16 input, f32 parameters") {
+    check_case({.sizes = {3, 5, 2}, .tail = {4, 4}, .dtype = kBFloat16, .tol = 1e-2});
+  }
 
-TEST_CASE("sync_batchnorm: 3 ranks bf16 input, f32 parameters") {
-  check_case({.sizes = {3, 5, 2}, .tail = {4, 4}, .dtype = kBFloat16, .tol = 1e-2});
-}
+  TEST_CASE("sync_batchnorm: a rank with an empty batch contributes nothing") {
+    check_case({.sizes = {0, 4}, .tail = {3}, .bn1d = true});
+    check_case({.sizes = {3, 0, 2}, .tail = {2, 2}});
+  }
 
-TEST_CASE("sync_batchnorm: a rank with an empty batch contributes nothing") {
-  check_case({.sizes = {0, 4}, .tail = {3}, .bn1d = true});
-  check_case({.sizes = {3, 0, 2}, .tail = {2, 2}});
-}
-
-// Finite differences of the global loss sum_r <y_r, G_r>: every rank runs the same loop, the
-// perturbed element belongs to one rank at a time (weight/bias: every rank perturbs its replica).
-TEST_CASE("sync_batchnorm: gradcheck of the global loss on 2 ranks (f64)") {
-  run_ranks(2, [](int rank, std::shared_ptr<ProcessGroup> pg) {
-    const std::vector<int64_t> sizes{2, 3};
-    const int64_t C = 2, L = 2, n = sizes[size_t(rank)];
-    Tensor x = testutil::leaf({n, C, L}, 10 + uint64_t(rank), -1, 2);
-    Tensor w = testutil::leaf({C}, 20), b = testutil::leaf({C}, 21);
-    const Tensor G = random_tensor({n, C, L}, kFloat64, 30 + uint64_t(rank));
-    auto global_loss = [&](const Tensor& xi, const Tensor& wi, const Tensor& bi) {
-      NoGradGuard no_grad;
-      Tensor l = sum(mul(nn::functional::sync_batch_norm(xi, wi, bi, {}, {}, 0.1, 1e-5, pg), G))
-                     .reshape({1})
-                     .contiguous();
-      pg->allreduce(l)->wait();
-      return l.item<double>();
-    };
-    sum(mul(nn::functional::sync_batch_norm(x, w, b, {}, {}, 0.1, 1e-5, pg), G)).backward();
-    Tensor gw = w.grad().clone(), gb = b.grad().clone();
-    pg->allreduce(gw)->wait();
-    pg->allreduce(gb)->wait();
-    const double eps = 1e-6;
-    double worst = 0;
-    auto fd = [&](Tensor& t, int64_t i, bool mine) {  // central difference, in lockstep
-      auto bump = [&](double d) {
-        Tensor p = t.detach().clone();
-        if (mine) p.data_ptr<double>()[i] += d;
-        return p;
+  // Finite differences of the global loss sum_r <y_r, G_r>: every rank runs the same loop, the
+  // perturbed element belongs to one rank at a time (weight/bias: every rank perturbs its replica).
+  TEST_CASE("sync_batchnorm: gradcheck of the global loss on 2 ranks (f64)") {
+    run_ranks(2, [](int rank, std::shared_ptr<ProcessGroup> pg) {
+      const std::vector<int64_t> sizes{2, 3};
+      const int64_t C = 2, L = 2, n = sizes[size_t(rank)];
+      Tensor x = testutil::leaf({n, C, L}, 10 + uint64_t(rank), -1, 2);
+      Tensor w = testutil::leaf({C}, 20), b = testutil::leaf({C}, 21);
+      const Tensor G = random_tensor({n, C, L}, kFloat64, 30 + uint64_t(rank));
+      auto global_loss = [&](const Tensor& xi, const Tensor& wi, const Tensor& bi) {
+        NoGradGuard no_grad;
+        Tensor l = sum(mul(nn::functional::sync_batch_norm(xi, wi, bi, {}, {}, 0.1, 1e-5, pg), G))
+                       .reshape({1})
+                       .contiguous();
+        pg->allreduce(l)->wait();
+        return l.item<double>();
       };
-      const bool is_x = &t == &x;
-      const double lp = global_loss(is_x ? bump(eps) : x.detach(), &t == &w ? bump(eps) : w.detach(),
-                                    &t == &b ? bump(eps) : b.detach());
-      const double lm = global_loss(is_x ? bump(-eps) : x.detach(),
-                                    &t == &w ? bump(-eps) : w.detach(),
-                                    &t == &b ? bump(-eps) : b.detach());
-      return (lp - lm) / (2 * eps);
-    };
-    for (int q = 0; q < 2; ++q)
-      for (int64_t i = 0; i < sizes[size_t(q)] * C * L; ++i) {
-        const double num = fd(x, i, q == rank);
-        if (q == rank) worst = std::max(worst, std::abs(num - x.grad().data_ptr<double>()[i]));
+      sum(mul(nn::functional::sync_batch_norm(x, w, b, {}, {}, 0.1, 1e-5, pg), G)).backward();
+      Tensor gw = w.grad().clone(), gb = b.grad().clone();
+      pg->allreduce(gw)->wait();
+      pg->allreduce(gb)->wait();
+      const double eps = 1e-6;
+      double worst = 0;
+      auto fd = [&](Tensor& t, int64_t i, bool mine) {  // central difference, in lockstep
+        auto bump = [&](double d) {
+          Tensor p = t.detach().clone();
+          if (mine) p.data_ptr<double>()[i] += d;
+          return p;
+        };
+        const bool is_x = &t == &x;
+        const double lp =
+            global_loss(is_x ? bump(eps) : x.detach(), &t == &w ? bump(eps) : w.detach(),
+                        &t == &b ? bump(eps) : b.detach());
+        const double lm =
+            global_loss(is_x ? bump(-eps) : x.detach(), &t == &w ? bump(-eps) : w.detach(),
+                        &t == &b ? bump(-eps) : b.detach());
+        return (lp - lm) / (2 * eps);
+      };
+      for (int q = 0; q < 2; ++q)
+        for (int64_t i = 0; i < sizes[size_t(q)] * C * L; ++i) {
+          const double num = fd(x, i, q == rank);
+          if (q == rank) worst = std::max(worst, std::abs(num - x.grad().data_ptr<double>()[i]));
+        }
+      for (int64_t c = 0; c < C; ++c) {
+        worst = std::max(worst, std::abs(fd(w, c, true) - gw.data_ptr<double>()[c]));
+        worst = std::max(worst, std::abs(fd(b, c, true) - gb.data_ptr<double>()[c]));
       }
-    for (int64_t c = 0; c < C; ++c) {
-      worst = std::max(worst, std::abs(fd(w, c, true) - gw.data_ptr<double>()[c]));
-      worst = std::max(worst, std::abs(fd(b, c, true) - gb.data_ptr<double>()[c]));
-    }
-    if (rank == 0) shared_doubles()[40] = worst;
-    return report(rank, worst < 1e-6, "gradcheck error " + std::to_string(worst));
-  });
-  MESSAGE("gradcheck max abs error ", shared_doubles()[40]);
-}
+      if (rank == 0) shared_doubles()[40] = worst;
+      return report(rank, worst < 1e-6, "gradcheck error " + std::to_string(worst));
+    });
+    MESSAGE("gradcheck max abs error ", shared_doubles()[40]);
+  }
 
-TEST_CASE("sync_batchnorm: ranks with different channel counts or dtypes are named") {
-  run_ranks(2, [](int rank, std::shared_ptr<ProcessGroup> pg) {
-    bool ok = true;
-    nn::SyncBatchNorm bad(3 + rank, {}, pg);
-    try {
-      bad.forward(random_tensor({4, 3 + rank, 2}));
-      ok = report(rank, false, "no error for different channel counts");
-    } catch (const Error& e) {
-      ok = report(rank, std::string(e.what()).find("rank 0: 3, rank 1: 4") != std::string::npos,
-                  e.what()) &&
-           ok;
+  TEST_CASE("sync_batchnorm: gradcheck of the BatchNorm fallback (no group, f64)") {
+    auto m =
+        std::make_shared<nn::SyncBatchNorm>(3, nn::BatchNormOptions{.track_running_stats = false});
+    auto f = [&m](const std::vector<Tensor>& in) {
+      m->s_.weight = in[1];
+      m->s_.bias = in[2];
+      return m->forward(in[0]);
+    };
+    for (const Shape& shape : {Shape{4, 3}, Shape{3, 3, 2, 2}}) {
+      const auto res = autograd::gradcheck(
+          f, {testutil::leaf(shape, 1), testutil::leaf({3}, 2, 0.5, 1.5), testutil::leaf({3}, 3)});
+      INFO(res.message);
+      CHECK(res.ok);
     }
-    nn::SyncBatchNorm m(3, {}, pg);
-    try {
-      m.forward(random_tensor({4, 3, 2}, rank == 0 ? kFloat32 : kFloat64));
-      ok = report(rank, false, "no error for different dtypes");
-    } catch (const Error& e) {
-      const std::string msg = e.what();
-      ok = report(rank, msg.find("dtype") != std::string::npos && msg.find("rank") != std::string::npos,
-                  msg) &&
-           ok;
-    }
-    try {  // one sample in all: no variance (every rank fails the same way)
-      m.forward(random_tensor({rank, 3}));
-      ok = report(rank, false, "no error for a global batch of 1");
-    } catch (const Error& e) {
-      ok = report(rank, std::string(e.what()).find("more than 1 value") != std::string::npos,
-                  e.what()) &&
-           ok;
-    }
-    return ok;
-  });
-}
+  }
 
-TEST_CASE("sync_batchnorm: bad inputs are refused with their shapes") {
-  nn::SyncBatchNorm m(3);
-  CHECK_THROWS_WITH_AS(m.forward(zeros({3})), doctest::Contains("got shape [3]"), Error);
-  CHECK_THROWS_WITH_AS(m.forward(zeros({2, 4, 5})), doctest::Contains("expected 3 channels"),
-                       Error);
-  CHECK_THROWS_WITH_AS(nn::SyncBatchNorm(0), doctest::Contains("num_features"), Error);
-}
+  TEST_CASE("sync_batchnorm: ranks with different channel counts or dtypes are named") {
+    run_ranks(2, [](int rank, std::shared_ptr<ProcessGroup> pg) {
+      bool ok = true;
+      nn::SyncBatchNorm bad(3 + rank, {}, pg);
+      try {
+        bad.forward(random_tensor({4, 3 + rank, 2}));
+        ok = report(rank, false, "no error for different channel counts");
+      } catch (const Error& e) {
+        ok = report(rank, std::string(e.what()).find("rank 0: 3, rank 1: 4") != std::string::npos,
+                    e.what()) &&
+             ok;
+      }
+      nn::SyncBatchNorm m(3, {}, pg);
+      try {
+        m.forward(random_tensor({4, 3, 2}, rank == 0 ? kFloat32 : kFloat64));
+        ok = report(rank, false, "no error for different dtypes");
+      } catch (const Error& e) {
+        const std::string msg = e.what();
+        ok = report(rank,
+                    msg.find("dtype") != std::string::npos && msg.find("rank") != std::string::npos,
+                    msg) &&
+             ok;
+      }
+      try {  // one sample in all: no variance (every rank fails the same way)
+        m.forward(random_tensor({rank, 3}));
+        ok = report(rank, false, "no error for a global batch of 1");
+      } catch (const Error& e) {
+        ok = report(rank, std::string(e.what()).find("more than 1 value") != std::string::npos,
+                    e.what()) &&
+             ok;
+      }
+      return ok;
+    });
+  }
+
+  TEST_CASE("sync_batchnorm: bad inputs are refused with their shapes") {
+    nn::SyncBatchNorm m(3);
+    CHECK_THROWS_WITH_AS(m.forward(zeros({3})), doctest::Contains("got shape [3]"), Error);
+    CHECK_THROWS_WITH_AS(m.forward(zeros({2, 4, 5})), doctest::Contains("expected 3 channels"),
+                         Error);
+    CHECK_THROWS_WITH_AS(nn::SyncBatchNorm(0), doctest::Contains("num_features"), Error);
+  }
 
 }  // TEST_SUITE
 
