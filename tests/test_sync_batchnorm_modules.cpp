@@ -152,6 +152,16 @@ TEST_SUITE("sync_batchnorm") {
                          doctest::Contains("cannot replace 'bn'"), Error);
   }
 
+  TEST_CASE("sync_batchnorm: AMP O2 keeps SyncBatchNorm in fp32, as BatchNorm") {
+    auto model = nn::convert_sync_batchnorm(make_net());
+    optim::SGD opt(model->parameters(), 0.1);
+    auto a = amp::initialize(*model, opt, "O2", kBFloat16);
+    CHECK(param(*model, "0.bn.weight").dtype() == kFloat32);
+    CHECK(param(*model, "2.1.bias").dtype() == kFloat32);
+    CHECK(param(*model, "0.conv.weight").dtype() == kBFloat16);
+    CHECK(a->forward(*model, random_tensor({4, 2, 6, 6})).dtype() == kFloat32);
+  }
+
   TEST_CASE("sync_batchnorm: no group, one rank, eval mode and DataParallel are BatchNorm") {
     {  // no process group and no default group
       nn::SyncBatchNorm s(3);
