@@ -76,7 +76,9 @@ bool run_case(const Case& k, int rank, const std::shared_ptr<ProcessGroup>& pg) 
     const Tensor G = random_tensor(shape, k.dtype, 200 + uint64_t(s));
     Tensor xr = xg.clone();
     xr.requires_grad_();
-    const Tensor yr = ref->forward(xr);
+    const bool flat4 = !k.bn1d && xr.dim() != 4;  // [N,C,*] to BatchNorm2d as [N,C,S,1]
+    const Tensor yr =
+        flat4 ? ref->forward(xr.reshape({N, C, -1, 1})).reshape(xr.shape()) : ref->forward(xr);
     sum(mul(yr, G)).backward();
     Tensor xl = xg.narrow(0, off, n).clone();
     xl.requires_grad_();
@@ -138,8 +140,9 @@ TEST_SUITE("sync_batchnorm") {
     check_case({.sizes = {3, 5}, .tail = {2, 3}, .dtype = kFloat64, .tol = 1e-6});
   }
 
-  TEST_CASE("sync_batchnorm: 3 ranks f64 BatchNorm2d, batches 3, 5, 2") {
+  TEST_CASE("sync_batchnorm: 3 ranks f64 BatchNorm2d, batches 3, 5, 2, and [N,C,D,H,W]") {
     check_case({.sizes = {3, 5, 2}, .tail = {2, 2}, .dtype = kFloat64, .tol = 1e-6});
+    check_case({.sizes = {2, 1, 3}, .tail = {2, 3, 2}, .dtype = kFloat64, .tol = 1e-6});  // 5-D
   }
 
   TEST_CASE("sync_batchnorm: 3 ranks f64 BatchNorm1d [N,C,L] and [N,C], cumulative average") {
