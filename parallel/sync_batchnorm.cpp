@@ -1,12 +1,10 @@
 // SyncBatchNorm: the synchronised batch-norm op (per-rank statistics allgathered and combined in
-// rank order; one autograd node whose backward allreduces two per-channel sums), the module with
-// its plain-BatchNorm fallbacks, and convert_sync_batchnorm.
+// rank order; one autograd node whose backward allreduces two per-channel sums) and the module
+// with its plain-BatchNorm fallbacks.
 #include "parallel/sync_batchnorm.h"
 
 #include <algorithm>
 #include <cmath>
-#include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 #include "autograd/autocast.h"
@@ -299,60 +297,6 @@ std::string SyncBatchNorm::extra_repr() const {
          ", momentum=" + (s_.opt.momentum ? py_float(*s_.opt.momentum) : std::string("None")) +
          ", affine=" + py_bool(s_.opt.affine) +
          ", track_running_stats=" + py_bool(s_.opt.track_running_stats);
-}
-
-namespace {
-
-struct Converter {
-  std::shared_ptr<dist::ProcessGroup> pg;
-  std::unordered_map<const Module*, std::shared_ptr<Module>> done;  // BatchNorm -> its SyncBN
-  std::unordered_set<const Module*> visited;
-
-  // The SyncBatchNorm for m when m is a BatchNorm1d/2d (sharing its tensors), else null.
-  std::shared_ptr<Module> replacement(const std::shared_ptr<Module>& m) {
-    const BatchNormState* s = nullptr;
-    if (auto* b1 = dynamic_cast<const BatchNorm1d*>(m.get())) s = &b1->s_;
-    if (auto* b2 = dynamic_cast<const BatchNorm2d*>(m.get())) s = &b2->s_;
-    if (!s) return nullptr;
-    auto it = done.find(m.get());
-    if (it != done.end()) return it->second;
-    auto sync = std::make_shared<SyncBatchNorm>(s->num_features, s->opt, pg);
-    sync->s_.weight = s->weight;  // the same tensors: names, values, requires_grad, .grad
-    sync->s_.bias = s->bias;
-    sync->s_.running_mean = s->running_mean;
-    sync->s_.running_var = s->running_var;
-    sync->s_.num_batches_tracked = s->num_batches_tracked;
-    sync->train(m->is_training());
-    done[m.get()] = sync;
-    return sync;
-  }
-
-  void convert_children(Module& parent, const std::string& prefix) {
-    if (!visited.insert(&parent).second) return;
-    for (auto& [name, child] : parent.named_children()) {
-      const std::string path = prefix.empty() ? name : prefix + "." + name;
-      if (auto sync = replacement(child)) {
-        try {
-          parent.replace_module(name, sync);
-        } catch (const Error& e) {
-          MINIDL_FAIL("convert_sync_batchnorm: cannot replace '", path, "': ", e.what());
-        }
-      } else {
-        convert_children(*child, path);
-      }
-    }
-  }
-};
-
-}  // namespace
-
-std::shared_ptr<Module> convert_sync_batchnorm(std::shared_ptr<Module> module,
-                                               std::shared_ptr<dist::ProcessGroup> process_group) {
-  MINIDL_CHECK(module != nullptr, "convert_sync_batchnorm: the module is null");
-  Converter conv{std::move(process_group), {}, {}};
-  if (auto sync = conv.replacement(module)) return sync;
-  conv.convert_children(*module, "");
-  return module;
 }
 
 }  // namespace minidl::nn

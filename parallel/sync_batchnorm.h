@@ -41,6 +41,9 @@ class SyncBatchNorm : public Cloneable<SyncBatchNorm> {
 
   BatchNormState s_;
   std::shared_ptr<dist::ProcessGroup> process_group;
+  // Set by convert_sync_batchnorm for a BatchNorm1d: revert_sync_batchnorm then makes a
+  // BatchNorm1d again (else a BatchNorm2d).
+  bool from_batchnorm1d = false;
 
  private:
   // Every rank's channel count checked once (first synchronised forward): the statistics'
@@ -57,6 +60,10 @@ class SyncBatchNorm : public Cloneable<SyncBatchNorm> {
 // naming it (declare such members std::shared_ptr<nn::Module>, or build SyncBatchNorm directly).
 std::shared_ptr<Module> convert_sync_batchnorm(
     std::shared_ptr<Module> module, std::shared_ptr<dist::ProcessGroup> process_group = nullptr);
+
+// The inverse: every SyncBatchNorm becomes the BatchNorm1d/2d it was converted from (BatchNorm2d
+// when built directly), sharing its tensors; e.g. to run a DDP-trained model on one process.
+std::shared_ptr<Module> revert_sync_batchnorm(std::shared_ptr<Module> module);
 
 namespace functional {
 

@@ -1,7 +1,8 @@
 // nn::SyncBatchNorm as a module: convert_sync_batchnorm (every BatchNorm replaced, names, values
-// and tensors kept, state_dicts both ways, typed member slots named), bitwise BatchNorm results
-// without a group, on one rank, in eval mode and inside DataParallel (no collective issued), and
-// DDP training on 2 ranks with uneven batches whose parameters and buffers stay bitwise equal.
+// and tensors kept, state_dicts both ways, typed member slots named) and revert_sync_batchnorm,
+// bitwise BatchNorm results without a group, on one rank, in eval mode and inside DataParallel
+// (no collective issued), AMP O2, and DDP training on 2 ranks with uneven batches whose
+// parameters and buffers stay bitwise equal.
 #include <doctest/doctest.h>
 
 #include "ddp_test_util.h"
@@ -138,6 +139,14 @@ TEST_SUITE("sync_batchnorm") {
     printed << *converted;
     CHECK(printed.str().find("(bn): SyncBatchNorm(4, eps=1e-05, momentum=0.1, affine=True, "
                              "track_running_stats=True)") != std::string::npos);
+    // and back: the original classes, the same tensors
+    auto back = nn::revert_sync_batchnorm(converted);
+    CHECK(back == converted);
+    const auto mods = back->named_modules();
+    CHECK(mods[3].second->name() == "BatchNorm2d");
+    CHECK(mods[7].second->name() == "BatchNorm1d");
+    CHECK(param(*back, "2.1.weight").data_ptr() == param(*model, "2.1.weight").data_ptr());
+    CHECK(same_steps(*back, *plain, {5, 2, 6, 6}));
   }
 
   TEST_CASE("sync_batchnorm: convert_sync_batchnorm on a root BatchNorm and typed members") {
@@ -147,6 +156,11 @@ TEST_SUITE("sync_batchnorm") {
     CHECK(root->parameters()[0].data_ptr() == bn->s_.weight.data_ptr());
     CHECK(root->named_buffers()[2].first == "num_batches_tracked");
     CHECK(root->named_buffers()[2].second.dtype() == kInt64);
+    auto reverted = nn::revert_sync_batchnorm(root);
+    CHECK(reverted->name() == "BatchNorm1d");
+    CHECK(reverted->parameters()[0].data_ptr() == bn->s_.weight.data_ptr());
+    CHECK(nn::revert_sync_batchnorm(std::make_shared<nn::SyncBatchNorm>(2))->name() ==
+          "BatchNorm2d");
     // a member declared std::shared_ptr<BatchNorm2d> cannot hold a SyncBatchNorm: named
     CHECK_THROWS_WITH_AS(nn::convert_sync_batchnorm(std::make_shared<ptest::SmallNet>(true)),
                          doctest::Contains("cannot replace 'bn'"), Error);
