@@ -169,11 +169,6 @@ Tensor sync_batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias
                int64_t(g.count), " over ", world, " ranks (rank ", rank, "'s input has shape ",
                x.shape_str(), ")");
 
-  if (running_mean.defined()) {
-    update_running(running_mean, g.mean, momentum, 1.0);
-    update_running(running_var, g.var, momentum, g.count / (g.count - 1));
-  }
-
   // y = (x - mean) * invstd * w + b: BatchNorm's own kernel with the global statistics in the
   // place of running statistics (invstd = 1 / sqrt(var + eps) in f64, as in training mode).
   std::vector<double> invstd(g.var.size());
@@ -181,6 +176,10 @@ Tensor sync_batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias
   const Tensor mean_d = f64_cpu(g.mean).to(x.device()), var_d = f64_cpu(g.var).to(x.device());
   const Tensor invstd_d = f64_cpu(invstd).to(x.device());
   Tensor out = native::batch_norm(x, weight, bias, mean_d, var_d, /*training=*/false, 0.0, eps).out;
+  if (running_mean.defined()) {  // after the op validated weight and bias
+    update_running(running_mean, g.mean, momentum, 1.0);
+    update_running(running_var, g.var, momentum, g.count / (g.count - 1));
+  }
 
   const bool nx = x.requires_grad(), nw = weight.defined() && weight.requires_grad();
   const bool nb = bias.defined() && bias.requires_grad();
