@@ -249,18 +249,30 @@ SyncBatchNorm::SyncBatchNorm(int64_t num_features, double eps, double momentum, 
                     std::move(pg)) {}
 
 std::shared_ptr<dist::ProcessGroup> SyncBatchNorm::group() const {
+  return detail::sync_batchnorm_group(process_group);
+}
+
+Tensor SyncBatchNorm::forward(const Tensor& x) {
+  return detail::sync_batchnorm_forward(s_, is_training(), process_group, channels_checked_, x);
+}
+
+namespace detail {
+
+std::shared_ptr<dist::ProcessGroup> sync_batchnorm_group(
+    const std::shared_ptr<dist::ProcessGroup>& process_group) {
   if (process_group) return process_group;
   return dist::is_initialized() ? dist::default_group_ptr() : nullptr;
 }
 
 // x:[N,C,*]
-Tensor SyncBatchNorm::forward(const Tensor& x) {
+Tensor sync_batchnorm_forward(BatchNormState& s_, bool training,
+                              const std::shared_ptr<dist::ProcessGroup>& process_group,
+                              bool& channels_checked, const Tensor& x) {
   MINIDL_CHECK(x.defined(), "SyncBatchNorm: undefined input");
   MINIDL_CHECK(x.dim() >= 2, "SyncBatchNorm: expected at least 2D input [N, C, *], got shape ",
                x.shape_str());
   MINIDL_CHECK(x.size(1) == s_.num_features, "SyncBatchNorm: expected ", s_.num_features,
                " channels (dim 1), got input of shape ", x.shape_str());
-  const bool training = is_training();
   double momentum = s_.opt.momentum.value_or(0.0);
   if (training && s_.opt.track_running_stats) {  // as BatchNorm
     {
@@ -276,26 +288,32 @@ Tensor SyncBatchNorm::forward(const Tensor& x) {
   // modules would also mark the source module, which is replica 0 and usable outside DP).
   // torch.nn.DataParallel does not synchronise BatchNorm either.
   const std::shared_ptr<dist::ProcessGroup> pg =
-      training && !dist::in_data_parallel_replica() ? group() : nullptr;
+      training && !dist::in_data_parallel_replica() ? sync_batchnorm_group(process_group) : nullptr;
   if (!pg || pg->size() == 1) {  // plain BatchNorm: the same op and arguments
     const bool use_batch_stats = training || !s_.opt.track_running_stats;
     return batch_norm(x, s_.weight, s_.bias, s_.running_mean, s_.running_var, use_batch_stats,
                       momentum, s_.opt.eps)
         .out;
   }
-  if (!channels_checked_) {
+  if (!channels_checked) {
     check_channels(*pg, s_.num_features);
-    channels_checked_ = true;
+    channels_checked = true;
   }
   return functional::sync_batch_norm(x, s_.weight, s_.bias, s_.running_mean, s_.running_var,
                                      momentum, s_.opt.eps, pg);
 }
 
-std::string SyncBatchNorm::extra_repr() const {
+std::string sync_batchnorm_repr(const BatchNormState& s_) {
   return std::to_string(s_.num_features) + ", eps=" + py_float(s_.opt.eps) +
          ", momentum=" + (s_.opt.momentum ? py_float(*s_.opt.momentum) : std::string("None")) +
          ", affine=" + py_bool(s_.opt.affine) +
          ", track_running_stats=" + py_bool(s_.opt.track_running_stats);
+}
+
+}  // namespace detail
+
+std::string SyncBatchNorm::extra_repr() const {
+  return detail::sync_batchnorm_repr(s_);
 }
 
 }  // namespace minidl::nn

@@ -4,6 +4,7 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "nn/normalization.h"
 #include "parallel/process_group.h"
@@ -51,13 +52,51 @@ class SyncBatchNorm : public Cloneable<SyncBatchNorm> {
   bool channels_checked_ = false;
 };
 
+namespace detail {
+// SyncBatchNorm's forward and its group (process_group, else the default group when
+// initialised, else null), shared with SyncBatchNormIn<BN>.
+std::shared_ptr<dist::ProcessGroup> sync_batchnorm_group(
+    const std::shared_ptr<dist::ProcessGroup>& process_group);
+Tensor sync_batchnorm_forward(BatchNormState& s, bool training,
+                              const std::shared_ptr<dist::ProcessGroup>& process_group,
+                              bool& channels_checked, const Tensor& x);
+std::string sync_batchnorm_repr(const BatchNormState& s);
+}  // namespace detail
+
+// What convert_sync_batchnorm puts into a member declared std::shared_ptr<nn::BatchNorm2d> (or
+// BatchNorm1d), which cannot hold a SyncBatchNorm: a BN subclass that trains as SyncBatchNorm
+// (same tensors, names and behaviour; name() "SyncBatchNorm"). Its clone() is a plain BN (the
+// Cloneable base copies the BN part): DataParallel replicas do not synchronise anyway.
+template <class BN>
+class SyncBatchNormIn final : public BN {
+ public:
+  SyncBatchNormIn(const BatchNormState& state, std::shared_ptr<dist::ProcessGroup> pg)
+      : BN(state.num_features, state.opt), process_group(std::move(pg)) {
+    this->s_.weight = state.weight;  // share the converted layer's tensors
+    this->s_.bias = state.bias;
+    this->s_.running_mean = state.running_mean;
+    this->s_.running_var = state.running_var;
+    this->s_.num_batches_tracked = state.num_batches_tracked;
+  }
+  Tensor forward(const Tensor& x) override {
+    return detail::sync_batchnorm_forward(this->s_, this->is_training(), process_group,
+                                          channels_checked_, x);
+  }
+  std::string name() const override { return "SyncBatchNorm"; }
+  std::string extra_repr() const override { return detail::sync_batchnorm_repr(this->s_); }
+  std::shared_ptr<dist::ProcessGroup> process_group;
+
+ private:
+  bool channels_checked_ = false;
+};
+
 // Replaces every BatchNorm1d/BatchNorm2d in `module` (recursively, the root included) by a
 // SyncBatchNorm over `process_group` (null: the default group at forward time) that shares its
 // weight, bias and buffer tensors (same names, values and requires_grad; training mode kept; a
 // BatchNorm shared by several parents becomes one shared SyncBatchNorm). Returns the new root
 // (the same object unless the root itself was a BatchNorm). A BatchNorm held in a member slot
-// declared std::shared_ptr<BatchNorm2d> cannot hold another class in C++: that is an error
-// naming it (declare such members std::shared_ptr<nn::Module>, or build SyncBatchNorm directly).
+// declared std::shared_ptr<BatchNorm2d> (or BatchNorm1d) cannot hold a SyncBatchNorm: it gets a
+// SyncBatchNormIn<BatchNorm2d> instead (a BatchNorm2d that trains as SyncBatchNorm).
 std::shared_ptr<Module> convert_sync_batchnorm(
     std::shared_ptr<Module> module, std::shared_ptr<dist::ProcessGroup> process_group = nullptr);
 

@@ -23,9 +23,13 @@ void share_state(BatchNormState& b, const BatchNormState& a) {
 // Replaces, depth-first, every module for which `make` returns a replacement; a module shared
 // by several parents is replaced once and stays shared.
 struct Replacer {
+  using Make = std::function<std::shared_ptr<Module>(const std::shared_ptr<Module>&)>;
   const char* what;  // the public function's name, for errors
-  std::function<std::shared_ptr<Module>(const std::shared_ptr<Module>&)> make;
-  std::unordered_map<const Module*, std::shared_ptr<Module>> done;
+  Make make;
+  // For a member slot whose C++ type cannot hold make's result: a replacement of the old
+  // module's own class (null: none).
+  Make make_same_class;
+  std::unordered_map<const Module*, std::shared_ptr<Module>> done, done_same_class;
   std::unordered_set<const Module*> visited;
 
   std::shared_ptr<Module> replacement(const std::shared_ptr<Module>& m) {
@@ -47,7 +51,13 @@ struct Replacer {
         try {
           parent.replace_module(name, r);
         } catch (const Error& e) {
-          MINIDL_FAIL(what, ": cannot replace '", path, "': ", e.what());
+          std::shared_ptr<Module>& same = done_same_class[child.get()];
+          if (!same && make_same_class) {
+            same = make_same_class(child);
+            if (same) same->train(child->is_training());
+          }
+          if (!same) MINIDL_FAIL(what, ": cannot replace '", path, "': ", e.what());
+          parent.replace_module(name, same);
         }
       } else {
         replace_children(*child, path);
@@ -79,6 +89,16 @@ std::shared_ptr<Module> convert_sync_batchnorm(std::shared_ptr<Module> module,
                sync->from_batchnorm1d = b1 != nullptr;
                return std::shared_ptr<Module>(sync);
              },
+             [&process_group](const std::shared_ptr<Module>& m) {
+               if (auto* b1 = dynamic_cast<const BatchNorm1d*>(m.get()))
+                 return std::shared_ptr<Module>(
+                     std::make_shared<SyncBatchNormIn<BatchNorm1d>>(b1->s_, process_group));
+               if (auto* b2 = dynamic_cast<const BatchNorm2d*>(m.get()))
+                 return std::shared_ptr<Module>(
+                     std::make_shared<SyncBatchNormIn<BatchNorm2d>>(b2->s_, process_group));
+               return std::shared_ptr<Module>();
+             },
+             {},
              {},
              {}};
   return r.run(std::move(module));
@@ -87,6 +107,16 @@ std::shared_ptr<Module> convert_sync_batchnorm(std::shared_ptr<Module> module,
 std::shared_ptr<Module> revert_sync_batchnorm(std::shared_ptr<Module> module) {
   Replacer r{"revert_sync_batchnorm",
              [](const std::shared_ptr<Module>& m) {
+               if (auto* in1 = dynamic_cast<const SyncBatchNormIn<BatchNorm1d>*>(m.get())) {
+                 auto bn = std::make_shared<BatchNorm1d>(in1->s_.num_features, in1->s_.opt);
+                 share_state(bn->s_, in1->s_);
+                 return std::shared_ptr<Module>(bn);
+               }
+               if (auto* in2 = dynamic_cast<const SyncBatchNormIn<BatchNorm2d>*>(m.get())) {
+                 auto bn = std::make_shared<BatchNorm2d>(in2->s_.num_features, in2->s_.opt);
+                 share_state(bn->s_, in2->s_);
+                 return std::shared_ptr<Module>(bn);
+               }
                auto* sync = dynamic_cast<const SyncBatchNorm*>(m.get());
                if (!sync) return std::shared_ptr<Module>();
                if (sync->from_batchnorm1d) {
@@ -98,6 +128,8 @@ std::shared_ptr<Module> revert_sync_batchnorm(std::shared_ptr<Module> module) {
                share_state(bn->s_, sync->s_);
                return std::shared_ptr<Module>(bn);
              },
+             {},
+             {},
              {},
              {}};
   return r.run(std::move(module));

@@ -161,9 +161,37 @@ TEST_SUITE("sync_batchnorm") {
     CHECK(reverted->parameters()[0].data_ptr() == bn->s_.weight.data_ptr());
     CHECK(nn::revert_sync_batchnorm(std::make_shared<nn::SyncBatchNorm>(2))->name() ==
           "BatchNorm2d");
-    // a member declared std::shared_ptr<BatchNorm2d> cannot hold a SyncBatchNorm: named
-    CHECK_THROWS_WITH_AS(nn::convert_sync_batchnorm(std::make_shared<ptest::SmallNet>(true)),
-                         doctest::Contains("cannot replace 'bn'"), Error);
+    // a member declared std::shared_ptr<BatchNorm2d> gets a BatchNorm2d that syncs
+    auto net = std::make_shared<ptest::SmallNet>(true);
+    const Tensor w = net->bn->s_.weight;
+    CHECK(nn::convert_sync_batchnorm(net) == net);
+    auto* in = dynamic_cast<nn::SyncBatchNormIn<nn::BatchNorm2d>*>(net->bn.get());
+    REQUIRE(in != nullptr);
+    CHECK(net->bn->name() == "SyncBatchNorm");
+    CHECK(net->bn->s_.weight.data_ptr() == w.data_ptr());
+    CHECK(net->named_parameters().size() == 6);
+    nn::revert_sync_batchnorm(net);
+    CHECK(net->bn->name() == "BatchNorm2d");
+    CHECK(dynamic_cast<nn::SyncBatchNormIn<nn::BatchNorm2d>*>(net->bn.get()) == nullptr);
+    CHECK(net->bn->s_.weight.data_ptr() == w.data_ptr());
+  }
+
+  TEST_CASE("sync_batchnorm: a typed BatchNorm2d member synchronises after conversion") {
+    ddptest::run_ranks(2, [](int rank, std::shared_ptr<dist::ProcessGroup> pg) {
+      bool ok = true;
+      for (bool convert : {true, false}) {
+        manual_seed(5);
+        auto net = std::make_shared<ptest::SmallNet>(true);
+        if (convert) nn::convert_sync_batchnorm(net, pg);
+        // Different data per rank: only synchronised statistics give equal running stats.
+        net->forward(ptest::batch_x(rank, 3 + rank));
+        ok = ddptest::report(rank,
+                             ddptest::same_on_all_ranks(*pg, net->bn->s_.running_var) == convert,
+                             convert ? "synchronised" : "control: local statistics") &&
+             ok;
+      }
+      return ok;
+    });
   }
 
   TEST_CASE("sync_batchnorm: AMP O2 keeps SyncBatchNorm in fp32, as BatchNorm") {
