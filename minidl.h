@@ -46,3 +46,6 @@
 #include "parallel/ddp.h"
 #include "parallel/distributed.h"
 #include "parallel/launcher.h"
+#include "parallel/comm_hooks.h"
+#include "parallel/sync_batchnorm.h"
+#include "parallel/zero_redundancy_optimizer.h"

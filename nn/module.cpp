@@ -386,6 +386,27 @@ void Module::replace_owned_module(const std::string& name, std::shared_ptr<Modul
   MINIDL_FAIL("replace_owned_module: no child named '", name, "'");
 }
 
+void Module::replace_module(const std::string& name, std::shared_ptr<Module> module) {
+  MINIDL_CHECK(module != nullptr, "replace_module: the new '", name, "' is null");
+  for (auto& e : children_)
+    if (e.name == name) {
+      if (e.offset < 0) {
+        e.owned = std::move(module);
+        return;
+      }
+      const std::shared_ptr<Module> old = child_at(e);
+      try {
+        e.set(this, e.offset, module);
+      } catch (const Error&) {
+        MINIDL_FAIL("replace_module: ", this->name(), "'s member '", name, "' holds a ",
+                    old ? old->name() : std::string("null module"), " and cannot hold a ",
+                    module->name(), "; declare it std::shared_ptr<nn::Module>");
+      }
+      return;
+    }
+  MINIDL_FAIL("replace_module: ", this->name(), " has no child named '", name, "'");
+}
+
 // ---------------------------------------------------------------- forward, printing
 
 Tensor Module::forward(const Tensor&) {

@@ -76,6 +76,10 @@ class Module : public std::enable_shared_from_this<Module> {
   }
   // Owning registration (no member slot): the child is held by this Module.
   void register_module(std::string name, std::shared_ptr<Module> module);
+  // Replaces the direct child `name` (torch's setattr on a submodule): an owned child, or a
+  // member slot whose type can hold `module` (std::shared_ptr<Module> holds any module, a slot
+  // std::shared_ptr<BatchNorm2d> only a BatchNorm2d). Errors name the child and both types.
+  void replace_module(const std::string& name, std::shared_ptr<Module> module);
 
   // ---- traversal (registration order, own entries first, then children; dotted names)
   std::vector<std::pair<std::string, Tensor>> named_parameters(bool recurse = true) const;

@@ -48,8 +48,8 @@ std::string_view opt_level_name(OptLevel level) {
 
 bool is_norm_layer(const nn::Module& m) {
   const std::string n = m.name();
-  return n == "BatchNorm1d" || n == "BatchNorm2d" || n == "LayerNorm" || n == "GroupNorm" ||
-         n == "RMSNorm";
+  return n == "BatchNorm1d" || n == "BatchNorm2d" || n == "SyncBatchNorm" || n == "LayerNorm" ||
+         n == "GroupNorm" || n == "RMSNorm";
 }
 
 Amp::Amp(nn::Module& model, optim::Optimizer& opt, AmpOptions options)

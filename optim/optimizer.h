@@ -66,10 +66,11 @@ class Optimizer {
   // Drops (set_to_none) or zeroes every parameter's .grad.
   void zero_grad(bool set_to_none = true);
 
-  std::map<std::string, Tensor> state_dict() const;
+  // Virtual for wrappers that keep the state elsewhere (dist::ZeroRedundancyOptimizer).
+  virtual std::map<std::string, Tensor> state_dict() const;
   // Validates group/parameter counts and state shapes (minidl::Error naming the key and shapes)
   // before changing anything; state tensors are copied (cast to the parameter's dtype).
-  void load_state_dict(const std::map<std::string, Tensor>& sd);
+  virtual void load_state_dict(const std::map<std::string, Tensor>& sd);
 
   // Per-parameter state of the i-th parameter (global index).
   std::map<std::string, Tensor>& state(size_t i) { return state_.at(i); }

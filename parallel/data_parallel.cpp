@@ -19,7 +19,13 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
+thread_local bool t_in_replica = false;  // set while a replica's forward runs on this thread
+
 }  // namespace
+
+bool in_data_parallel_replica() {
+  return t_in_replica;
+}
 
 // Shared with the replicas' gradient hooks (held weakly): replica k's parameter j maps to the
 // source parameter j; one reduction is queued per backward. Also holds the statistics, which
@@ -135,8 +141,11 @@ Tensor DataParallel::forward(const Tensor& x) {
     try {
       AutoGradMode mode(grad_mode);
       amp::AutocastStateGuard autocast_mode(autocast);
+      t_in_replica = true;
       outputs[k] = replicas_[k]->forward(parts[k]);
+      t_in_replica = false;
     } catch (...) {
+      t_in_replica = false;
       errors[k] = std::current_exception();
     }
   };

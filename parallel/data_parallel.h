@@ -60,4 +60,8 @@ class DataParallel : public ModuleWrapper {
   std::shared_ptr<GradState> grad_state_;
 };
 
+// Whether this thread is running a DataParallel replica's forward. nn::SyncBatchNorm then
+// normalises with the replica's own chunk, as torch.nn.DataParallel does not sync BatchNorm.
+bool in_data_parallel_replica();
+
 }  // namespace minidl::dist
