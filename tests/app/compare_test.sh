@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # End-to-end tests of minidl-compare on a short MNIST run: the table, explanations and
-# projection print and the JSON has its documented fields (table); a deliberately broken mode
-# (MINIDL_COMPARE_BREAK) fails naming it (broken); bad flags give one-line errors, exit 2 (errors).
+# projection print and the JSON has its documented fields (table); the DDP variants on resnet-mini
+# (variants); a deliberately broken mode (MINIDL_COMPARE_BREAK) fails naming it (broken); bad
+# flags give one-line errors, exit 2 (errors).
 # Usage: compare_test.sh MINIDL_COMPARE DATA_DIR CASE
 set -uo pipefail
 BIN=$1 DATA=$2 CASE=$3
@@ -77,6 +78,34 @@ if not m["local_error"]:
 assert d["explanation"]
 EOF
   ;;
+variants)  # resnet-mini: ddp-syncbn matches single at 1e-4, ddp (per-rank BN) and the hooks
+  # within their own tolerance; the rows show optimizer state and wire bytes; per-variant projection
+  rc=$(run --model resnet-mini --data "$DATA/mnist" --devices 2 --global-batch 32 --steps 4 \
+    --warmup 3 --rounds 1 --modes single,ddp,ddp-syncbn,ddp-zero1,ddp-bf16,ddp-powersgd \
+    --json "$WORK/v.json")
+  cat "$WORK/out"
+  [ "$rc" -eq 0 ] || { cat "$WORK/err" >&2; fail "exit $rc"; }
+  for label in '| ddp-syncbn |' '| ddp-zero1 |' '| ddp-bf16 |' '| ddp-powersgd |'; do
+    grep -qF -- "$label" "$WORK/out" || fail "no row $label"
+  done
+  grep -q '## Projection by DDP variant on eth10' "$WORK/out" || fail "no variant projection"
+  grep -q 'own tolerance: ddp 1e-02 (per-replica BatchNorm statistics)' "$WORK/out" ||
+    fail "no own-tolerance note"
+  python3 - "$WORK/v.json" <<'EOF' || fail "variant JSON fields"
+import json, sys
+d = json.load(open(sys.argv[1]))
+rows = {r["mode"]: r for r in d["rows"]}
+assert rows["ddp-syncbn"]["loss_tolerance"] == d["consistency"]["tolerance"], rows["ddp-syncbn"]
+assert rows["ddp"]["loss_tolerance"] == 1e-2
+g = {m: rows[m]["ddp"]["grad_bytes_per_step"] for m in ("ddp", "ddp-bf16", "ddp-powersgd")}
+assert g["ddp-bf16"] * 2 == g["ddp"] and g["ddp-powersgd"] < g["ddp"] / 2, g
+z, p = rows["ddp-zero1"], rows["ddp"]
+assert 0 < z["optimizer_state_mib"] <= p["optimizer_state_mib"], (z, p)
+assert z["ddp"]["zero_broadcasts_per_step"] >= 1 and p["ddp"]["buffer_broadcasts_per_step"] >= 1
+assert {v["mode"] for v in d["variant_projection"]} == {"ddp", "ddp-syncbn", "ddp-zero1",
+                                                         "ddp-bf16", "ddp-powersgd"}
+EOF
+  ;;
 broken)  # DP's gradients tripled: the loss check fails at step 1 naming dp
   MINIDL_COMPARE_BREAK=dp expect_error 1 'modes single and dp disagree at step 1' "${QUICK[@]}" \
     --modes single,dp --steps 3 --json "$WORK/b.json"
@@ -89,6 +118,8 @@ errors)
   expect_error 2 'unknown mode' "${QUICK[@]}" --modes single,tpu
   expect_error 2 'not divisible by --devices' "${QUICK[@]}" --global-batch 33
   expect_error 2 'model' "${QUICK[@]}" --model resnet
+  expect_error 2 "unknown mode 'ddp-int8'" "${QUICK[@]}" --modes ddp,ddp-int8
+  expect_error 2 'has no BatchNorm' "${QUICK[@]}" --modes ddp,ddp-syncbn
   expect_error 2 'unknown link' "${QUICK[@]}" --link tokenring
   expect_error 2 'latency' "${QUICK[@]}" --bandwidth 5
   expect_error 2 'steps' "${QUICK[@]}" --steps 0
