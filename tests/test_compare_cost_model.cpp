@@ -169,12 +169,12 @@ TEST_SUITE("compare_cost_model") {
     }();
     CHECK(coalesced < broadcast_seconds(8, b, l) / 8);
     CHECK(project_step(b, 8, l).exposed_s == doctest::Approx(broadcast_seconds(8, b, l)));
-    // ZeRO-1: the parameters from their owners after the step, like an allgather.
+    // ZeRO-1: each owner rank broadcasts its shard after the step (one per dtype).
     StepModel z;
     z.compute_s = 0.05;
     z.after_step_bytes = 4000000;
-    z.after_step_collectives = 4;
-    CHECK(broadcast_seconds(4, z, l) == doctest::Approx(4 * 3 * 1e-5 + 0.75 * 4e-3));
+    z.after_step_per_rank = 1;
+    CHECK(broadcast_seconds(4, z, l) == doctest::Approx(4 * 2 * 1e-5 + 4e-3));
     CHECK(project_step(z, 4, l).step_s == doctest::Approx(0.05 + broadcast_seconds(4, z, l)));
   }
 }

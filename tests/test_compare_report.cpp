@@ -203,7 +203,7 @@ TEST_SUITE("compare_report") {
     CHECK(pbf.step_s < p16.step_s);
     const std::string proj = format_projection(rep);
     CHECK(proj.find("## Projection by DDP variant on eth10") != std::string::npos);
-    CHECK(proj.find("| ddp-bf16 | 50% |") != std::string::npos);
+    CHECK(proj.find("| ddp-bf16 | 50.0% | 1 |") != std::string::npos);
     const std::string table = format_table(rep);
     CHECK(table.find("opt state MiB") != std::string::npos);
     CHECK(table.find("grad MB/step") != std::string::npos);

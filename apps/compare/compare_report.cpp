@@ -90,7 +90,7 @@ StepModel step_model_of(const RunResult& r) {
   m.broadcast_bytes = r.broadcasts_per_step > 0 ? r.buffer_bytes : 0;
   m.broadcasts = r.broadcasts_per_step;
   m.after_step_bytes = r.zero_broadcast_bytes;
-  m.after_step_collectives = double(r.zero_broadcasts);
+  m.after_step_per_rank = double(r.zero_broadcasts) / double(std::max(r.devices, 1));
   return m;
 }
 
@@ -142,11 +142,16 @@ void build_projection(Report& rep, const std::vector<Link>& links) {
   for (const RunResult* r : family) {
     VariantProjection v;
     v.label = r->label;
+    v.measured_compute_s = step_model_of(*r).compute_s;
     v.model = step_model_of(*r);
+    // The plain DDP row's compute, backward and overlap for every variant: on a shared machine
+    // those differ between rows by more than the variants change them (a hook's casts, ZeRO's
+    // shard), so only what each sends (and when) sets them apart.
+    v.model.compute_s = separate.compute_s;
+    v.model.backward_s = separate.backward_s;
+    v.model.hidden_fraction = separate.hidden_fraction;
     v.model.single_s = separate.single_s;
     v.model.per_rank_batch = rep.model.per_rank_batch;
-    v.model.compute_s *= alone;
-    v.model.backward_s *= alone;
     for (const Link& l : links) v.sets.push_back({l, project(v.model, ns, l)});
     rep.variants.push_back(std::move(v));
   }
@@ -357,10 +362,12 @@ std::string format_projection(const Report& rep) {
       slow = i;
   if (rep.variants[0].sets.empty()) return o.str();
   o << "\n## Projection by DDP variant on " << rep.variants[0].sets[slow].link.describe()
-    << "\n\nEach row's own T_c and T_bw (scaled to one device alone like above), hidden share h, "
-       "bytes on the wire per bucket (a comm hook's payload / the bucket's), allreduces per "
-       "bucket (PowerSGD: P and Q), buffer broadcasts and ZeRO-1's parameter broadcasts after the "
-       "step (an allgather, exposed).\n\n| variant | wire bytes | h | T_c ms |";
+    << "\n\nThe ddp row's T_c, T_bw and h for every variant (the rows' own measured T_c, shown, "
+       "differ on a shared machine by more than a hook's casts or ZeRO's shard change them); "
+       "each row's bytes on the wire per bucket (a comm hook's payload / the bucket's), "
+       "collectives per bucket (PowerSGD: P, Q and the uncompressed rest), buffer broadcasts "
+       "and ZeRO-1's parameter broadcasts after the step (exposed).\n\n| variant | wire bytes | "
+       "msgs/bucket | measured T_c ms |";
   for (const auto& p : rep.variants[0].sets[slow].points)
     if (p.devices > 1) o << " N=" << p.devices << " step ms | speedup |";
   o << "\n|---|---:|---:|---:|";
@@ -368,9 +375,8 @@ std::string format_projection(const Report& rep) {
     if (p.devices > 1) o << "---:|---:|";
   o << "\n";
   for (const VariantProjection& v : rep.variants) {
-    o << "| " << v.label << " | " << fmt("%.0f%%", 100 * v.model.wire_scale) << " | "
-      << fmt("%.0f%%", 100 * v.model.hidden_fraction) << " | "
-      << fmt("%.2f", v.model.compute_s * 1e3) << " |";
+    o << "| " << v.label << " | " << fmt("%.1f%%", 100 * v.model.wire_scale) << " | "
+      << v.model.messages_per_bucket << " | " << fmt("%.2f", v.measured_compute_s * 1e3) << " |";
     for (const auto& p : v.sets[slow].points)
       if (p.devices > 1)
         o << " " << fmt("%.2f", p.step_s * 1e3) << " | " << fmt("%.2fx", p.speedup) << " |";
@@ -413,6 +419,8 @@ nlohmann::json report_json(const Report& rep) {
                             {"devices", q.devices},
                             {"wire_scale", v.model.wire_scale},
                             {"compute_ms", v.model.compute_s * 1e3},
+                            {"measured_compute_ms", v.measured_compute_s * 1e3},
+                            {"messages_per_bucket", v.model.messages_per_bucket},
                             {"step_ms", q.step_s * 1e3},
                             {"allreduce_ms", q.allreduce_s * 1e3},
                             {"broadcast_ms", q.broadcast_s * 1e3},

@@ -37,7 +37,8 @@ struct ProjectionSet {
 // hidden share, compute and exposed collectives) on the named links.
 struct VariantProjection {
   std::string label;
-  StepModel model;
+  StepModel model;                  // the ddp row's compute and overlap, this row's traffic
+  double measured_compute_s = 0;    // this row's own T_c (informative)
   std::vector<ProjectionSet> sets;  // one per named link, in --link order
 };
 

@@ -294,13 +294,20 @@ RunResult run_mode(const RunConfig& c) {
     bd.forward = std::max(0.0, bd.forward - bd.ddp_broadcast);
     r.grad_bytes_per_step = st.bytes_per_step;
     r.broadcasts_per_step = double(st.buffer_broadcasts) / steps;
-    r.messages_per_bucket = spec.comm_hook.rfind("powersgd", 0) == 0 ? 2 : 1;
+    r.messages_per_bucket = 1;
     for (const Tensor& b : task.model->buffers()) r.buffer_bytes += b.nbytes();
   }
   if (auto* zero = dynamic_cast<dist::ZeroRedundancyOptimizer*>(task.opt.get())) {
     const dist::ZeroStats zs = zero->stats();
     r.zero_broadcast_bytes = zs.broadcast_bytes_per_step;
     r.zero_broadcasts = zs.broadcasts_per_step;
+  }
+  // Gradient collectives per bucket, measured: what rank 0 issued less the buffer and ZeRO
+  // broadcasts (PowerSGD: P, Q and the uncompressed tensors; SyncBatchNorm's statistics would
+  // count too, so ddp-syncbn keeps 1).
+  if (ddp && !r.bucket_bytes.empty() && !spec.sync_bn) {
+    const double grad = r.collectives_per_step - r.broadcasts_per_step - double(r.zero_broadcasts);
+    r.messages_per_bucket = std::max(1, int(std::lround(grad / double(r.bucket_bytes.size()))));
   }
   if (dp) {
     const dist::DataParallelStats st = dp->stats();

@@ -92,9 +92,9 @@ double broadcast_seconds(int n, const StepModel& m, const Link& link) {
   const double bw = link.bandwidth_Bps, nn = double(n);
   const double tree = m.broadcasts * std::ceil(std::log2(nn)) * link.latency_s +
                       (m.broadcasts > 0 ? double(m.broadcast_bytes) / bw : 0.0);
-  const double gather = m.after_step_collectives * (nn - 1) * link.latency_s +
-                        (nn - 1) / nn * double(m.after_step_bytes) / bw;
-  return tree + gather;
+  const double owners = m.after_step_per_rank * nn * std::ceil(std::log2(nn)) * link.latency_s +
+                        (m.after_step_bytes > 0 ? double(m.after_step_bytes) / bw : 0.0);
+  return tree + owners;
 }
 
 Projection project_step(const StepModel& m, int n, const Link& link) {

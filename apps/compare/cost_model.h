@@ -57,11 +57,12 @@ struct StepModel {
   int messages_per_bucket = 1;
   // Exposed collectives outside the backward: the forwards' buffer broadcasts (a tree:
   // ceil(log2 N) latencies per broadcast + bytes / bandwidth) and ZeRO-1's parameter broadcasts
-  // after the optimizer step (an allgather: (N-1)/N bytes / bandwidth + (N-1) latency each).
+  // after the optimizer step (one per owner rank and dtype, each a tree of its shard: in all
+  // N * per_rank * ceil(log2 N) latencies + bytes / bandwidth).
   int64_t broadcast_bytes = 0;
   double broadcasts = 0;  // per step
   int64_t after_step_bytes = 0;
-  double after_step_collectives = 0;  // per step
+  double after_step_per_rank = 0;  // ZeRO-1's broadcasts per step and owner rank (dtypes)
 };
 
 // The exposed collectives of StepModel outside the backward on n devices (0 for n = 1).
