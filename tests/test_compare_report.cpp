@@ -160,6 +160,21 @@ TEST_SUITE("compare_report") {
       CHECK(std::string(e.what()).find("ddp-powersgd") != std::string::npos);
     }
 
+    // Who gets an own tolerance: per-replica BatchNorm (not ddp-syncbn) and the comm hooks.
+    auto tol = [](const std::string& mode, const std::string& model) {
+      RunResult r = row(mode, 2, 0.04, {1});
+      set_row_tolerance(r, model);
+      return r;
+    };
+    CHECK(tol("ddp", "mnist-cnn").tolerance == 0.0);
+    CHECK(tol("ddp-zero1", "resnet-mini").tolerance == doctest::Approx(1e-2));
+    CHECK(tol("ddp", "resnet-mini").tolerance_reason == "per-replica BatchNorm statistics");
+    CHECK(tol("ddp-syncbn", "resnet-mini").tolerance == 0.0);
+    CHECK(tol("single", "resnet-mini").tolerance == 0.0);
+    CHECK(tol("ddp-fp16", "mnist-cnn").tolerance == doctest::Approx(1e-3));
+    CHECK(tol("ddp-bf16", "gpt").tolerance_reason == "bf16 gradients");
+    CHECK(tol("ddp-powersgd", "resnet-mini").tolerance == doctest::Approx(5e-2));
+
     // A row with its own tolerance passes within it and fails beyond it, naming the reason.
     std::vector<RunResult> rows = {row("ddp", 2, 0.04, {2.30, 2.20}),
                                    row("ddp-bf16", 2, 0.04, {2.30, 2.21})};

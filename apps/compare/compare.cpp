@@ -38,48 +38,6 @@ struct Options {
   std::string worker, out;  // internal: run one mode and write its JSON row to `out`
 };
 
-const char* kHelpFooter = R"HELP(Modes (same model, data, initial weights and global batch in each):
-  single  one device (on CPU: one thread; a reference row "single (N threads)" uses all cores)
-  dp      DataParallel, --devices replicas in one process (CPU: each replica's forward on its
-          own thread with 1 intra-op thread; backward and optimizer with --dp-threads)
-  ddp     DistributedDataParallel, --devices processes through the launcher (1 thread each)
-  ddp-zero1, ddp-fp16, ddp-bf16, ddp-powersgd, ddp-syncbn
-          ddp with a ZeroRedundancyOptimizer, an fp16/bf16/PowerSGD comm hook (rank
-          --powersgd-rank from the third step), or SyncBatchNorm (--model resnet-mini); rows that
-          round or approximate (hooks, per-replica BatchNorm) get their own loss tolerance
-Every mode first runs --warmup steps, then --steps timed steps, in --rounds rounds. The losses of every step must
-agree with the first row's within --tolerance (relative), else the run fails naming the modes.
-MINIDL_COMPARE_BREAK=dp (a comma list of modes) is a test hook that breaks those modes' gradients.
-
-JSON (--json): {"title", "rows": [{mode, label, device, devices, threads, global_batch,
-  per_rank_batch, samples_per_s, samples_per_s_rounds[], step_ms_p50, step_ms_p90, step_ms[], losses[], speedup,
-  efficiency, loss_tolerance, loss_tolerance_reason, peak_memory_mib, optimizer_state_mib,
-  optimizer_state_total_mib, breakdown: {forward_ms, backward_ms, reduce_exposed_ms,
-  reduce_hidden_ms, optimizer_ms, data_wait_ms, dp_replicate_ms, dp_scatter_ms, dp_gather_ms,
-  dp_reduce_ms, ddp_broadcast_ms}, ddp: {bucket_bytes[], comm_ms, exposed_ms, hidden_fraction,
-  grad_bytes_per_step, collectives_per_step, payload_bytes_per_step, messages_per_bucket,
-  buffer_bytes, buffer_broadcasts_per_step, zero_broadcast_bytes_per_step,
-  zero_broadcasts_per_step, allreduce_sweep_bytes[], allreduce_sweep_ms[]}, compute: {batch,
-  step_ms, backward_ms}}],
-  "projection": [{link, bandwidth_GBps, latency_us, devices, step_ms, allreduce_ms, broadcast_ms,
-  exposed_ms, samples_per_s, speedup, efficiency}], "variant_projection": [{mode, link, devices,
-  wire_scale, compute_ms, step_ms, allreduce_ms, broadcast_ms, exposed_ms, samples_per_s, speedup,
-  efficiency}] (with 2+ DDP rows), "model": {compute_ms, single_ms, backward_ms, bucket_bytes,
-  hidden_fraction, per_rank_batch, local_bandwidth_GBps, local_latency_us, local_error,
-  measured_devices, measured_step_ms, predicted_step_ms (null without a fitted link)}, "consistency": {ok, reference, steps, tolerance,
-  max_rel_diff, loose_max_rel_diff, error}, "explanation": [lines], "cores", "load_average": [before, after]}
-Projection: step(N) = T_c + T_ar(N) - min(h T_ar(N), T_bw), ring T_ar = 2(N-1)/N bytes/bw +
-  2(N-1) latency per bucket; T_c, T_bw (a DDP rank's compute and backward) and h measured in
-  the ddp run, the local link fitted from allreduces timed between its ranks; step(1) = T_1, one
-  device alone at the per-rank batch; speedup(N) = N T_1 / step(N) (weak scaling). Each DDP
-  variant is projected with its own bytes (comm hooks), allreduces per bucket (PowerSGD: 2),
-  buffer broadcasts and ZeRO-1 parameter broadcasts (exposed).)HELP";
-
-// Relative loss tolerance of rows that normalise per-replica batches (see set_row_tolerance).
-constexpr double kBatchNormTolerance = 1e-2;
-// ... of rows whose comm hook rounds or compresses the gradients (see set_row_tolerance).
-constexpr double kFp16Tolerance = 1e-3, kBf16Tolerance = 1e-2, kPowerSGDTolerance = 5e-2;
-
 std::vector<std::string> split(const std::string& s) {
   std::vector<std::string> out;
   std::stringstream ss(s);
@@ -172,27 +130,6 @@ int run_worker(const Options& o) {
   const char* rank = std::getenv("RANK");
   if (!rank || std::string(rank) == "0") write_file_atomic(o.out, to_json(r).dump() + "\n");
   return 0;
-}
-
-// Rows that do not compute exactly the single device's function get their own loss-check
-// tolerance: resnet-mini's BatchNorm normalises each dp replica's / ddp rank's share of the
-// batch, not the global batch (their losses differ from single's by ~5e-4 over 23 steps).
-// Comm hooks round the gradients (fp16, bf16) or approximate them (PowerSGD), so their losses
-// drift from the exact modes' by a little.
-void set_row_tolerance(RunResult& r, const std::string& model) {
-  if (model == "resnet-mini" &&
-      (r.mode == "dp" || (is_ddp_mode(r.mode) && r.mode != "ddp-syncbn"))) {
-    r.tolerance = kBatchNormTolerance;
-    r.tolerance_reason = "per-replica BatchNorm statistics";
-  }
-  const std::pair<const char*, double> hooks[] = {{"ddp-fp16", kFp16Tolerance},
-                                                  {"ddp-bf16", kBf16Tolerance},
-                                                  {"ddp-powersgd", kPowerSGDTolerance}};
-  for (const auto& [mode, tol] : hooks)
-    if (r.mode == mode && tol > r.tolerance) {
-      r.tolerance = tol;
-      r.tolerance_reason = std::string(mode + 4) + " gradients";
-    }
 }
 
 // The 1-minute load average ("?" when unreadable).
@@ -333,7 +270,7 @@ int main(int argc, char** argv) {
   CLI::App app{"minidl-compare: single device vs DataParallel vs DDP on one model",
                "minidl-compare"};
   app.get_formatter()->column_width(30);
-  app.footer(kHelpFooter);
+  app.footer(help_footer());
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.add_option("--model", c.model, "mnist-cnn | resnet-mini (BatchNorm) | gpt")
       ->check(CLI::IsMember({"mnist-cnn", "resnet-mini", "gpt"}))

@@ -23,6 +23,15 @@ struct Consistency {
   std::string error;      // "" when every mode agrees
 };
 
+// Rows that do not compute exactly the single device's function get their own loss-check
+// tolerance (RunResult::tolerance and its reason): resnet-mini's dp/ddp rows (per-replica
+// BatchNorm statistics, not ddp-syncbn), ddp-fp16, ddp-bf16 and ddp-powersgd (rounded or
+// approximated gradients).
+void set_row_tolerance(RunResult& r, const std::string& model);
+
+// minidl-compare --help's footer: the modes, the JSON fields and the projection's formula.
+const char* help_footer();
+
 // Compares every row's per-step losses with rows[0]'s: |a - b| / max(|b|, 1e-12) <= tolerance
 // (a row's own RunResult::tolerance when set). On failure `error` names both modes, the step and
 // both losses.
