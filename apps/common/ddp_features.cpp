@@ -23,6 +23,12 @@ std::string flags_given(const RunOptions& o) {
   return s;
 }
 
+// "--zero1 needs DDP" / "--sync-bn, --zero1 need DDP".
+std::string need_ddp(const RunOptions& o) {
+  const std::string flags = flags_given(o);
+  return flags + (flags.find(',') == std::string::npos ? " needs" : " need") + " DDP";
+}
+
 int count_modules(const std::shared_ptr<nn::Module>& m, bool sync) {
   int n = 0;
   for (const auto& [name, child] : m->named_modules()) {
@@ -46,11 +52,10 @@ bool ddp_features_requested(const RunOptions& o) {
 
 std::string ddp_flags_error(const RunOptions& o) {
   if (!ddp_features_requested(o)) return "";
-  const std::string flags = flags_given(o);
   if (o.mode == "single" || o.mode == "dp")
-    return flags + " need DDP (--mode ddp or auto), not --mode " + o.mode;
+    return need_ddp(o) + " (--mode ddp or auto), not --mode " + o.mode;
   if (o.mode == "auto" && o.nproc <= 1 && !dist::launched_by_launcher())
-    return flags + " need DDP: give -n N, or run under minidl-run/torchrun/mpirun/srun";
+    return need_ddp(o) + ": give -n N, or run under minidl-run/torchrun/mpirun/srun";
   // nn::load_checkpoint snapshots the optimizer's state_dict() on every rank (to roll back a
   // failed load); a ZeroRedundancyOptimizer has it consolidated on rank 0 only.
   if (o.zero1 && !o.resume.empty())
@@ -61,7 +66,7 @@ std::string ddp_flags_error(const RunOptions& o) {
     try {
       dist::make_comm_hook(o.comm_hook);
     } catch (const std::exception& e) {
-      return "--comm-hook '" + o.comm_hook + "': " + e.what() +
+      return std::string("--comm-hook: ") + e.what() +
              " (fp16 | bf16 | powersgd:R | powersgd:R:START)";
     }
   }
@@ -70,7 +75,7 @@ std::string ddp_flags_error(const RunOptions& o) {
 
 void check_ddp_layout(const RunOptions& o, const Accelerator& acc) {
   if (!ddp_features_requested(o)) return;
-  MINIDL_CHECK(acc.mode() == "ddp", flags_given(o), " need DDP, but this run is ", acc.describe());
+  MINIDL_CHECK(acc.mode() == "ddp", need_ddp(o), ", but this run is ", acc.describe());
 }
 
 std::shared_ptr<nn::Module> apply_sync_bn(const RunOptions& o, const Accelerator& acc,
@@ -119,9 +124,10 @@ std::string ddp_features_summary(const RunOptions& o, const Accelerator& acc,
                                  optim::Optimizer& opt) {
   std::string s;
   auto add = [&](const std::string& part) { s += (s.empty() ? "" : ", ") + part; };
-  if (o.sync_bn)
-    add("sync-bn (" + std::to_string(count_modules(acc.unwrap_model().shared_from_this(), true)) +
-        " layers)");
+  if (o.sync_bn) {
+    const int n = count_modules(acc.unwrap_model().shared_from_this(), true);
+    add(n > 0 ? "sync-bn (" + std::to_string(n) + " layers)" : "sync-bn (no BatchNorm)");
+  }
   if (auto* zero = dynamic_cast<dist::ZeroRedundancyOptimizer*>(&opt)) {
     const dist::ZeroStats st = zero->stats();
     add("zero1 (rank " + std::to_string(st.rank) + " steps " + std::to_string(st.params_owned) +

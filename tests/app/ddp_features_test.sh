@@ -36,7 +36,7 @@ sync_bn)  # resnet-mini's 6 BatchNorm2d -> SyncBatchNorm; the cnn has none (a no
   expect_rc 0 "${COMMON[@]}" --epochs 1 --max-steps 2 --sync-bn
   grep -q 'the model has no BatchNorm layers; nothing was converted' "$WORK/out" ||
     { cat "$WORK/out" >&2; fail "no 'nothing was converted' note for the cnn"; }
-  expect_error 2 'need DDP' --data "$DATA" --sync-bn --mode single
+  expect_error 2 'needs DDP' --data "$DATA" --sync-bn --mode single
   ;;
 zero1)  # ZeRO-1 steps the same AdamW as plain DDP (same test loss) and resumes bitwise
   expect_rc 0 "${COMMON[@]}" --epochs 2 --max-steps 8 --seed 3 --scheduler step --quiet
@@ -52,7 +52,7 @@ zero1)  # ZeRO-1 steps the same AdamW as plain DDP (same test loss) and resumes 
   expect_rc 0 "${COMMON[@]}" --epochs 3 --max-steps 8 --seed 3 --scheduler step --quiet \
     --checkpoint-dir "$WORK/a" --resume "$WORK/a"
   summary | grep -q '3 epoch(s)\|1 epoch(s)' || { summary >&2; fail "no resumed summary"; }
-  expect_error 2 'need DDP' --data "$DATA" --zero1
+  expect_error 2 'needs DDP' --data "$DATA" --zero1
   expect_error 2 'cannot --resume yet' --data "$DATA" -n 2 --zero1 --resume "$WORK/a"
   ;;
 comm_hook_bf16)  # bf16 compression: half of the cnn's 4.8 MB of f32 gradients per step
@@ -60,8 +60,8 @@ comm_hook_bf16)  # bf16 compression: half of the cnn's 4.8 MB of f32 gradients p
   mb=$(mb_per_step)
   awk -v m="$mb" 'BEGIN { exit !(m > 2.2 && m < 2.6) }' ||
     { summary >&2; fail "bf16 sends ${mb:-?} MB per step, expected ~2.4"; }
-  expect_error 2 "--comm-hook 'int8'" --data "$DATA" -n 2 --comm-hook int8
-  expect_error 2 'need DDP' --data "$DATA" --comm-hook bf16 --mode dp
+  expect_error 2 "comm hook 'int8'" --data "$DATA" -n 2 --comm-hook int8
+  expect_error 2 'needs DDP' --data "$DATA" --comm-hook bf16 --mode dp
   ;;
 powersgd)  # rank-4 PowerSGD from step 10: 95% test accuracy in 3 epochs on 2 ranks
   expect_rc 0 "${COMMON[@]}" --epochs 3 --quiet --comm-hook powersgd:4:10
