@@ -151,7 +151,7 @@ std::map<std::string, std::string> load_checkpoint(const std::string& path, Modu
 
   // 2. Snapshot the current state, then apply; on any failure restore the snapshot.
   TensorMap model_old = snapshot(model.state_dict());
-  TensorMap opt_old = opt ? snapshot(opt->state_dict()) : TensorMap{};
+  TensorMap opt_old = opt ? snapshot(opt->rollback_state()) : TensorMap{};
   std::vector<optim::Options> opt_options_old;  // load_state_dict(opt_old) keeps added options
   if (opt)
     for (const optim::ParamGroup& g : opt->param_groups()) opt_options_old.push_back(g.options);
@@ -174,7 +174,7 @@ std::map<std::string, std::string> load_checkpoint(const std::string& path, Modu
     // Rollback (each load validates before modifying, so these cannot fail on shapes).
     if (model_touched) model.load_state_dict(model_old, /*strict=*/false);
     if (opt_touched) {
-      opt->load_state_dict(opt_old);
+      opt->restore_rollback_state(opt_old);
       for (size_t g = 0; g < opt_options_old.size(); ++g)
         opt->param_groups()[g].options = opt_options_old[g];
     }

@@ -72,6 +72,14 @@ class Optimizer {
   // before changing anything; state tensors are copied (cast to the parameter's dtype).
   virtual void load_state_dict(const std::map<std::string, Tensor>& sd);
 
+  // What load_checkpoint keeps to roll back a failed load, and how it puts it back: the
+  // state_dict by default. A sharded optimizer (dist::ZeroRedundancyOptimizer) keeps only its
+  // own shard, so no rank needs the consolidated dict to load a checkpoint.
+  virtual std::map<std::string, Tensor> rollback_state() const { return state_dict(); }
+  virtual void restore_rollback_state(const std::map<std::string, Tensor>& sd) {
+    load_state_dict(sd);
+  }
+
   // Per-parameter state of the i-th parameter (global index).
   std::map<std::string, Tensor>& state(size_t i) { return state_.at(i); }
   size_t num_params() const { return state_.size(); }

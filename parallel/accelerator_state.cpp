@@ -8,6 +8,7 @@
 #include "parallel/accelerator.h"
 #include "parallel/data_parallel.h"
 #include "parallel/distributed.h"
+#include "parallel/zero_redundancy_optimizer.h"
 #include "autograd/grad_mode.h"
 #include "optim/checkpoint.h"
 #include "autograd/ops.h"
@@ -164,6 +165,9 @@ void Accelerator::save_state(const std::string& path, std::map<std::string, std:
   meta["accelerator.amp"] =
       amp_ ? opts_.amp + " " + std::string(amp::opt_level_name(amp_->opt_level()))
            : std::string("off");
+  // A sharded optimizer's state comes together on rank 0 first (collective).
+  if (auto* zero = dynamic_cast<dist::ZeroRedundancyOptimizer*>(opt_))
+    zero->consolidate_state_dict(0);
   // Rank 0 writes; every rank waits for the complete file and fails if the write failed.
   dist::save_on_main([&] {
     std::map<std::string, Tensor> amp_state;

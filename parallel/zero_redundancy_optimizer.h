@@ -93,6 +93,12 @@ class ZeroRedundancyOptimizer : public optim::Optimizer {
   // Shards saved at any world size (all of them): merged, then load_state_dict.
   void load_sharded_state_dicts(const std::vector<std::map<std::string, Tensor>>& shards);
 
+  // load_checkpoint's rollback (optim/optimizer.h): the local optimizer's own state_dict.
+  std::map<std::string, Tensor> rollback_state() const override { return local_->state_dict(); }
+  void restore_rollback_state(const std::map<std::string, Tensor>& sd) override {
+    local_->load_state_dict(sd);
+  }
+
   ZeroStats stats() const;
   int owner(size_t param_index) const { return owner_.at(param_index); }
   int rank() const { return rank_; }

@@ -1,12 +1,10 @@
 // dist::ZeroRedundancyOptimizer (ZeRO stage 1) on 2 and 3 forked gloo ranks: 20 DDP steps equal
 // the plain optimizer bitwise (Adam, AdamW with groups, SGD momentum), state bytes ~1/N per rank,
-// parameters updated from their owners, state dicts consolidated and sharded across world sizes,
+// parameters updated from their owners (state dicts: test_zero_state_dict.cpp),
 // GradScaler skips agreed by every rank, AMP O2 masters, LR schedulers, and mismatch errors.
 #include <doctest/doctest.h>
-#include <unistd.h>
 
 #include <cstring>
-#include <filesystem>
 #include <iostream>
 
 #include "ddp_test_util.h"
@@ -14,110 +12,15 @@
 #include "parallel/zero_redundancy_optimizer.h"
 #include "parallel_test_models.h"
 #include "skip.h"
+#include "zero_test_util.h"
 
 #if MINIDL_WITH_GLOO  // the ranks talk through the gloo backend
 
 using namespace minidl;
 using namespace minidl::dist;
 using namespace ddptest;
+using namespace zerotest;
 using disttest::contains;
-
-namespace {
-
-// x:[B,16] -> 32 -> 32 -> 32 -> 10: eight parameters of balanced sizes (1024, 1024, 512, 320,
-// and biases), so the partition is close to even on 2 and 3 ranks.
-class Mlp : public nn::Cloneable<Mlp> {
- public:
-  explicit Mlp(int64_t hidden = 32) {
-    fc1 = std::make_shared<nn::Linear>(16, hidden);
-    fc2 = std::make_shared<nn::Linear>(hidden, 32);
-    fc3 = std::make_shared<nn::Linear>(32, 32);
-    fc4 = std::make_shared<nn::Linear>(32, 10);
-    register_module("fc1", &fc1);
-    register_module("fc2", &fc2);
-    register_module("fc3", &fc3);
-    register_module("fc4", &fc4);
-  }
-  Tensor forward(const Tensor& x) override {
-    Tensor h = relu(fc1->forward(x));
-    h = relu(fc2->forward(h));
-    h = relu(fc3->forward(h));
-    return fc4->forward(h);
-  }
-  std::string name() const override { return "Mlp"; }
-  std::shared_ptr<nn::Linear> fc1, fc2, fc3, fc4;
-};
-
-constexpr int64_t kRows = 12;  // global batch (divisible by 2 and 3)
-
-// One DDP step of `opt` on this rank's slice of global batch `step`.
-void train_step(nn::Module& ddp, optim::Optimizer& opt, int step, int rank, int world) {
-  const int64_t per = kRows / world;
-  Tensor x = testutil::random_tensor({kRows, 16}, kFloat32, 3000 + uint64_t(step));
-  Tensor y = testutil::random_tensor({kRows}, kInt64, 4000 + uint64_t(step), 0, 10);
-  opt.zero_grad();
-  ptest::loss_of(ddp, x.narrow(0, rank * per, per), y.narrow(0, rank * per, per)).backward();
-  opt.step();
-}
-
-enum class Kind { adam, adamw, sgd };
-const char* kind_name(Kind k) {
-  return k == Kind::adam ? "Adam" : k == Kind::adamw ? "AdamW" : "SGD";
-}
-
-std::unique_ptr<optim::Optimizer> make_plain(Kind k, nn::Module& m) {
-  if (k == Kind::adam) return std::make_unique<optim::Adam>(m.parameters(), 1e-2);
-  if (k == Kind::adamw)
-    return std::make_unique<optim::AdamW>(optim::weight_decay_groups(m, 0.1), 1e-2);
-  return std::make_unique<optim::SGD>(m.parameters(), 0.05, 0.9);
-}
-
-std::unique_ptr<ZeroRedundancyOptimizer> make_zero(Kind k, nn::Module& m,
-                                                   std::shared_ptr<ProcessGroup> pg) {
-  if (k == Kind::adam)
-    return std::make_unique<ZeroRedundancyOptimizer>(m.parameters(), adam_factory(1e-2), pg);
-  if (k == Kind::adamw)
-    return std::make_unique<ZeroRedundancyOptimizer>(optim::weight_decay_groups(m, 0.1),
-                                                     adamw_factory(1e-2), pg);
-  return std::make_unique<ZeroRedundancyOptimizer>(m.parameters(), sgd_factory(0.05, 0.9), pg);
-}
-
-bool bitwise_equal(const Tensor& a, const Tensor& b) {
-  if (a.shape() != b.shape() || a.dtype() != b.dtype()) return false;
-  Tensor x = a.detach().to(kCPU).contiguous(), y = b.detach().to(kCPU).contiguous();
-  return std::memcmp(x.data_ptr(), y.data_ptr(), x.nbytes()) == 0;
-}
-
-double max_abs_diff(const Tensor& a, const Tensor& b) {
-  return max(abs(sub(a.detach().to(kCPU, kFloat64), b.detach().to(kCPU, kFloat64)))).item<double>();
-}
-
-// Largest difference between two state dicts (INFINITY when keys or shapes differ).
-double state_dict_diff(const std::map<std::string, Tensor>& a,
-                       const std::map<std::string, Tensor>& b) {
-  if (a.size() != b.size()) return INFINITY;
-  double worst = 0;
-  for (const auto& [k, t] : a) {
-    auto it = b.find(k);
-    if (it == b.end() || it->second.shape() != t.shape()) return INFINITY;
-    if (t.numel()) worst = std::max(worst, max_abs_diff(t, it->second));
-  }
-  return worst;
-}
-
-std::shared_ptr<Mlp> clone_of(const Mlp& m) {
-  return std::dynamic_pointer_cast<Mlp>(m.clone());
-}
-
-struct TempDir {
-  std::filesystem::path path =
-      std::filesystem::temp_directory_path() / ("minidl_zero_test_" + std::to_string(::getpid()));
-  TempDir() { std::filesystem::create_directories(path); }
-  ~TempDir() { std::filesystem::remove_all(path); }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
-
-}  // namespace
 
 TEST_SUITE("zero_redundancy_optimizer") {
   TEST_CASE("ZeRO: 20 DDP steps equal the plain optimizer bitwise (Adam, AdamW, SGD, 2-3 ranks)") {
@@ -254,82 +157,6 @@ TEST_SUITE("zero_redundancy_optimizer") {
            ok;
       return ok;
     });
-  }
-
-  TEST_CASE(
-      "ZeRO: state dict consolidated on 2 ranks equals the plain one and resumes on 3 ranks") {
-    TempDir dir;
-    double* sh = shared_doubles();
-    for (int k = 0; k < 8; ++k) sh[k] = -1;
-    // Phase A: 2 ranks, 6 steps; consolidated and sharded dicts saved.
-    run_ranks(2, [&dir](int rank, std::shared_ptr<ProcessGroup> pg) {
-      manual_seed(11);
-      auto mz = std::make_shared<Mlp>();
-      auto mp = clone_of(*mz);
-      DistributedDataParallel dz(mz, pg), dp(mp, pg);
-      auto zero = make_zero(Kind::adam, *mz, pg);
-      auto plain = make_plain(Kind::adam, *mp);
-      for (int s = 0; s < 6; ++s) {
-        train_step(dz, *zero, s, rank, 2);
-        train_step(dp, *plain, s, rank, 2);
-      }
-      bool ok =
-          report(rank, bitwise_equal(flat(mz->parameters()), flat(mp->parameters())), "params");
-      zero->consolidate_state_dict(0);
-      if (rank == 0) {
-        const auto sd = zero->state_dict(), psd = plain->state_dict();
-        shared_doubles()[0] = state_dict_diff(sd, psd);
-        shared_doubles()[1] = double(sd.size());
-        save_safetensors(sd, dir.file("zero_full.safetensors"));
-        save_safetensors(psd, dir.file("plain.safetensors"));
-        save_safetensors(mp->state_dict(), dir.file("model.safetensors"));
-      } else {
-        bool threw = false;
-        try {
-          zero->state_dict();
-        } catch (const Error& e) {
-          threw = contains(e.what(), "consolidate_state_dict") && contains(e.what(), "rank 1");
-        }
-        ok = report(rank, threw, "state_dict() without consolidation on this rank throws") && ok;
-      }
-      save_safetensors(zero->local_state_dict(), dir.file("shard" + std::to_string(rank) + ".st"));
-      return ok;
-    });
-    CHECK(sh[0] == 0.0);
-    CHECK(sh[1] > 8);
-    MESSAGE("consolidated (2 ranks) vs plain: " << sh[1] << " keys, max diff " << sh[0]);
-    // Phase B: 3 ranks load the consolidated dict (z1) or the two shards (z2) and continue; the
-    // plain optimizer continues from its own dict.
-    run_ranks(3, [&dir](int rank, std::shared_ptr<ProcessGroup> pg) {
-      auto m1 = std::make_shared<Mlp>();
-      m1->load_state_dict(load_safetensors(dir.file("model.safetensors")));
-      auto m2 = clone_of(*m1), m3 = clone_of(*m1);
-      DistributedDataParallel d1(m1, pg), d2(m2, pg), d3(m3, pg);
-      auto z1 = make_zero(Kind::adam, *m1, pg);
-      auto z2 = make_zero(Kind::adam, *m2, pg);
-      auto plain = make_plain(Kind::adam, *m3);
-      z1->load_state_dict(load_safetensors(dir.file("zero_full.safetensors")));
-      z2->load_sharded_state_dicts(
-          {load_safetensors(dir.file("shard0.st")), load_safetensors(dir.file("shard1.st"))});
-      plain->load_state_dict(load_safetensors(dir.file("plain.safetensors")));
-      for (int s = 6; s < 12; ++s) {
-        train_step(d1, *z1, s, rank, 3);
-        train_step(d2, *z2, s, rank, 3);
-        train_step(d3, *plain, s, rank, 3);
-      }
-      const Tensor p3 = flat(m3->parameters());
-      shared_doubles()[2 + rank] = std::max(max_abs_diff(flat(m1->parameters()), p3),
-                                            max_abs_diff(flat(m2->parameters()), p3));
-      bool ok = report(rank, bitwise_equal(flat(m1->parameters()), p3), "consolidated resume");
-      ok = report(rank, bitwise_equal(flat(m2->parameters()), p3), "sharded resume") && ok;
-      z2->consolidate_state_dict(2);
-      if (rank == 2)
-        ok = report(rank, state_dict_diff(z2->state_dict(), plain->state_dict()) == 0,
-                    "consolidated on rank 2 of 3 equals the plain dict") &&
-             ok;
-      return ok;
-    });
-    for (int r = 0; r < 3; ++r) CHECK(sh[2 + r] == 0.0);
   }
 
   TEST_CASE("ZeRO: GradScaler skips on every rank when one rank's gradient is inf") {

@@ -56,7 +56,7 @@ tsan)
   # parallel loop would report races; the threads under test here are minidl's own.
   suites="test_data_parallel;test_data_loader;test_store;test_rendezvous;test_join"
   suites+=";test_process_group;test_ddp;test_distributed;test_stall_inspector;test_peer_watch"
-  suites+=";test_comm_hooks"
+  suites+=";test_comm_hooks;test_sync_batchnorm;test_zero_redundancy_optimizer"
   cmake -S . -B "$BUILD_DIR" "${common[@]}" -DMINIDL_ONEDNN=OFF -DMINIDL_BUILD_APPS=OFF \
     -DCMAKE_DISABLE_FIND_PACKAGE_OpenMP=ON -DMINIDL_SANITIZE=thread \
     -DMINIDL_TEST_FILTER="$suites" >/dev/null
