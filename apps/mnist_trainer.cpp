@@ -289,9 +289,8 @@ Result run_training(const Options& o) {
                {"loss_scale", amp ? acc.amp()->scaler().get_scale() : 1.0},
                {"skipped_steps", apps::amp_skipped_steps(acc)}});
     if (!o.checkpoint_dir.empty()) {
-      // Collective: rank 0 writes atomically; every rank fails if the write failed. (--zero1:
-      // the optimizer's shards are gathered onto rank 0 first.)
-      apps::consolidate_optimizer(*optimizer);
+      // Collective: rank 0 writes atomically; every rank fails if the write failed (--zero1:
+      // the Accelerator gathers the optimizer's shards onto rank 0 first).
       acc.save_state(apps::checkpoint_path(o.checkpoint_dir, "epoch", epoch),
                      {{"epoch", std::to_string(epoch)},
                       {"seed", std::to_string(o.seed)},

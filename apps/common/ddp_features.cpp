@@ -56,12 +56,6 @@ std::string ddp_flags_error(const RunOptions& o) {
     return need_ddp(o) + " (--mode ddp or auto), not --mode " + o.mode;
   if (o.mode == "auto" && o.nproc <= 1 && !dist::launched_by_launcher())
     return need_ddp(o) + ": give -n N, or run under minidl-run/torchrun/mpirun/srun";
-  // nn::load_checkpoint snapshots the optimizer's state_dict() on every rank (to roll back a
-  // failed load); a ZeroRedundancyOptimizer has it consolidated on rank 0 only.
-  if (o.zero1 && !o.resume.empty())
-    return "--zero1 cannot --resume yet (the checkpoint loader reads the optimizer's state on "
-           "every rank; ZeRO-1 consolidates it on rank 0 only); its checkpoints load without "
-           "--zero1";
   if (!o.comm_hook.empty()) {
     try {
       dist::make_comm_hook(o.comm_hook);
@@ -107,11 +101,6 @@ void apply_comm_hook(const RunOptions& o, Accelerator& acc) {
   MINIDL_CHECK(ddp != nullptr, "--comm-hook ", o.comm_hook, " needs DDP, but this run is ",
                acc.describe());
   ddp->register_comm_hook(dist::make_comm_hook(o.comm_hook));
-}
-
-void consolidate_optimizer(optim::Optimizer& opt) {
-  if (auto* zero = dynamic_cast<dist::ZeroRedundancyOptimizer*>(&opt))
-    zero->consolidate_state_dict(0);
 }
 
 int64_t optimizer_state_bytes(optim::Optimizer& opt) {

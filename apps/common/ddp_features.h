@@ -40,10 +40,6 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const RunOptions& o,
 // --comm-hook (after acc.prepare): registers dist::make_comm_hook(spec) on the DDP.
 void apply_comm_hook(const RunOptions& o, Accelerator& acc);
 
-// Before acc.save_state (collective on every rank): a ZeroRedundancyOptimizer gathers its
-// shards onto rank 0, which writes the checkpoint. Nothing for other optimizers.
-void consolidate_optimizer(optim::Optimizer& opt);
-
 // This rank's optimizer state bytes (a ZeroRedundancyOptimizer: its shard).
 int64_t optimizer_state_bytes(optim::Optimizer& opt);
 

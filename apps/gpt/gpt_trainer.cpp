@@ -158,9 +158,8 @@ Result run_training(const Options& o) {
   int64_t loss_count = 0;
   auto save = [&](int64_t iter) {
     if (o.checkpoint_dir.empty()) return;
-    // Collective: rank 0 writes atomically; every rank fails if the write failed. (--zero1:
-    // the optimizer's shards are gathered onto rank 0 first.)
-    apps::consolidate_optimizer(*optimizer);
+    // Collective: rank 0 writes atomically; every rank fails if the write failed (--zero1:
+    // the Accelerator gathers the optimizer's shards onto rank 0 first).
     acc.save_state(apps::checkpoint_path(o.checkpoint_dir, "iter", iter),
                    checkpoint_metadata(cfg, data.vocab(), iter, o, acc));
     if (main_rank) apps::remove_older_checkpoints(o.checkpoint_dir, "iter", iter);
