@@ -103,12 +103,6 @@ void apply_comm_hook(const RunOptions& o, Accelerator& acc) {
   ddp->register_comm_hook(dist::make_comm_hook(o.comm_hook));
 }
 
-int64_t optimizer_state_bytes(optim::Optimizer& opt) {
-  if (auto* zero = dynamic_cast<dist::ZeroRedundancyOptimizer*>(&opt))
-    return zero->stats().state_bytes;
-  return dist::optimizer_state_bytes(opt);
-}
-
 std::string ddp_features_summary(const RunOptions& o, const Accelerator& acc,
                                  optim::Optimizer& opt) {
   std::string s;

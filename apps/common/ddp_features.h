@@ -40,9 +40,6 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const RunOptions& o,
 // --comm-hook (after acc.prepare): registers dist::make_comm_hook(spec) on the DDP.
 void apply_comm_hook(const RunOptions& o, Accelerator& acc);
 
-// This rank's optimizer state bytes (a ZeroRedundancyOptimizer: its shard).
-int64_t optimizer_state_bytes(optim::Optimizer& opt);
-
 // For the summary line: "sync-bn (6 layers), zero1 (rank 0 steps 11/22 parameters, optimizer
 // state 0.10 MiB), comm hook bf16 (0.04 MB per step)"; "" when no flag is given.
 std::string ddp_features_summary(const RunOptions& o, const Accelerator& acc,
