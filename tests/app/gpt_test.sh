@@ -2,7 +2,8 @@
 # End-to-end tests of the gpt app, run by ctest on a small model over the Moby-Dick text: short
 # training lowers the loss and prints the summary, resume is bitwise equal to an uninterrupted
 # run, sampling is deterministic per seed and starts with the prompt, bad input and corrupt
-# checkpoints give one-line errors, 2-rank DDP and DataParallel train, bf16 AMP trains.
+# checkpoints give one-line errors, 2-rank DDP (also with --zero1, a bf16 comm hook and a
+# --sync-bn that has nothing to convert) and DataParallel train, bf16 AMP trains.
 # Usage: gpt_test.sh GPT TEXT_FILE CASE
 set -uo pipefail
 BIN=$1 TEXT=$2 CASE=$3
@@ -88,6 +89,12 @@ ddp)  # two DDP ranks (self-launched with -n 2) train; rank 0 prints one summary
   expect_rc 0 "${SMALL[@]}" --max-iters 20 -n 2
   grep -q 'ddp, 2 rank' "$WORK/out" || { cat "$WORK/out"; fail "no 2-rank summary"; }
   [ "$(grep -c 'gpt: val loss' "$WORK/out")" -eq 1 ] || fail "not exactly one summary line"
+  ;;
+ddp_features)  # ZeRO-1 over nanoGPT's two AdamW groups with bf16-compressed buckets, 2 ranks
+  expect_rc 0 "${SMALL[@]}" --max-iters 20 -n 2 --zero1 --comm-hook bf16 --sync-bn
+  grep -q '; sync-bn (no BatchNorm), zero1 (rank 0 steps [0-9]*/[0-9]* parameters, optimizer state' \
+    "$WORK/out" || { cat "$WORK/out"; fail "no zero1 summary"; }
+  grep -q 'comm hook bf16 ([0-9.]* MB per step)' "$WORK/out" || fail "no comm hook summary"
   ;;
 dp)  # DataParallel over 2 CPU replicas of the tied model
   expect_rc 0 "${SMALL[@]}" --max-iters 20 --mode dp
