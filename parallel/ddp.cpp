@@ -309,6 +309,14 @@ void DistributedDataParallel::reset_stats() {
 }
 
 Join::Join(DistributedDataParallel& ddp) : ddp_(ddp) {
+  // A joined rank shadows DDP's collectives only: a SyncBatchNorm's statistics allgather in the
+  // active ranks' forward would wait for it until the timeout (torch needs
+  // throw_on_early_termination there).
+  for (const auto& [name, m] : ddp_.module().named_modules())
+    MINIDL_CHECK(m->name() != "SyncBatchNorm", "dist::Join: the model has a SyncBatchNorm ('",
+                 name.empty() ? std::string("the root") : name,
+                 "'), whose collectives a joined rank cannot stand in for; give every rank the "
+                 "same number of batches (DistributedSampler with drop_last) instead of Join");
   ddp_.join_enabled_ = true;
   ddp_.join_iterations_ = 0;
 }

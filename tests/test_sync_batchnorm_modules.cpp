@@ -194,6 +194,22 @@ TEST_SUITE("sync_batchnorm") {
     });
   }
 
+  TEST_CASE("sync_batchnorm: dist::Join refuses a model with SyncBatchNorm, naming the layer") {
+    ddptest::run_ranks(2, [](int rank, std::shared_ptr<dist::ProcessGroup> pg) {
+      auto net = std::make_shared<ptest::SmallNet>(true);
+      nn::convert_sync_batchnorm(net, pg);
+      dist::DistributedDataParallel ddp(net, pg);
+      try {
+        dist::Join join(ddp);
+      } catch (const Error& e) {
+        return ddptest::report(
+            rank, std::string(e.what()).find("SyncBatchNorm ('bn')") != std::string::npos,
+            e.what());
+      }
+      return ddptest::report(rank, false, "Join accepted a SyncBatchNorm model");
+    });
+  }
+
   TEST_CASE("sync_batchnorm: AMP O2 keeps SyncBatchNorm in fp32, as BatchNorm") {
     auto model = nn::convert_sync_batchnorm(make_net());
     optim::SGD opt(model->parameters(), 0.1);
