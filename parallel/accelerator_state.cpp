@@ -52,6 +52,7 @@ Tensor Accelerator::gather(const Tensor& t) const {
                "batch dimension");
   if (!distributed()) return t;
   NoGradGuard no_grad;
+  if (t.dtype() == kBool) return gather(t.to(kUInt8)).to(kBool);  // as gather_for_metrics
   std::vector<Shape> shapes = all_shapes(t);
   for (size_t r = 0; r < shapes.size(); ++r)
     MINIDL_CHECK(shapes[r] == t.shape(), "Accelerator::gather: rank ", rank_, " has shape ",

@@ -191,6 +191,8 @@ Tensor gather_for_metrics(const Tensor& t, int64_t dataset_size) {
   MINIDL_CHECK(dataset_size >= 0, "gather_for_metrics: negative dataset_size ", dataset_size);
   NoGradGuard no_grad;
   if (!is_initialized()) return t.narrow(0, 0, std::min(dataset_size, t.size(0))).contiguous();
+  // The collectives move bytes, not bools: e.g. per-sample "correct" flags go as u8.
+  if (t.dtype() == kBool) return gather_for_metrics(t.to(kUInt8), dataset_size).to(kBool);
   ProcessGroup& pg = default_group();
   const int world = pg.size();
   // Every rank's sample count first (uneven when the sampler drops or the last batch is short).

@@ -328,6 +328,13 @@ TEST_CASE("accelerator: ddp (2 ranks) trains bitwise like hand-written DDP with 
         Tensor rows = tensor(std::vector<float>{float(rank), float(rank + 2), float(rank + 4)});
         Tensor all = acc.gather_for_metrics(rows, 5);
         if (!equal(all, tensor(std::vector<float>{0, 1, 2, 3, 4}))) return "gather_for_metrics";
+        // bool flags (e.g. per-sample "correct") in every mode, as in single and dp
+        Tensor flags = acc.gather_for_metrics(gt(rows, 1.5), 5);
+        if (flags.dtype() != kBool ||
+            !equal(flags.to(kUInt8), tensor(std::vector<float>{0, 0, 1, 1, 1}).to(kUInt8)))
+          return "gather_for_metrics of bool";
+        Tensor g_bool = acc.gather(eq(mine, 2.0));  // [4,1] = F F T T
+        if (g_bool.dtype() != kBool || sum(g_bool).item<int64_t>() != 2) return "gather of bool";
         acc.wait_for_everyone();
         return "";
       },

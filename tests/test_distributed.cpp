@@ -190,6 +190,10 @@ TEST_CASE("distributed: gather_for_metrics restores dataset order and drops padd
     Tensor g = gather_for_metrics(part, 8);
     for (int64_t p = 0; p < 8 && g.numel() == 8; ++p)
       c.check(g.at({p}) == double(p % 3), "uneven row " + std::to_string(p));
+    Tensor flags = gather_for_metrics(eq(part, 1), 8);  // bool: rows where rank 1 put them
+    c.check(flags.dtype() == kBool && flags.numel() == 8, "bool gather " + flags.shape_str());
+    for (int64_t p = 0; p < 8 && flags.numel() == 8; ++p)
+      c.check(flags.at({p}) == double(p % 3 == 1), "bool row " + std::to_string(p));
     c.check(contains(disttest::expect_error([&] { gather_for_metrics(part, 9); }).message,
                      "dataset index 8 should be sample 2 of rank 2"),
             "too short");
