@@ -307,28 +307,34 @@ LoadStateDictResult Module::load_state_dict(const StateDict& state_in, bool stri
     if (!state->count(k)) res.missing_keys.push_back(k);
   for (auto& [k, v] : *state)
     if (!own.count(k)) res.unexpected_keys.push_back(k);
-  if (strict && (!res.missing_keys.empty() || !res.unexpected_keys.empty())) {
-    std::ostringstream os;
-    os << "Error(s) in loading state_dict for " << name() << ":";
-    auto list = [&](const char* what, const std::vector<std::string>& keys) {
-      if (keys.empty()) return;
-      os << " " << what << " key(s) in state_dict: ";
-      for (size_t i = 0; i < keys.size(); ++i) os << (i ? ", " : "") << "\"" << keys[i] << "\"";
-      os << ".";
-    };
+  // Every problem in one error, as PyTorch: the key lists (strict), then each undefined tensor
+  // and size mismatch. Nothing is copied unless all of it is fine.
+  std::ostringstream os;
+  bool failed = false;
+  auto list = [&](const char* what, const std::vector<std::string>& keys) {
+    if (keys.empty()) return;
+    failed = true;
+    os << " " << what << " key(s) in state_dict: ";
+    for (size_t i = 0; i < keys.size(); ++i) os << (i ? ", " : "") << "\"" << keys[i] << "\"";
+    os << ".";
+  };
+  if (strict) {
     list("Missing", res.missing_keys);
     list("Unexpected", res.unexpected_keys);
-    MINIDL_FAIL(os.str());
   }
-  // Check every shape first so a failure leaves the module untouched.
   for (auto& [k, dst] : own) {
     auto it = state->find(k);
     if (it == state->end()) continue;
-    MINIDL_CHECK(it->second.defined(), "load_state_dict: '", k, "' is an undefined tensor");
-    MINIDL_CHECK(it->second.shape() == dst.shape(), "load_state_dict: size mismatch for ", k,
-                 ": copying a param with shape ", it->second.shape_str(),
-                 " from checkpoint, the shape in current model is ", dst.shape_str());
+    if (!it->second.defined()) {
+      os << " '" << k << "' is an undefined tensor.";
+      failed = true;
+    } else if (it->second.shape() != dst.shape()) {
+      os << " size mismatch for " << k << ": copying a param with shape " << it->second.shape_str()
+         << " from checkpoint, the shape in current model is " << dst.shape_str() << ".";
+      failed = true;
+    }
   }
+  if (failed) MINIDL_FAIL("Error(s) in loading state_dict for ", name(), ":", os.str());
   NoGradGuard guard;
   for (auto& [k, dst] : own) {
     auto it = state->find(k);

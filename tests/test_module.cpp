@@ -202,6 +202,22 @@ TEST_CASE("module: state_dict and load_state_dict") {
                                          "checkpoint, the shape in current model is [3, 2]"),
                        Error);
   CHECK(b->w_.at({0}) == 0.5);
+  // Every mismatch in one error (PyTorch lists them all): two sizes and a missing key.
+  nn::StateDict several = sd;
+  several["fc.weight"] = zeros({2, 3});
+  several["w"] = zeros({4});
+  several.erase("fc.bias");
+  try {
+    b->load_state_dict(several);
+    FAIL("expected an error");
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    CHECK(msg.find("Missing key(s) in state_dict: \"fc.bias\"") != std::string::npos);
+    CHECK(msg.find("size mismatch for fc.weight: copying a param with shape [2, 3]") !=
+          std::string::npos);
+    CHECK(msg.find("size mismatch for w: copying a param with shape [4]") != std::string::npos);
+  }
+  CHECK(b->w_.at({0}) == 0.5);
   // "module." prefix (DataParallel checkpoints) is stripped.
   nn::StateDict pref;
   for (auto& [k, v] : sd) pref["module." + k] = v;
