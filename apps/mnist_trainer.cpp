@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <memory>
 
+#include "apps/common/shared_cores.h"
 #include "apps/common/accelerate.h"
 #include "apps/common/checkpoints.h"
 #include "apps/common/ddp_features.h"
@@ -177,6 +178,8 @@ Result run_training(const Options& o) {
         acc.describe().c_str(), (long long)o.batch_size, (long long)global_batch,
         o.optimizer.c_str(), o.lr, get_num_threads(), o.workers, cpu_isa_summary().c_str(),
         amp ? "; " : "", apps::amp_describe(acc).c_str());
+  if (const std::string note = apps::shared_cores_note(get_num_threads()); verbose && !note.empty())
+    std::printf("%s\n", note.c_str());
 
   Result result;
   result.main_rank = main_rank;

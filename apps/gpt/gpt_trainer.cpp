@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <numbers>
 
+#include "apps/common/shared_cores.h"
 #include "apps/common/accelerate.h"
 #include "apps/common/ddp_features.h"
 #include "apps/common/checkpoints.h"
@@ -150,6 +151,8 @@ Result run_training(const Options& o) {
         double(n_params) / 1e6, acc.describe().c_str(), (long long)o.batch_size,
         (long long)o.block_size, o.lr, get_num_threads(), cpu_isa_summary().c_str(),
         amp ? "; " : "", apps::amp_describe(acc).c_str());
+  if (const std::string note = apps::shared_cores_note(get_num_threads()); verbose && !note.empty())
+    std::printf("%s\n", note.c_str());
 
   Result result;
   result.main_rank = main_rank;
