@@ -21,9 +21,6 @@ struct PowerSGDState {
   int64_t iter = 0;  // synchronised steps seen (counted at each step's last bucket)
   std::map<size_t, Tensor> error, p_memory, q_memory;  // by bucket index
   Generator rng;                                       // the initial Qs, the same on all ranks
-  void maybe_increase_iter(const GradBucket& b) {
-    if (b.is_last()) ++iter;
-  }
 };
 
 // Gram-Schmidt over the columns of m:[n, r], in place. A zero column stays zero (PyTorch would
@@ -57,7 +54,7 @@ CommFuture powersgd_step(const std::shared_ptr<PowerSGDState>& st, GradBucket& b
   const double inv_world = 1.0 / g.size();
   Tensor input = bucket.buffer();  // [numel]
   if (st->iter < o.start_powerSGD_iter) {
-    st->maybe_increase_iter(bucket);
+    if (bucket.is_last()) ++st->iter;
     mul_(input, inv_world);
     return CommFuture(g.allreduce(input, ReduceOp::sum), input);
   }
@@ -128,7 +125,7 @@ CommFuture powersgd_step(const std::shared_ptr<PowerSGDState>& st, GradBucket& b
   std::shared_ptr<Work> p_work = g.allreduce(p_all, ReduceOp::sum);
   return CommFuture(p_work, input)
       .then([st, plain, plain_flat, plain_work, factors, p_all, q_all, input, input_copy, bi,
-             inv_world, &g](Tensor) mutable {
+             inv_world, &g, is_last = bucket.is_last()](Tensor) mutable {
         if (plain_work) {
           plain_work->wait();
           mul_(plain_flat, inv_world);
@@ -150,11 +147,8 @@ CommFuture powersgd_step(const std::shared_ptr<PowerSGDState>& st, GradBucket& b
           st->p_memory.erase(bi);
           st->q_memory.erase(bi);
         }
+        if (is_last) ++st->iter;  // once per step, at its last bucket
         return input;
-      })
-      .then([st, is_last = bucket.is_last()](Tensor v) {
-        if (is_last) ++st->iter;
-        return v;
       });
 }
 

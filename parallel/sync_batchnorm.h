@@ -61,6 +61,14 @@ Tensor sync_batchnorm_forward(BatchNormState& s, bool training,
                               const std::shared_ptr<dist::ProcessGroup>& process_group,
                               bool& channels_checked, const Tensor& x);
 std::string sync_batchnorm_repr(const BatchNormState& s);
+// `to` takes `from`'s tensors (shared: names, values, requires_grad and .grad are the tensors').
+inline void share_batchnorm_tensors(BatchNormState& to, const BatchNormState& from) {
+  to.weight = from.weight;
+  to.bias = from.bias;
+  to.running_mean = from.running_mean;
+  to.running_var = from.running_var;
+  to.num_batches_tracked = from.num_batches_tracked;
+}
 }  // namespace detail
 
 // What convert_sync_batchnorm puts into a member declared std::shared_ptr<nn::BatchNorm2d> (or
@@ -72,11 +80,7 @@ class SyncBatchNormIn final : public BN {
  public:
   SyncBatchNormIn(const BatchNormState& state, std::shared_ptr<dist::ProcessGroup> pg)
       : BN(state.num_features, state.opt), process_group(std::move(pg)) {
-    this->s_.weight = state.weight;  // share the converted layer's tensors
-    this->s_.bias = state.bias;
-    this->s_.running_mean = state.running_mean;
-    this->s_.running_var = state.running_var;
-    this->s_.num_batches_tracked = state.num_batches_tracked;
+    detail::share_batchnorm_tensors(this->s_, state);  // the converted layer's tensors
   }
   Tensor forward(const Tensor& x) override {
     return detail::sync_batchnorm_forward(this->s_, this->is_training(), process_group,

@@ -11,15 +11,6 @@ namespace minidl::nn {
 
 namespace {
 
-// BatchNorm state b takes a's tensors (names, values, requires_grad, .grad are the tensors').
-void share_state(BatchNormState& b, const BatchNormState& a) {
-  b.weight = a.weight;
-  b.bias = a.bias;
-  b.running_mean = a.running_mean;
-  b.running_var = a.running_var;
-  b.num_batches_tracked = a.num_batches_tracked;
-}
-
 // Replaces, depth-first, every module for which `make` returns a replacement; a module shared
 // by several parents is replaced once and stays shared.
 struct Replacer {
@@ -85,7 +76,7 @@ std::shared_ptr<Module> convert_sync_batchnorm(std::shared_ptr<Module> module,
                if (auto* b2 = dynamic_cast<const BatchNorm2d*>(m.get())) s = &b2->s_;
                if (!s) return std::shared_ptr<Module>();
                auto sync = std::make_shared<SyncBatchNorm>(s->num_features, s->opt, process_group);
-               share_state(sync->s_, *s);
+               detail::share_batchnorm_tensors(sync->s_, *s);
                sync->from_batchnorm1d = b1 != nullptr;
                return std::shared_ptr<Module>(sync);
              },
@@ -104,29 +95,29 @@ std::shared_ptr<Module> convert_sync_batchnorm(std::shared_ptr<Module> module,
   return r.run(std::move(module));
 }
 
+namespace {
+
+// A plain BN sharing `s`'s tensors.
+template <class BN>
+std::shared_ptr<Module> plain_batchnorm(const BatchNormState& s) {
+  auto bn = std::make_shared<BN>(s.num_features, s.opt);
+  detail::share_batchnorm_tensors(bn->s_, s);
+  return bn;
+}
+
+}  // namespace
+
 std::shared_ptr<Module> revert_sync_batchnorm(std::shared_ptr<Module> module) {
   Replacer r{"revert_sync_batchnorm",
-             [](const std::shared_ptr<Module>& m) {
-               if (auto* in1 = dynamic_cast<const SyncBatchNormIn<BatchNorm1d>*>(m.get())) {
-                 auto bn = std::make_shared<BatchNorm1d>(in1->s_.num_features, in1->s_.opt);
-                 share_state(bn->s_, in1->s_);
-                 return std::shared_ptr<Module>(bn);
-               }
-               if (auto* in2 = dynamic_cast<const SyncBatchNormIn<BatchNorm2d>*>(m.get())) {
-                 auto bn = std::make_shared<BatchNorm2d>(in2->s_.num_features, in2->s_.opt);
-                 share_state(bn->s_, in2->s_);
-                 return std::shared_ptr<Module>(bn);
-               }
+             [](const std::shared_ptr<Module>& m) -> std::shared_ptr<Module> {
+               if (auto* in1 = dynamic_cast<const SyncBatchNormIn<BatchNorm1d>*>(m.get()))
+                 return plain_batchnorm<BatchNorm1d>(in1->s_);
+               if (auto* in2 = dynamic_cast<const SyncBatchNormIn<BatchNorm2d>*>(m.get()))
+                 return plain_batchnorm<BatchNorm2d>(in2->s_);
                auto* sync = dynamic_cast<const SyncBatchNorm*>(m.get());
-               if (!sync) return std::shared_ptr<Module>();
-               if (sync->from_batchnorm1d) {
-                 auto bn = std::make_shared<BatchNorm1d>(sync->s_.num_features, sync->s_.opt);
-                 share_state(bn->s_, sync->s_);
-                 return std::shared_ptr<Module>(bn);
-               }
-               auto bn = std::make_shared<BatchNorm2d>(sync->s_.num_features, sync->s_.opt);
-               share_state(bn->s_, sync->s_);
-               return std::shared_ptr<Module>(bn);
+               if (!sync) return nullptr;
+               return sync->from_batchnorm1d ? plain_batchnorm<BatchNorm1d>(sync->s_)
+                                             : plain_batchnorm<BatchNorm2d>(sync->s_);
              },
              {},
              {},

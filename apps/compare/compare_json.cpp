@@ -3,6 +3,8 @@
 // lists the modes and those fields.
 #include <nlohmann/json.hpp>
 
+#include <utility>
+
 #include "apps/compare/compare_report.h"
 #include "apps/compare/compare_run.h"
 
@@ -178,38 +180,39 @@ nlohmann::json report_json(const Report& rep) {
     j["loss_tolerance_reason"] = r.tolerance_reason;
     rows.push_back(std::move(j));
   }
+  // One projected point: the fields both projection lists share.
+  auto point = [](const Projection& q) {
+    return nlohmann::json{{"devices", q.devices},
+                          {"step_ms", q.step_s * 1e3},
+                          {"allreduce_ms", q.allreduce_s * 1e3},
+                          {"broadcast_ms", q.broadcast_s * 1e3},
+                          {"exposed_ms", q.exposed_s * 1e3},
+                          {"samples_per_s", q.samples_per_s},
+                          {"speedup", q.speedup},
+                          {"efficiency", q.efficiency}};
+  };
   nlohmann::json proj = nlohmann::json::array();
   for (const auto& p : rep.projections)
-    for (const Projection& q : p.points)
-      proj.push_back({{"link", p.link.name},
-                      {"bandwidth_GBps", p.link.bandwidth_Bps / 1e9},
-                      {"latency_us", p.link.latency_s * 1e6},
-                      {"devices", q.devices},
-                      {"step_ms", q.step_s * 1e3},
-                      {"allreduce_ms", q.allreduce_s * 1e3},
-                      {"broadcast_ms", q.broadcast_s * 1e3},
-                      {"exposed_ms", q.exposed_s * 1e3},
-                      {"samples_per_s", q.samples_per_s},
-                      {"speedup", q.speedup},
-                      {"efficiency", q.efficiency}});
+    for (const Projection& q : p.points) {
+      nlohmann::json j = point(q);
+      j["link"] = p.link.name;
+      j["bandwidth_GBps"] = p.link.bandwidth_Bps / 1e9;
+      j["latency_us"] = p.link.latency_s * 1e6;
+      proj.push_back(std::move(j));
+    }
   nlohmann::json variants = nlohmann::json::array();
   for (const VariantProjection& v : rep.variants)
     for (const auto& set : v.sets)
-      for (const Projection& q : set.points)
-        variants.push_back({{"mode", v.label},
-                            {"link", set.link.name},
-                            {"devices", q.devices},
-                            {"wire_scale", v.model.wire_scale},
-                            {"compute_ms", v.model.compute_s * 1e3},
-                            {"measured_compute_ms", v.measured_compute_s * 1e3},
-                            {"messages_per_bucket", v.model.messages_per_bucket},
-                            {"step_ms", q.step_s * 1e3},
-                            {"allreduce_ms", q.allreduce_s * 1e3},
-                            {"broadcast_ms", q.broadcast_s * 1e3},
-                            {"exposed_ms", q.exposed_s * 1e3},
-                            {"samples_per_s", q.samples_per_s},
-                            {"speedup", q.speedup},
-                            {"efficiency", q.efficiency}});
+      for (const Projection& q : set.points) {
+        nlohmann::json j = point(q);
+        j["mode"] = v.label;
+        j["link"] = set.link.name;
+        j["wire_scale"] = v.model.wire_scale;
+        j["compute_ms"] = v.model.compute_s * 1e3;
+        j["measured_compute_ms"] = v.measured_compute_s * 1e3;
+        j["messages_per_bucket"] = v.model.messages_per_bucket;
+        variants.push_back(std::move(j));
+      }
   nlohmann::json out = {
       {"title", rep.title},
       {"rows", rows},

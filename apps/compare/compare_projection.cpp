@@ -10,16 +10,6 @@
 
 namespace minidl::compare {
 
-namespace {
-
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), f, v);
-  return buf;
-}
-
-}  // namespace
-
 StepModel step_model_of(const RunResult& r) {
   StepModel m;
   const Breakdown& b = r.breakdown;

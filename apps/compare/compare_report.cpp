@@ -13,12 +13,6 @@ namespace minidl::compare {
 
 namespace {
 
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), f, v);
-  return buf;
-}
-
 double mean_step(const RunResult& r) {
   return r.samples_per_s() > 0 ? double(r.global_batch) / r.samples_per_s() : 0;
 }
@@ -98,6 +92,12 @@ double Report::speedup(const RunResult& r) const {
 double Report::efficiency(const RunResult& r) const {
   const int resources = r.mode == "single" ? std::max(r.threads, 1) : std::max(r.devices, 1);
   return speedup(r) / double(resources);
+}
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), f, v);
+  return buf;
 }
 
 std::string format_table(const Report& rep) {

@@ -85,6 +85,8 @@ StepModel step_model_of(const RunResult& ddp_row);
 void build_projection(Report& report, const std::vector<Link>& links);
 
 std::string format_table(const Report& report);
+// printf-style formatting of one number ("%.2f"), for the table and projection text.
+std::string fmt(const char* format, double value);
 std::vector<std::string> explain(const Report& report);
 std::string format_projection(const Report& report);
 nlohmann::json report_json(const Report& report);
