@@ -354,6 +354,7 @@ std::shared_ptr<Module> Module::clone(CloneMemo&) const {
 
 void Module::deep_copy_after_member_copy(CloneMemo& memo) {
   NoGradGuard guard;
+  if (hooks_) hooks_ = std::make_shared<RemovableHandle::Hooks>(*hooks_);  // the copy's own list
   auto cloned = [&](Tensor& t, bool keep_requires_grad) {
     if (!t.defined()) return;
     auto it = memo.tensors.find(t.impl());

@@ -7,7 +7,9 @@
 #include <functional>
 #include <iosfwd>
 #include <map>
+#include <optional>
 #include <memory>
+#include <concepts>
 #include <string>
 #include <type_traits>
 #include <unordered_map>
@@ -127,7 +129,48 @@ class Module : public std::enable_shared_from_this<Module> {
 
   // ---- forward and printing
   virtual Tensor forward(const Tensor& x);
-  Tensor operator()(const Tensor& x) { return forward(x); }
+  // Several tensor inputs (torch's forward(*args)): what DDP, DataParallel, the Accelerator and
+  // `module(x, mask)` call. Cloneable<Derived> routes it to Derived's forward taking that many
+  // `const Tensor&` (up to kMaxForwardInputs); the base takes one input only.
+  virtual Tensor forward_inputs(const std::vector<Tensor>& inputs);
+  static constexpr size_t kMaxForwardInputs = 6;
+
+  // Calls run the forward hooks (torch's module(x)); forward() itself does not.
+  Tensor operator()(const Tensor& x) { return hooks_ == nullptr ? forward(x) : call({x}); }
+  template <class... Ts>
+  requires(sizeof...(Ts) >= 2 && (std::same_as<std::remove_cvref_t<Ts>, Tensor> && ...)) Tensor
+  operator()(const Ts&... inputs) {
+    return call({inputs...});
+  }
+  // operator() on a list of inputs: the hooks, then forward (one input) or forward_inputs.
+  Tensor call(std::vector<Tensor> inputs);
+
+  // ---- hooks and apply
+  // torch's register_forward_pre_hook: runs before forward with the inputs; returning a value
+  // replaces them. register_forward_hook: runs after, with inputs and output; returning a
+  // value replaces the output. Hooks run in registration order, only for calls through
+  // operator() (and the wrappers); clone() copies them (the copy's list is its own).
+  using ForwardPreHook =
+      std::function<std::optional<std::vector<Tensor>>(Module&, const std::vector<Tensor>&)>;
+  using ForwardHook =
+      std::function<std::optional<Tensor>(Module&, const std::vector<Tensor>&, const Tensor&)>;
+  class RemovableHandle {  // torch.utils.hooks.RemovableHandle
+   public:
+    RemovableHandle() = default;
+    void remove();
+
+   private:
+    friend class Module;
+    struct Hooks;
+    RemovableHandle(std::weak_ptr<Hooks> hooks, uint64_t id) : hooks_(std::move(hooks)), id_(id) {}
+    std::weak_ptr<Hooks> hooks_;
+    uint64_t id_ = 0;
+  };
+  RemovableHandle register_forward_pre_hook(ForwardPreHook hook);
+  RemovableHandle register_forward_hook(ForwardHook hook);
+  // fn on every submodule (children first, recursively) and then on this module, as
+  // torch's module.apply(fn) (e.g. custom initialisation). Returns *this.
+  Module& apply(const std::function<void(Module&)>& fn);
   virtual std::string name() const;        // "Linear"; default: the demangled class name
   virtual std::string extra_repr() const;  // "in_features=4, out_features=3, bias=True"
   std::string repr() const;                // PyTorch's print(module) format
@@ -169,15 +212,65 @@ class Module : public std::enable_shared_from_this<Module> {
   std::vector<TensorEntry> buffers_;
   std::vector<ChildEntry> children_;
   bool training_ = true;
+  std::shared_ptr<RemovableHandle::Hooks> hooks_;  // null until a hook is registered
 };
 
 std::ostream& operator<<(std::ostream& os, const Module& m);
 
+struct Module::RemovableHandle::Hooks {
+  uint64_t next_id = 1;
+  std::vector<std::pair<uint64_t, ForwardPreHook>> pre;
+  std::vector<std::pair<uint64_t, ForwardHook>> post;
+};
+
 // CRTP helper providing clone(): `struct Net : nn::Cloneable<Net> { ... };`
+namespace detail {
+template <size_t>
+using TensorArg = const Tensor&;
+// Whether M has a forward taking sizeof...(I) tensors (e.g. forward(x, mask)).
+template <class M, size_t... I>
+constexpr bool has_forward(std::index_sequence<I...>) {
+  return requires(M & m, TensorArg<I>... xs) {
+    { m.forward(xs...) } -> std::convertible_to<Tensor>;
+  };
+}
+template <class M, size_t... I>
+Tensor call_forward(M& m, const std::vector<Tensor>& in, std::index_sequence<I...>) {
+  return m.forward(in[I]...);
+}
+// M's forward for in.size() tensors, or an error naming the arities M has.
+template <class M>
+Tensor forward_by_arity(M& m, const std::vector<Tensor>& in) {
+  std::string arities;
+  Tensor out;
+  bool done = false;
+  [&]<size_t... N>(std::index_sequence<N...>) {
+    (([&] {
+       if constexpr (has_forward<M>(std::make_index_sequence<N + 1>{})) {
+         arities += (arities.empty() ? "" : ", ") + std::to_string(N + 1);
+         if (!done && in.size() == N + 1) {
+           out = call_forward(m, in, std::make_index_sequence<N + 1>{});
+           done = true;
+         }
+       }
+     }()),
+     ...);
+  }
+  (std::make_index_sequence<Module::kMaxForwardInputs>{});
+  MINIDL_CHECK(done, m.name(), ": forward called with ", in.size(),
+               " tensor(s), but its forward takes ",
+               arities.empty() ? std::string("none of 1..6 tensors") : arities);
+  return out;
+}
+}  // namespace detail
+
 template <class Derived>
 class Cloneable : public Module {
  public:
   using Module::clone;
+  Tensor forward_inputs(const std::vector<Tensor>& inputs) override {
+    return detail::forward_by_arity(static_cast<Derived&>(*this), inputs);
+  }
   std::shared_ptr<Module> clone(CloneMemo& memo) const override {
     auto copy = std::make_shared<Derived>(static_cast<const Derived&>(*this));
     memo.modules[this] = copy;

@@ -128,6 +128,13 @@ Tensor Amp::forward(nn::Module& model, const Tensor& x) const {
   return cast_output(model(cast_input(x)));
 }
 
+Tensor Amp::forward(nn::Module& model, const std::vector<Tensor>& inputs) const {
+  std::vector<Tensor> cast;
+  cast.reserve(inputs.size());
+  for (const Tensor& x : inputs) cast.push_back(cast_input(x));
+  return cast_output(model.call(std::move(cast)));
+}
+
 void Amp::backward(const Tensor& loss) {
   scale_loss(loss).backward();
 }

@@ -60,6 +60,7 @@ class Amp {
   // O2/O3: floating inputs are cast to half and the output back to f32 (Apex casts model
   // outputs to float so the loss is computed in fp32); O0/O1: model(x) as is.
   Tensor forward(nn::Module& model, const Tensor& x) const;
+  Tensor forward(nn::Module& model, const std::vector<Tensor>& inputs) const;  // model(x, mask)
   Tensor cast_input(const Tensor& x) const;
   Tensor cast_output(const Tensor& y) const;
 

@@ -185,6 +185,13 @@ Tensor Accelerator::forward(const Tensor& x) {
   return amp_ ? amp_->forward(m, x) : m(x);
 }
 
+Tensor Accelerator::forward_inputs(const std::vector<Tensor>& inputs) {
+  nn::Module& m = model();
+  std::optional<dist::DistributedDataParallel::NoSync> no_sync;
+  if (ddp_ && accumulating_micro_batch()) no_sync.emplace(*ddp_);
+  return amp_ ? amp_->forward(m, inputs) : m.call(inputs);
+}
+
 amp::autocast Accelerator::autocast() const {
   if (amp_) return amp_->autocast_region();
   return amp::autocast(device_.type, std::nullopt, /*enabled=*/false);

@@ -163,6 +163,14 @@ class Accelerator {
   // half dtype and the output back to f32). Under ddp a micro-batch that does not end its
   // accumulation window runs without gradient synchronisation (DDP no_sync).
   Tensor forward(const Tensor& x);
+  // A model with several tensor inputs: acc.forward(x, mask) (nn::Module::forward_inputs;
+  // under dp each input is scattered along dim 0).
+  template <class... Ts>
+  requires(sizeof...(Ts) >= 2 && (std::same_as<std::remove_cvref_t<Ts>, Tensor> && ...)) Tensor
+      forward(const Ts&... inputs) {
+    return forward_inputs({inputs...});
+  }
+  Tensor forward_inputs(const std::vector<Tensor>& inputs);
   // The AMP level's autocast region (inactive with amp off): hold it over forward and loss.
   [[nodiscard]] amp::autocast autocast() const;
   // True when the current micro-batch ends its accumulation window (always with 1 step).

@@ -116,8 +116,21 @@ void DataParallel::sync_replicas(size_t n) {
 }
 
 Tensor DataParallel::forward(const Tensor& x) {
-  MINIDL_CHECK(x.dim() >= 1, "DataParallel: the input must have a batch dimension, got shape ",
-               x.shape_str());
+  return forward_inputs({x});
+}
+
+Tensor DataParallel::forward_inputs(const std::vector<Tensor>& inputs) {
+  MINIDL_CHECK(!inputs.empty(), "DataParallel: forward called without inputs");
+  const Tensor& x = inputs[0];
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& t = inputs[i];
+    MINIDL_CHECK(t.dim() >= 1, "DataParallel: input ", i,
+                 " must have a batch dimension to scatter along, got shape ", t.shape_str());
+    MINIDL_CHECK(t.size(0) == x.size(0),
+                 "DataParallel: the inputs are scattered along dim 0 "
+                 "and must have the same batch size: input 0 has shape ",
+                 x.shape_str(), ", input ", i, " has shape ", t.shape_str());
+  }
   const int64_t batch = x.size(0);
   MINIDL_CHECK(batch > 0, "DataParallel: empty batch (input shape ", x.shape_str(), ")");
   const int64_t chunk = (batch + int64_t(devices_.size()) - 1) / int64_t(devices_.size());
@@ -131,10 +144,13 @@ Tensor DataParallel::forward(const Tensor& x) {
   const bool grad_mode = GradMode::is_enabled();
   const amp::AutocastState autocast = amp::autocast_state();  // the replicas inherit it
   t0 = Clock::now();
-  std::vector<Tensor> parts(n);  // scatter on this thread (x's autograd state is not shared)
+  // Scatter on this thread (the inputs' autograd state is not shared): parts[k][i] is input
+  // i's chunk k on device k.
+  std::vector<std::vector<Tensor>> parts(n);
   for (size_t k = 0; k < n; ++k) {
     const int64_t start = int64_t(k) * chunk;
-    parts[k] = x.narrow(0, start, std::min(chunk, batch - start)).to(devices_[k]);
+    for (const Tensor& t : inputs)
+      parts[k].push_back(t.narrow(0, start, std::min(chunk, batch - start)).to(devices_[k]));
   }
   st.scatter_seconds += seconds_since(t0);
   auto run = [&](size_t k) {
@@ -142,7 +158,7 @@ Tensor DataParallel::forward(const Tensor& x) {
       AutoGradMode mode(grad_mode);
       amp::AutocastStateGuard autocast_mode(autocast);
       t_in_replica = true;
-      outputs[k] = replicas_[k]->forward(parts[k]);
+      outputs[k] = replicas_[k]->call(parts[k]);  // with its hooks, as torch's replica(*inputs)
       t_in_replica = false;
     } catch (...) {
       t_in_replica = false;

@@ -39,6 +39,9 @@ class DataParallel : public ModuleWrapper {
   // x:[B,...] -> chunks of ceil(B / n) rows (fewer replicas when B < n) -> outputs gathered
   // along dim 0 on the output device (0-d outputs become a vector [n]).
   Tensor forward(const Tensor& x) override;
+  // Several inputs (`dp(x, mask)`): each is scattered along dim 0 (equal batch sizes) and
+  // replica k runs forward on the k-th chunks of all of them.
+  Tensor forward_inputs(const std::vector<Tensor>& inputs) override;
 
   const std::vector<Device>& devices() const { return devices_; }
   // Current and peak tensor memory of each distinct device in devices() (replicas that share

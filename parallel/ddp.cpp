@@ -266,6 +266,16 @@ void DistributedDataParallel::explain_failure(const std::exception& e) const {
 }
 
 Tensor DistributedDataParallel::forward(const Tensor& x) {
+  before_forward();
+  return (*module_)(x);
+}
+
+Tensor DistributedDataParallel::forward_inputs(const std::vector<Tensor>& inputs) {
+  before_forward();
+  return module_->call(inputs);  // the module's hooks run, as in torch's self.module(*inputs)
+}
+
+void DistributedDataParallel::before_forward() {
   const bool sync = require_sync_ && GradMode::is_enabled();
   const bool multi = group_->size() > 1;
   if (multi && (sync || join_enabled_ || (opts_.broadcast_buffers && has_buffers_)))
@@ -281,7 +291,6 @@ Tensor DistributedDataParallel::forward(const Tensor& x) {
     broadcast_seconds_ +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
-  return module_->forward(x);
 }
 
 DDPStats DistributedDataParallel::stats() const {

@@ -74,6 +74,8 @@ class DistributedDataParallel : public ModuleWrapper {
   ~DistributedDataParallel() override;
 
   Tensor forward(const Tensor& x) override;
+  // A model with several tensor inputs: `ddp(x, mask)` (see nn::Module::forward_inputs).
+  Tensor forward_inputs(const std::vector<Tensor>& inputs) override;
 
   // RAII: inside, backward only accumulates local gradients; the first synchronised backward
   // after it averages the accumulated gradients (torch's `with ddp.no_sync():`).
@@ -105,6 +107,7 @@ class DistributedDataParallel : public ModuleWrapper {
 
  private:
   friend class Join;
+  void before_forward();  // join notice, step count, reducer preparation, buffer broadcast
   void check_same_parameters();
   void broadcast_state(int root);  // parameters and buffers
   void broadcast_buffers();
