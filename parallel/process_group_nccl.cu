@@ -3,7 +3,6 @@
 // group timeout (the communicator is aborted on timeout). Refuses two ranks on one GPU. CPU
 // tensors (control values) are staged through the group's device.
 #include <cuda_runtime.h>
-#include <nccl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,6 +12,7 @@
 #include <type_traits>
 
 #include "autograd/grad_mode.h"
+#include "parallel/nccl_api.cuh"
 #include "parallel/process_group_detail.h"
 #include "parallel/process_group_nccl.h"
 #include "tensor/cuda.h"
@@ -25,7 +25,7 @@ namespace minidl::dist {
 
 void check_nccl(ncclResult_t r, const char* call, const char* file, int line) {
   MINIDL_CHECK(r == ncclSuccess, "NCCL call ", call, " failed at ", file, ":", line, ": ",
-               ncclGetErrorString(r));
+               nccl_api().ncclGetErrorString(r));
 }
 
 void check_cuda(cudaError_t r, const char* call, const char* file, int line) {
@@ -33,8 +33,14 @@ void check_cuda(cudaError_t r, const char* call, const char* file, int line) {
                cudaGetErrorString(r));
 }
 
+// Whether libnccl loads (it is dlopen'ed on first use: parallel/nccl_api.cuh).
 bool nccl_available() {
-  return true;
+  try {
+    nccl_api();
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
 }
 
 namespace {
@@ -175,7 +181,7 @@ class NcclProcessGroup final : public detail::ProcessGroupBase {
     check_one_rank_per_gpu();
     ncclUniqueId id;
     if (rank_ == 0) {
-      MINIDL_NCCL_CHECK(ncclGetUniqueId(&id));
+      MINIDL_NCCL_CHECK(nccl_api().ncclGetUniqueId(&id));
       store_->set(prefix_ + "nccl_id", Bytes(reinterpret_cast<uint8_t*>(&id),
                                              reinterpret_cast<uint8_t*>(&id) + sizeof(id)));
     } else {
@@ -183,7 +189,7 @@ class NcclProcessGroup final : public detail::ProcessGroupBase {
       MINIDL_CHECK(b.size() == sizeof(id), "nccl: malformed unique id in the store");
       std::memcpy(&id, b.data(), sizeof(id));
     }
-    MINIDL_NCCL_CHECK(ncclCommInitRank(&comm_, size_, id, rank_));
+    MINIDL_NCCL_CHECK(nccl_api().ncclCommInitRank(&comm_, size_, id, rank_));
     MINIDL_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     MINIDL_CUDA_CHECK(cudaMalloc(&barrier_buf_, sizeof(float)));
     stall_.start("nccl");
@@ -202,7 +208,7 @@ class NcclProcessGroup final : public detail::ProcessGroupBase {
       if (q == cudaSuccess) break;
       (void)cudaGetLastError();
       ncclResult_t async = ncclSuccess;
-      (void)ncclCommGetAsyncError(comm_, &async);
+      (void)nccl_api().ncclCommGetAsyncError(comm_, &async);
       if (q != cudaErrorNotReady || async != ncclSuccess ||
           std::chrono::steady_clock::now() > deadline)
         drained = false;
@@ -210,9 +216,9 @@ class NcclProcessGroup final : public detail::ProcessGroupBase {
         std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
     if (drained)
-      (void)ncclCommDestroy(comm_);
+      (void)nccl_api().ncclCommDestroy(comm_);
     else
-      (void)ncclCommAbort(comm_);
+      (void)nccl_api().ncclCommAbort(comm_);
     (void)cudaFree(barrier_buf_);
     (void)cudaStreamDestroy(stream_);
     if (previous >= 0) (void)cudaSetDevice(previous);
@@ -235,16 +241,16 @@ class NcclProcessGroup final : public detail::ProcessGroupBase {
       MINIDL_CHECK(comm_ != nullptr, where(op, seq),
                    " failed: the communicator was aborted after an earlier failure");
       ncclResult_t async = ncclSuccess;
-      (void)ncclCommGetAsyncError(comm_, &async);
+      (void)nccl_api().ncclCommGetAsyncError(comm_, &async);
       if (async != ncclSuccess) {
         broken_ = true;
-        MINIDL_FAIL(where(op, seq), " failed: ", ncclGetErrorString(async));
+        MINIDL_FAIL(where(op, seq), " failed: ", nccl_api().ncclGetErrorString(async));
       }
       if (std::chrono::steady_clock::now() > deadline) {
         broken_ = true;
         const std::string missing = stall_.diagnose(seq);  // bounded, never throws
         stall_.end(seq, /*completed=*/false);
-        (void)ncclCommAbort(comm_);
+        (void)nccl_api().ncclCommAbort(comm_);
         comm_ = nullptr;  // freed by the abort (ncclCommAbort/Destroy(nullptr) are no-ops)
         MINIDL_FAIL(where(op, seq), " failed: timed out after ", format_seconds(options_.timeout),
                     missing.empty() ? "; a peer may have died, be slow, or skipped this collective"
@@ -296,32 +302,32 @@ class NcclProcessGroup final : public detail::ProcessGroupBase {
   // An allreduce of one float (like c10d's NCCL barrier).
   std::shared_ptr<Work> barrier() override {
     return launch("barrier", "barrier()", {}, [&] {
-      MINIDL_NCCL_CHECK(
-          ncclAllReduce(barrier_buf_, barrier_buf_, 1, ncclFloat32, ncclSum, comm_, stream_));
+      MINIDL_NCCL_CHECK(nccl_api().ncclAllReduce(barrier_buf_, barrier_buf_, 1, ncclFloat32,
+                                                 ncclSum, comm_, stream_));
     });
   }
 
  private:
   std::shared_ptr<Work> allreduce_dev(Tensor& t, ReduceOp op) {
     check_cuda_tensor(t, "allreduce");
-    return launch("allreduce", detail::collective_desc("allreduce", t.dtype(), t.numel()), {t},
-                  [&] {
-                    MINIDL_NCCL_CHECK(ncclAllReduce(t.data_ptr(), t.data_ptr(), size_t(t.numel()),
-                                                    nccl_dtype(t.dtype()), nccl_op(op, t.dtype()),
-                                                    comm_, stream_));
-                    if (op == ReduceOp::avg && !is_floating(t.dtype()))
-                      floor_divide(t.data_ptr(), t.dtype(), t.numel(), size_, stream_);
-                  });
+    return launch(
+        "allreduce", detail::collective_desc("allreduce", t.dtype(), t.numel()), {t}, [&] {
+          MINIDL_NCCL_CHECK(nccl_api().ncclAllReduce(t.data_ptr(), t.data_ptr(), size_t(t.numel()),
+                                                     nccl_dtype(t.dtype()), nccl_op(op, t.dtype()),
+                                                     comm_, stream_));
+          if (op == ReduceOp::avg && !is_floating(t.dtype()))
+            floor_divide(t.data_ptr(), t.dtype(), t.numel(), size_, stream_);
+        });
   }
 
   std::shared_ptr<Work> broadcast_dev(Tensor& t, int root) {
     check_cuda_tensor(t, "broadcast");
     check_root(root, "broadcast");
-    return launch("broadcast", detail::collective_desc("broadcast", t.dtype(), t.numel()), {t},
-                  [&] {
-                    MINIDL_NCCL_CHECK(ncclBroadcast(t.data_ptr(), t.data_ptr(), size_t(t.numel()),
-                                                    nccl_dtype(t.dtype()), root, comm_, stream_));
-                  });
+    return launch(
+        "broadcast", detail::collective_desc("broadcast", t.dtype(), t.numel()), {t}, [&] {
+          MINIDL_NCCL_CHECK(nccl_api().ncclBroadcast(t.data_ptr(), t.data_ptr(), size_t(t.numel()),
+                                                     nccl_dtype(t.dtype()), root, comm_, stream_));
+        });
   }
 
   // Grouped send/recv: works for equal and uneven sizes alike.
@@ -342,16 +348,16 @@ class NcclProcessGroup final : public detail::ProcessGroupBase {
         "allgather", detail::collective_desc("allgather", input.dtype(), input.numel()), keep, [&] {
           MINIDL_CUDA_CHECK(cudaMemcpyAsync(outputs[size_t(rank_)].data_ptr(), input.data_ptr(),
                                             input.nbytes(), cudaMemcpyDeviceToDevice, stream_));
-          MINIDL_NCCL_CHECK(ncclGroupStart());
+          MINIDL_NCCL_CHECK(nccl_api().ncclGroupStart());
           for (int r = 0; r < size_; ++r) {
             if (r == rank_) continue;
             const Tensor& o = outputs[size_t(r)];
-            MINIDL_NCCL_CHECK(ncclSend(input.data_ptr(), size_t(input.numel()),
-                                       nccl_dtype(input.dtype()), r, comm_, stream_));
-            MINIDL_NCCL_CHECK(ncclRecv(o.data_ptr(), size_t(o.numel()), nccl_dtype(o.dtype()), r,
-                                       comm_, stream_));
+            MINIDL_NCCL_CHECK(nccl_api().ncclSend(input.data_ptr(), size_t(input.numel()),
+                                                  nccl_dtype(input.dtype()), r, comm_, stream_));
+            MINIDL_NCCL_CHECK(nccl_api().ncclRecv(o.data_ptr(), size_t(o.numel()),
+                                                  nccl_dtype(o.dtype()), r, comm_, stream_));
           }
-          MINIDL_NCCL_CHECK(ncclGroupEnd());
+          MINIDL_NCCL_CHECK(nccl_api().ncclGroupEnd());
         });
   }
 
@@ -372,14 +378,14 @@ class NcclProcessGroup final : public detail::ProcessGroupBase {
         "reduce_scatter", detail::collective_desc("reduce_scatter", output.dtype(), output.numel()),
         keep,
         [&] {
-          MINIDL_NCCL_CHECK(ncclGroupStart());
+          MINIDL_NCCL_CHECK(nccl_api().ncclGroupStart());
           for (int r = 0; r < size_; ++r) {
             void* recv = r == rank_ ? output.data_ptr() : inputs[size_t(r)].data_ptr();
-            MINIDL_NCCL_CHECK(ncclReduce(inputs[size_t(r)].data_ptr(), recv, size_t(output.numel()),
-                                         nccl_dtype(output.dtype()), nccl_op(op, output.dtype()), r,
-                                         comm_, stream_));
+            MINIDL_NCCL_CHECK(nccl_api().ncclReduce(
+                inputs[size_t(r)].data_ptr(), recv, size_t(output.numel()),
+                nccl_dtype(output.dtype()), nccl_op(op, output.dtype()), r, comm_, stream_));
           }
-          MINIDL_NCCL_CHECK(ncclGroupEnd());
+          MINIDL_NCCL_CHECK(nccl_api().ncclGroupEnd());
           if (op == ReduceOp::avg && !is_floating(output.dtype()))
             floor_divide(output.data_ptr(), output.dtype(), output.numel(), size_, stream_);
         },
@@ -405,16 +411,16 @@ class NcclProcessGroup final : public detail::ProcessGroupBase {
         "gather", detail::collective_desc("gather", input.dtype(), input.numel()), keep, [&] {
           const size_t n = size_t(input.numel());
           const ncclDataType_t dt = nccl_dtype(input.dtype());
-          MINIDL_NCCL_CHECK(ncclGroupStart());
+          MINIDL_NCCL_CHECK(nccl_api().ncclGroupStart());
           if (rank_ != root) {
-            MINIDL_NCCL_CHECK(ncclSend(input.data_ptr(), n, dt, root, comm_, stream_));
+            MINIDL_NCCL_CHECK(nccl_api().ncclSend(input.data_ptr(), n, dt, root, comm_, stream_));
           } else {
             for (int r = 0; r < size_; ++r)
               if (r != rank_)
                 MINIDL_NCCL_CHECK(
-                    ncclRecv(outputs[size_t(r)].data_ptr(), n, dt, r, comm_, stream_));
+                    nccl_api().ncclRecv(outputs[size_t(r)].data_ptr(), n, dt, r, comm_, stream_));
           }
-          MINIDL_NCCL_CHECK(ncclGroupEnd());
+          MINIDL_NCCL_CHECK(nccl_api().ncclGroupEnd());
           if (rank_ == root)
             MINIDL_CUDA_CHECK(cudaMemcpyAsync(outputs[size_t(rank_)].data_ptr(), input.data_ptr(),
                                               input.nbytes(), cudaMemcpyDeviceToDevice, stream_));

@@ -1,5 +1,6 @@
-// cuBLAS / cuBLASLt are dlopen'ed on first use (tensor/cuda/dynlib.h), not linked: the test binary
-// does not name them as needed libraries, the loader resolves every symbol it uses from them, and
+// cuBLAS / cuBLASLt, cuDNN and NCCL are dlopen'ed on first use (tensor/cuda/dynlib.h,
+// parallel/nccl_library.h), not linked, and the CUDA runtime is static: the test binary names no
+// CUDA library as needed, the loader resolves every symbol minidl uses from those libraries, and
 // a missing library or symbol fails with an error naming it. Runs without a GPU (dlopen needs
 // none).
 #include <doctest/doctest.h>
@@ -16,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "parallel/nccl_library.h"
 #include "skip.h"
 #include "tensor/cuda/dynlib.h"
 #include "tensor/device.h"
@@ -65,6 +67,14 @@ std::string file_of(const void* address) {
   return info.dli_fname ? info.dli_fname : "";
 }
 
+bool nccl_loaded() {
+#ifdef MINIDL_TEST_WITH_NCCL
+  return minidl::dist::nccl_loaded();
+#else
+  return false;
+#endif
+}
+
 std::string error_of(auto&& fn) {
   try {
     fn();
@@ -77,25 +87,30 @@ std::string error_of(auto&& fn) {
 }  // namespace
 
 TEST_SUITE("lazy_cuda_libs") {
-  TEST_CASE("cuBLAS and cuBLASLt are neither linked nor loaded at start-up") {
+  TEST_CASE("no CUDA library is linked, and none but the driver's is loaded at start-up") {
     const std::vector<std::string> needed = needed_libraries("/proc/self/exe");
     CHECK(!needed.empty());  // libc at least: the parser works
     for (const std::string& lib : needed) {
       INFO("DT_NEEDED ", lib);
-      CHECK(lib.find("libcublas") == std::string::npos);
+      for (const char* cuda_lib : {"libcublas", "libcudnn", "libnccl", "libcudart"})
+        CHECK(lib.find(cuda_lib) == std::string::npos);
     }
     // Without a GPU nothing but the loader could map them: not before its first use.
-    if (minidl::device_count(minidl::DeviceType::cuda) > 0 || minidl::cuda::cublaslt_loaded())
-      MINIDL_SKIP("a GPU case or an earlier case may have loaded cuBLAS: mappings not checked");
-    int mapped = 0;
+    if (minidl::device_count(minidl::DeviceType::cuda) > 0 || minidl::cuda::cublaslt_loaded() ||
+        minidl::cuda::cudnn_loaded() || nccl_loaded())
+      MINIDL_SKIP("a GPU case or an earlier case may have loaded them: mappings not checked");
+    std::vector<std::string> mapped;
     dl_iterate_phdr(
-        [](dl_phdr_info* info, size_t, void* count) {
-          if (info->dlpi_name && std::strstr(info->dlpi_name, "libcublas"))
-            ++*static_cast<int*>(count);
+        [](dl_phdr_info* info, size_t, void* out) {
+          if (info->dlpi_name)
+            for (const char* lib : {"libcublas", "libcudnn", "libnccl", "libcudart"})
+              if (std::strstr(info->dlpi_name, lib))
+                static_cast<std::vector<std::string>*>(out)->push_back(info->dlpi_name);
           return 0;
         },
         &mapped);
-    CHECK(mapped == 0);
+    CHECK(mapped.empty());
+    for (const auto& m : mapped) MESSAGE("mapped: " << m);
   }
 
   TEST_CASE("the loader resolves every cuBLASLt and cuBLAS symbol from those libraries") {
@@ -119,6 +134,32 @@ TEST_SUITE("lazy_cuda_libs") {
     check_resolved_from(blas, "libcublas.so.");
   }
 
+#if defined(MINIDL_TEST_WITH_CUDNN) && defined(MINIDL_TEST_WITH_NCCL)
+  TEST_CASE("the loader resolves every cuDNN and NCCL symbol from those libraries") {
+    for (const auto& s : minidl::cuda::cudnn_symbols()) {
+      INFO("symbol ", s.name);
+      REQUIRE(s.address != nullptr);
+      // cuDNN 9's libcudnn.so.9 is the front that exports the whole API.
+      CHECK(std::filesystem::path(file_of(s.address))
+                .filename()
+                .string()
+                .starts_with("libcudnn.so."));
+    }
+    CHECK(minidl::cuda::cudnn_symbols().size() == 24);
+    CHECK(minidl::cuda::cudnn_loaded());
+    CHECK(minidl::cuda::cudnn_library().path.find("libcudnn.so.") != std::string::npos);
+    const auto nccl = minidl::dist::nccl_symbols();
+    CHECK(nccl.size() == 13);
+    for (const auto& s : nccl) {
+      INFO("symbol ", s.name);
+      REQUIRE(s.address != nullptr);
+      CHECK(
+          std::filesystem::path(file_of(s.address)).filename().string().starts_with("libnccl.so."));
+    }
+    CHECK(minidl::dist::nccl_loaded());
+  }
+#endif
+
   TEST_CASE("the fallback directories hold the toolkit that was loaded") {
     const std::vector<std::string> dirs = minidl::cuda::cuda_library_dirs();
     REQUIRE(!dirs.empty());
@@ -126,7 +167,7 @@ TEST_SUITE("lazy_cuda_libs") {
     REQUIRE(!lt.empty());
     namespace fs = std::filesystem;
     const fs::path loaded = fs::canonical(file_of(lt[0].address));
-    // The directory libcudart came from (first) or the configure-time toolkit directory holds it.
+    // The configure-time toolkit directory (or a shared libcudart's, when linked so) holds it.
     bool found = false;
     for (const std::string& d : dirs) {
       INFO("dir ", d);

@@ -87,24 +87,24 @@ uint32_t align16(const void* p) {
 
 void make_descs(Plan& pl, Pass pass, DType dt, const Geom& g, int64_t n, const Conv2dParams& p) {
   const cudnnDataType_t ty = dnn_type(dt);
-  MINIDL_CUDNN_CHECK(cudnnCreateTensorDescriptor(&pl.x));
-  MINIDL_CUDNN_CHECK(cudnnCreateTensorDescriptor(&pl.y));
-  MINIDL_CUDNN_CHECK(cudnnCreateFilterDescriptor(&pl.w));
-  MINIDL_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&pl.conv));
+  MINIDL_CUDNN_CHECK(cudnn_api().cudnnCreateTensorDescriptor(&pl.x));
+  MINIDL_CUDNN_CHECK(cudnn_api().cudnnCreateTensorDescriptor(&pl.y));
+  MINIDL_CUDNN_CHECK(cudnn_api().cudnnCreateFilterDescriptor(&pl.w));
+  MINIDL_CUDNN_CHECK(cudnn_api().cudnnCreateConvolutionDescriptor(&pl.conv));
   const int ni = to_int(n, pass, "batch");
-  MINIDL_CUDNN_CHECK(
-      cudnnSetTensor4dDescriptor(pl.x, CUDNN_TENSOR_NCHW, ty, ni, int(g.C), int(g.H), int(g.W)));
-  MINIDL_CUDNN_CHECK(
-      cudnnSetTensor4dDescriptor(pl.y, CUDNN_TENSOR_NCHW, ty, ni, int(g.O), int(g.Ho), int(g.Wo)));
-  MINIDL_CUDNN_CHECK(cudnnSetFilter4dDescriptor(pl.w, ty, CUDNN_TENSOR_NCHW, int(g.O), int(g.Cg),
-                                                int(g.kh), int(g.kw)));
-  MINIDL_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(
+  MINIDL_CUDNN_CHECK(cudnn_api().cudnnSetTensor4dDescriptor(pl.x, CUDNN_TENSOR_NCHW, ty, ni,
+                                                            int(g.C), int(g.H), int(g.W)));
+  MINIDL_CUDNN_CHECK(cudnn_api().cudnnSetTensor4dDescriptor(pl.y, CUDNN_TENSOR_NCHW, ty, ni,
+                                                            int(g.O), int(g.Ho), int(g.Wo)));
+  MINIDL_CUDNN_CHECK(cudnn_api().cudnnSetFilter4dDescriptor(pl.w, ty, CUDNN_TENSOR_NCHW, int(g.O),
+                                                            int(g.Cg), int(g.kh), int(g.kw)));
+  MINIDL_CUDNN_CHECK(cudnn_api().cudnnSetConvolution2dDescriptor(
       pl.conv, to_int(p.padding[0], pass, "padding"), to_int(p.padding[1], pass, "padding"),
       to_int(p.stride[0], pass, "stride"), to_int(p.stride[1], pass, "stride"),
       to_int(p.dilation[0], pass, "dilation"), to_int(p.dilation[1], pass, "dilation"),
       CUDNN_CROSS_CORRELATION, dt == DType::f64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT));
-  MINIDL_CUDNN_CHECK(cudnnSetConvolutionGroupCount(pl.conv, int(p.groups)));
-  MINIDL_CUDNN_CHECK(cudnnSetConvolutionMathType(pl.conv, math_type(dt)));
+  MINIDL_CUDNN_CHECK(cudnn_api().cudnnSetConvolutionGroupCount(pl.conv, int(p.groups)));
+  MINIDL_CUDNN_CHECK(cudnn_api().cudnnSetConvolutionMathType(pl.conv, math_type(dt)));
 }
 
 // Workspace bytes of one algorithm (0 when it does not apply to the problem).
@@ -112,14 +112,14 @@ size_t ws_size(cudnnHandle_t h, Pass pass, const Plan& pl, int algo) {
   size_t s = 0;
   cudnnStatus_t st;
   if (pass == Pass::fwd)
-    st = cudnnGetConvolutionForwardWorkspaceSize(h, pl.x, pl.w, pl.conv, pl.y,
-                                                 cudnnConvolutionFwdAlgo_t(algo), &s);
+    st = cudnn_api().cudnnGetConvolutionForwardWorkspaceSize(h, pl.x, pl.w, pl.conv, pl.y,
+                                                             cudnnConvolutionFwdAlgo_t(algo), &s);
   else if (pass == Pass::bwd_data)
-    st = cudnnGetConvolutionBackwardDataWorkspaceSize(h, pl.w, pl.y, pl.conv, pl.x,
-                                                      cudnnConvolutionBwdDataAlgo_t(algo), &s);
+    st = cudnn_api().cudnnGetConvolutionBackwardDataWorkspaceSize(
+        h, pl.w, pl.y, pl.conv, pl.x, cudnnConvolutionBwdDataAlgo_t(algo), &s);
   else
-    st = cudnnGetConvolutionBackwardFilterWorkspaceSize(h, pl.x, pl.y, pl.conv, pl.w,
-                                                        cudnnConvolutionBwdFilterAlgo_t(algo), &s);
+    st = cudnn_api().cudnnGetConvolutionBackwardFilterWorkspaceSize(
+        h, pl.x, pl.y, pl.conv, pl.w, cudnnConvolutionBwdFilterAlgo_t(algo), &s);
   return st == CUDNN_STATUS_SUCCESS ? s : 0;
 }
 
@@ -148,26 +148,27 @@ std::vector<Choice> candidates(cudnnHandle_t h, Pass pass, const Plan& pl, Bufs 
   int got = 0;
   if (pass == Pass::fwd) {
     cudnnConvolutionFwdAlgoPerf_t r[kMaxAlgos];
-    MINIDL_CUDNN_CHECK(
-        find ? cudnnFindConvolutionForwardAlgorithmEx(h, pl.x, b.x, pl.w, b.w, pl.conv, pl.y, b.y,
-                                                      req, &got, r, ws, wsb)
-             : cudnnGetConvolutionForwardAlgorithm_v7(h, pl.x, pl.w, pl.conv, pl.y, req, &got, r));
+    MINIDL_CUDNN_CHECK(find
+                           ? cudnn_api().cudnnFindConvolutionForwardAlgorithmEx(
+                                 h, pl.x, b.x, pl.w, b.w, pl.conv, pl.y, b.y, req, &got, r, ws, wsb)
+                           : cudnn_api().cudnnGetConvolutionForwardAlgorithm_v7(
+                                 h, pl.x, pl.w, pl.conv, pl.y, req, &got, r));
     return to_choices(r, got);
   }
   if (pass == Pass::bwd_data) {
     cudnnConvolutionBwdDataAlgoPerf_t r[kMaxAlgos];
     MINIDL_CUDNN_CHECK(find
-                           ? cudnnFindConvolutionBackwardDataAlgorithmEx(
+                           ? cudnn_api().cudnnFindConvolutionBackwardDataAlgorithmEx(
                                  h, pl.w, b.w, pl.y, b.y, pl.conv, pl.x, b.x, req, &got, r, ws, wsb)
-                           : cudnnGetConvolutionBackwardDataAlgorithm_v7(h, pl.w, pl.y, pl.conv,
-                                                                         pl.x, req, &got, r));
+                           : cudnn_api().cudnnGetConvolutionBackwardDataAlgorithm_v7(
+                                 h, pl.w, pl.y, pl.conv, pl.x, req, &got, r));
     return to_choices(r, got);
   }
   cudnnConvolutionBwdFilterAlgoPerf_t r[kMaxAlgos];
-  MINIDL_CUDNN_CHECK(find ? cudnnFindConvolutionBackwardFilterAlgorithmEx(
+  MINIDL_CUDNN_CHECK(find ? cudnn_api().cudnnFindConvolutionBackwardFilterAlgorithmEx(
                                 h, pl.x, b.x, pl.y, b.y, pl.conv, pl.w, b.w, req, &got, r, ws, wsb)
-                          : cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, pl.x, pl.y, pl.conv,
-                                                                          pl.w, req, &got, r));
+                          : cudnn_api().cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+                                h, pl.x, pl.y, pl.conv, pl.w, req, &got, r));
   return to_choices(r, got);
 }
 
@@ -208,7 +209,7 @@ void choose_algo(Plan& pl, Pass pass, DType dt, const Geom& g, int64_t n, Bufs b
     if (need_deterministic && !c.deterministic) continue;
     // f32 without TF32 stays on FMA whatever math type the result reports (as PyTorch)
     const cudnnMathType_t math = want == CUDNN_FMA_MATH ? want : c.math;
-    MINIDL_CUDNN_CHECK(cudnnSetConvolutionMathType(pl.conv, math));
+    MINIDL_CUDNN_CHECK(cudnn_api().cudnnSetConvolutionMathType(pl.conv, math));
     pl.algo = c.algo;
     pl.ws = std::max(c.memory, ws_size(h, pass, pl, c.algo));
     return;
@@ -277,17 +278,17 @@ void run(Pass pass, const Tensor& x, const Tensor& w, const Tensor& y, const Con
     const bool acc = pass == Pass::bwd_filter && n0 > 0;
     const void* beta = dbl ? static_cast<const void*>(acc ? &d1 : &d0) : (acc ? &f1 : &f0);
     if (pass == Pass::fwd)
-      MINIDL_CUDNN_CHECK(cudnnConvolutionForward(h, alpha, pl.x, b.x, pl.w, b.w, pl.conv,
-                                                 cudnnConvolutionFwdAlgo_t(pl.algo), wsp, pl.ws,
-                                                 beta, pl.y, b.y));
+      MINIDL_CUDNN_CHECK(cudnn_api().cudnnConvolutionForward(
+          h, alpha, pl.x, b.x, pl.w, b.w, pl.conv, cudnnConvolutionFwdAlgo_t(pl.algo), wsp, pl.ws,
+          beta, pl.y, b.y));
     else if (pass == Pass::bwd_data)
-      MINIDL_CUDNN_CHECK(cudnnConvolutionBackwardData(h, alpha, pl.w, b.w, pl.y, b.y, pl.conv,
-                                                      cudnnConvolutionBwdDataAlgo_t(pl.algo), wsp,
-                                                      pl.ws, beta, pl.x, b.x));
+      MINIDL_CUDNN_CHECK(cudnn_api().cudnnConvolutionBackwardData(
+          h, alpha, pl.w, b.w, pl.y, b.y, pl.conv, cudnnConvolutionBwdDataAlgo_t(pl.algo), wsp,
+          pl.ws, beta, pl.x, b.x));
     else
-      MINIDL_CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, alpha, pl.x, b.x, pl.y, b.y, pl.conv,
-                                                        cudnnConvolutionBwdFilterAlgo_t(pl.algo),
-                                                        wsp, pl.ws, beta, pl.w, b.w));
+      MINIDL_CUDNN_CHECK(cudnn_api().cudnnConvolutionBackwardFilter(
+          h, alpha, pl.x, b.x, pl.y, b.y, pl.conv, cudnnConvolutionBwdFilterAlgo_t(pl.algo), wsp,
+          pl.ws, beta, pl.w, b.w));
   }
 }
 

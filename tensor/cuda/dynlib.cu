@@ -1,6 +1,7 @@
 // Opens CUDA toolkit libraries on first use (dlopen by soname, then beside libcudart, then in the
 // toolkit directory known at configure time: MINIDL_CUDA_LIBDIR; dlsym with named errors) and
-// fills the cuBLAS / cuBLASLt tables of tensor/cuda/handles.cuh; sonames from CUBLAS_VER_MAJOR.
+// fills the cuBLAS / cuBLASLt / cuDNN tables of tensor/cuda/handles.cuh; sonames from
+// CUBLAS_VER_MAJOR and CUDNN_MAJOR.
 #include "tensor/cuda/dynlib.h"
 
 #include <cuda_runtime_api.h>
@@ -39,10 +40,12 @@ std::vector<std::string> cuda_library_dirs() {
   // The runtime is linked (shared, or static into the executable): its directory is where the
   // rest of this toolkit lives, also on machines whose loader path does not name it.
   Dl_info info{};
+  // Linked statically (the default), the runtime is part of the executable: no directory.
   if (dladdr(reinterpret_cast<const void*>(&cudaGetDeviceCount), &info) != 0 && info.dli_fname) {
     const std::string file = info.dli_fname;
     const size_t slash = file.rfind('/');
-    if (slash != std::string::npos) add_dir(dirs, file.substr(0, slash));
+    if (slash != std::string::npos && file.find("libcudart", slash) != std::string::npos)
+      add_dir(dirs, file.substr(0, slash));
   }
 #ifdef MINIDL_CUDA_LIBDIR
   add_dir(dirs, MINIDL_CUDA_LIBDIR);
@@ -94,6 +97,7 @@ struct LoadedCublasLt {
 };
 
 std::atomic<bool> g_lt_loaded{false};
+std::atomic<bool> g_cudnn_loaded{false};
 
 // Function-local statics: initialised once under the compiler's guard; an exception leaves them
 // uninitialised, so the next call loads again.
@@ -116,7 +120,48 @@ const LoadedCublasLt& cublaslt() {
   return loaded;
 }
 
+#ifdef MINIDL_WITH_CUDNN
+struct LoadedCudnn {
+  DynLib lib;
+  CudnnApi api;
+};
+const LoadedCudnn& cudnn() {
+  static const LoadedCudnn loaded = [] {
+    LoadedCudnn l{open_cuda_library("cuDNN", "libcudnn.so." + std::to_string(CUDNN_MAJOR)), {}};
+    MINIDL_CUDNN_FUNCTIONS(MINIDL_RESOLVE)
+    g_cudnn_loaded.store(true, std::memory_order_release);
+    return l;
+  }();
+  return loaded;
+}
+#endif
+
 }  // namespace
+
+#ifdef MINIDL_WITH_CUDNN
+const CudnnApi& cudnn_api() {
+  return cudnn().api;
+}
+const DynLib& cudnn_library() {
+  return cudnn().lib;
+}
+std::vector<DynSymbol> cudnn_symbols() {
+  const CudnnApi& api = cudnn_api();
+  std::vector<DynSymbol> out;
+  MINIDL_CUDNN_FUNCTIONS(MINIDL_LIST)
+  return out;
+}
+#else
+const DynLib& cudnn_library() {
+  MINIDL_FAIL("cuDNN: minidl was built without cuDNN");
+}
+std::vector<DynSymbol> cudnn_symbols() {
+  MINIDL_FAIL("cuDNN: minidl was built without cuDNN");
+}
+#endif
+bool cudnn_loaded() {
+  return g_cudnn_loaded.load(std::memory_order_acquire);
+}
 
 const CublasApi& cublas_api() {
   return cublas().api;

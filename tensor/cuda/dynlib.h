@@ -14,8 +14,9 @@ struct DynLib {
   void* handle = nullptr;
 };
 
-// The directories tried after the plain soname: the one libcudart was loaded from (dladdr on a
-// runtime symbol), then the toolkit's library directory known at configure time. No duplicates.
+// The directories tried after the plain soname: the one a shared libcudart was loaded from
+// (dladdr on a runtime symbol; none when the runtime is linked statically, minidl's default),
+// then the toolkit's library directory known at configure time. No duplicates.
 std::vector<std::string> cuda_library_dirs();
 
 // dlopen(soname) (the dynamic loader's own search: LD_LIBRARY_PATH, RUNPATH, ld.so.cache), then
@@ -37,6 +38,11 @@ const DynLib& cublas_library();
 const DynLib& cublaslt_library();
 std::vector<DynSymbol> cublas_symbols();
 std::vector<DynSymbol> cublaslt_symbols();
+// cuDNN likewise (builds with cuDNN; elsewhere they throw naming the missing backend).
+const DynLib& cudnn_library();
+std::vector<DynSymbol> cudnn_symbols();
+// Whether cudnn_library() has been loaded by this process (loading nothing).
+bool cudnn_loaded();
 // Whether cublaslt_library() has been loaded by this process (loading nothing).
 bool cublaslt_loaded();
 

@@ -21,9 +21,9 @@ void throw_cublas_error(cublasStatus_t st, const char* call, const char* file, i
 #ifdef MINIDL_WITH_CUDNN
 void throw_cudnn_error(cudnnStatus_t st, const char* call, const char* file, int line) {
   char last[512] = {0};
-  cudnnGetLastErrorString(last, sizeof(last));
-  MINIDL_FAIL("cuDNN error: ", call, " failed at ", file, ":", line, ": ", cudnnGetErrorString(st),
-              last[0] ? " — " : "", last);
+  cudnn_api().cudnnGetLastErrorString(last, sizeof(last));
+  MINIDL_FAIL("cuDNN error: ", call, " failed at ", file, ":", line, ": ",
+              cudnn_api().cudnnGetErrorString(st), last[0] ? " — " : "", last);
 }
 #endif
 }  // namespace detail
@@ -91,8 +91,8 @@ cudnnHandle_t cudnn_handle(int device) {
   Handles& h = handles(device);
   std::call_once(h.dnn_once, [&] {
     TensorDeviceGuard guard(device);
-    MINIDL_CUDNN_CHECK(cudnnCreate(&h.dnn));
-    MINIDL_CUDNN_CHECK(cudnnSetStream(h.dnn, compute_stream(device)));
+    MINIDL_CUDNN_CHECK(cudnn_api().cudnnCreate(&h.dnn));
+    MINIDL_CUDNN_CHECK(cudnn_api().cudnnSetStream(h.dnn, compute_stream(device)));
   });
   return h.dnn;
 }

@@ -1,9 +1,9 @@
 // Library handles per device, created lazily and bound to the device's compute stream:
 // cuBLAS, cuBLASLt (with a persistent workspace, so GEMMs are graph-capturable) and cuDNN.
 // Checks for their status codes throw with the call, file:line and the library's message.
-// cuBLAS and cuBLASLt are not linked: tables of function pointers, filled on first use by
+// cuBLAS, cuBLASLt and cuDNN are not linked: tables of function pointers, filled on first use by
 // dlopen/dlsym (tensor/cuda/dynlib.cu), so a CPU-only run never maps them. The headers give the
-// types; calls go through the tables: cublaslt_api().cublasLtMatmul(...).
+// types; calls go through the tables: cublaslt_api().cublasLtMatmul(...), cudnn_api().cudnnX().
 #pragma once
 #include <cublasLt.h>
 #include <cublas_v2.h>
@@ -41,6 +41,32 @@
   X(cublasLtMatmulAlgoGetHeuristic)       \
   X(cublasLtMatmul)
 
+#define MINIDL_CUDNN_FUNCTIONS(X)                   \
+  X(cudnnCreate)                                    \
+  X(cudnnSetStream)                                 \
+  X(cudnnGetErrorString)                            \
+  X(cudnnGetLastErrorString)                        \
+  X(cudnnCreateTensorDescriptor)                    \
+  X(cudnnSetTensor4dDescriptor)                     \
+  X(cudnnCreateFilterDescriptor)                    \
+  X(cudnnSetFilter4dDescriptor)                     \
+  X(cudnnCreateConvolutionDescriptor)               \
+  X(cudnnSetConvolution2dDescriptor)                \
+  X(cudnnSetConvolutionGroupCount)                  \
+  X(cudnnSetConvolutionMathType)                    \
+  X(cudnnGetConvolutionForwardAlgorithm_v7)         \
+  X(cudnnGetConvolutionBackwardDataAlgorithm_v7)    \
+  X(cudnnGetConvolutionBackwardFilterAlgorithm_v7)  \
+  X(cudnnFindConvolutionForwardAlgorithmEx)         \
+  X(cudnnFindConvolutionBackwardDataAlgorithmEx)    \
+  X(cudnnFindConvolutionBackwardFilterAlgorithmEx)  \
+  X(cudnnGetConvolutionForwardWorkspaceSize)        \
+  X(cudnnGetConvolutionBackwardDataWorkspaceSize)   \
+  X(cudnnGetConvolutionBackwardFilterWorkspaceSize) \
+  X(cudnnConvolutionForward)                        \
+  X(cudnnConvolutionBackwardData)                   \
+  X(cudnnConvolutionBackwardFilter)
+
 namespace minidl::cuda {
 
 #define MINIDL_BLAS_API_MEMBER(name) decltype(&::name) name = nullptr;
@@ -50,12 +76,20 @@ struct CublasApi {
 struct CublasLtApi {
   MINIDL_CUBLASLT_FUNCTIONS(MINIDL_BLAS_API_MEMBER)
 };
+#ifdef MINIDL_WITH_CUDNN
+struct CudnnApi {
+  MINIDL_CUDNN_FUNCTIONS(MINIDL_BLAS_API_MEMBER)
+};
+#endif
 #undef MINIDL_BLAS_API_MEMBER
 
 // Loaded on the first call (thread-safe); throws an Error naming the library or symbol that is
 // missing and dlerror()'s text, and tries again on the next call.
 const CublasApi& cublas_api();
 const CublasLtApi& cublaslt_api();
+#ifdef MINIDL_WITH_CUDNN
+const CudnnApi& cudnn_api();  // cuDNN (libcudnn.so.<CUDNN_MAJOR>), also dlopen'ed on first use
+#endif
 
 namespace detail {
 [[noreturn]] void throw_cublas_error(cublasStatus_t st, const char* call, const char* file,
