@@ -197,12 +197,12 @@ def averaged_models():
     out = {"init": init, "updates": states, "decay": decay, "results": []}
     for name, fn, use_buffers in (("swa", None, False), ("ema", ema, False),
                                   ("ema_buffers", ema, True), ("swa_buffers", None, True)):
-        model.load_state_dict({k: torch.tensor(v["data"]).reshape(v["shape"]).to(
+        model.load_state_dict({k: torch.tensor(v["data"], dtype=DT).reshape(v["shape"]).to(
             model.state_dict()[k].dtype) for k, v in init.items()})
         avg = AveragedModel(model, avg_fn=fn, use_buffers=use_buffers)
         after = []
         for st in states:
-            model.load_state_dict({k: torch.tensor(v["data"]).reshape(v["shape"]).to(
+            model.load_state_dict({k: torch.tensor(v["data"], dtype=DT).reshape(v["shape"]).to(
                 model.state_dict()[k].dtype) for k, v in st.items()})
             avg.update_parameters(model)
             after.append({k: enc(v) for k, v in avg.state_dict().items()})
