@@ -1,5 +1,6 @@
 // minidl umbrella header: include this to get the whole public API.
 #pragma once
+#include "autograd/checkpoint.h"
 #include "autograd/engine.h"
 #include "autograd/function.h"
 #include "autograd/grad_mode.h"
@@ -19,7 +20,9 @@
 #include "optim/grad_scaler.h"
 #include "optim/lr_scheduler.h"
 #include "optim/optimizer.h"
+#include "optim/plateau.h"
 #include "optim/sgd.h"
+#include "optim/swa_utils.h"
 #include "nn/activation.h"
 #include "nn/container.h"
 #include "nn/functional.h"
@@ -29,6 +32,7 @@
 #include "nn/module.h"
 #include "nn/pooling.h"
 #include "nn/attention.h"
+#include "nn/checkpoint.h"
 #include "nn/attention_functional.h"
 #include "nn/embedding.h"
 #include "nn/loss.h"

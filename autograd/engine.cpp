@@ -34,8 +34,12 @@ void accumulate(std::vector<Tensor>& buffer, uint32_t slot, Tensor g) {
   b = b.defined() ? add(b, g) : std::move(g);
 }
 
+// inputs != nullptr: their gradients are captured and returned. Other leaves are left alone
+// (autograd::grad), or accumulated into when accumulate_others (backward_capture); with
+// allow_unused an input outside the graph gets an undefined gradient instead of an error.
 std::vector<Tensor> execute(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
-                            bool retain_graph, const std::vector<Tensor>* inputs) {
+                            bool retain_graph, const std::vector<Tensor>* inputs,
+                            bool accumulate_others = false, bool allow_unused = false) {
   MINIDL_CHECK(grads.empty() || grads.size() == roots.size(), "backward: got ", grads.size(),
                " gradients for ", roots.size(), " outputs");
   NoGradGuard no_grad;  // backward formulas are not themselves recorded
@@ -81,6 +85,7 @@ std::vector<Tensor> execute(const std::vector<Tensor>& roots, const std::vector<
     for (size_t i = 0; i < inputs->size(); ++i) {
       MINIDL_CHECK((*inputs)[i].requires_grad(), "grad: input ", i, " does not require grad");
       Edge e = gradient_edge((*inputs)[i]);
+      if (allow_unused && !seen.count(e.fn.get())) continue;
       MINIDL_CHECK(seen.count(e.fn.get()), "grad: input ", i,
                    " was not used in the graph of the outputs");
       captures.push_back({e.fn.get(), e.input_nr, i});
@@ -114,7 +119,8 @@ std::vector<Tensor> execute(const std::vector<Tensor>& roots, const std::vector<
         if (in[c.slot].defined()) captured[c.index] = in[c.slot];
         skip = skip || dynamic_cast<AccumulateGrad*>(n) != nullptr;
       }
-    if (inputs && dynamic_cast<AccumulateGrad*>(n)) skip = true;  // grad() leaves .grad alone
+    if (inputs && !accumulate_others && dynamic_cast<AccumulateGrad*>(n))
+      skip = true;  // grad() leaves .grad alone
     std::vector<Tensor> out;
     if (!skip) out = n->apply(std::move(in));
     if (!retain_graph && !skip) n->release_saved();
@@ -163,6 +169,12 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
 std::vector<Tensor> grad(const std::vector<Tensor>& roots, const std::vector<Tensor>& inputs,
                          const std::vector<Tensor>& grad_roots, bool retain_graph) {
   return with_callbacks([&] { return execute(roots, grad_roots, retain_graph, &inputs); });
+}
+
+std::vector<Tensor> backward_capture(const std::vector<Tensor>& roots,
+                                     const std::vector<Tensor>& grad_roots,
+                                     const std::vector<Tensor>& inputs) {
+  return with_callbacks([&] { return execute(roots, grad_roots, false, &inputs, true, true); });
 }
 
 void queue_callback(std::function<void()> cb) {

@@ -17,6 +17,13 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
 std::vector<Tensor> grad(const std::vector<Tensor>& roots, const std::vector<Tensor>& inputs,
                          const std::vector<Tensor>& grad_roots = {}, bool retain_graph = false);
 
+// A backward that returns the gradients of `inputs` (undefined for one the roots do not reach)
+// instead of accumulating them, and accumulates into every other leaf as run_backward does
+// (activation checkpointing's recomputed graph: autograd/checkpoint.h). Frees the graph.
+std::vector<Tensor> backward_capture(const std::vector<Tensor>& roots,
+                                     const std::vector<Tensor>& grad_roots,
+                                     const std::vector<Tensor>& inputs);
+
 // Queues `cb` to run once when the current backward finishes (throws outside a backward).
 void queue_callback(std::function<void()> cb);
 bool in_backward();  // whether this thread is running a backward

@@ -6,6 +6,7 @@
 #include "nn/container.h"
 #include "nn/functional.h"
 #include "nn/init.h"
+#include "nn/layers_extra.h"
 #include "nn/linear_conv.h"
 #include "nn/module.h"
 #include "nn/pooling.h"

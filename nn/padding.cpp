@@ -1,0 +1,94 @@
+// F::pad: constant padding as narrow (crop) + cat with filled blocks, reflect/replicate as one
+// index_select per padded dim with PyTorch's source indices (gradients scatter-add back).
+#include "nn/padding.h"
+
+#include <algorithm>
+
+#include "autograd/ops.h"
+
+namespace minidl::nn::functional {
+
+namespace {
+
+std::string pad_str(const std::vector<int64_t>& pad) {
+  std::string s = "(";
+  for (size_t i = 0; i < pad.size(); ++i) s += (i ? ", " : "") + std::to_string(pad[i]);
+  return s + ")";
+}
+
+Tensor constant_pad(const Tensor& x, const std::vector<int64_t>& pad, double value) {
+  MINIDL_CHECK(int64_t(pad.size()) / 2 <= x.dim(), "Padding length too large: ", pad_str(pad),
+               " for an input of shape ", x.shape_str());
+  Tensor out = x;
+  for (size_t k = 0; k < pad.size() / 2; ++k) {
+    const int64_t dim = x.dim() - 1 - int64_t(k);
+    const int64_t l = pad[2 * k], r = pad[2 * k + 1];
+    const int64_t n = out.size(dim);
+    const int64_t new_size = n + l + r;
+    MINIDL_CHECK(new_size >= 0, "pad: the padded size of dim ", dim, " would be ", new_size,
+                 " (input shape ", x.shape_str(), ", pad ", pad_str(pad), ")");
+    // crop first (negative pads), then add the filled blocks
+    const int64_t start = std::max<int64_t>(-l, 0), stop = n - std::max<int64_t>(-r, 0);
+    if (start > 0 || stop < n) out = out.narrow(dim, start, std::max<int64_t>(stop - start, 0));
+    if (l <= 0 && r <= 0) continue;
+    std::vector<Tensor> parts;
+    Shape s = out.shape();
+    if (l > 0) {
+      s[size_t(dim)] = l;
+      parts.push_back(full(s, Scalar(value), x.dtype(), x.device()));
+    }
+    parts.push_back(out);
+    if (r > 0) {
+      s[size_t(dim)] = r;
+      parts.push_back(full(s, Scalar(value), x.dtype(), x.device()));
+    }
+    out = cat(parts, dim);
+  }
+  return out;
+}
+
+}  // namespace
+
+Tensor pad(const Tensor& x, const std::vector<int64_t>& pad, const std::string& mode,
+           std::optional<double> value) {
+  MINIDL_CHECK(x.defined(), "pad: undefined input");
+  MINIDL_CHECK(pad.size() % 2 == 0, "Padding length must be divisible by 2, got ", pad_str(pad));
+  if (mode == "constant") return constant_pad(x, pad, value.value_or(0.0));
+  MINIDL_CHECK(mode == "reflect" || mode == "replicate", "pad: mode '", mode,
+               "' is not supported (constant | reflect | replicate)");
+  MINIDL_CHECK(!value || *value == 0, "Padding mode \"", mode, "\" doesn't take in value argument");
+  const int64_t k = int64_t(pad.size()) / 2;
+  MINIDL_CHECK(k >= 1 && k <= 3 && (x.dim() == k + 1 || x.dim() == k + 2),
+               "Only 2D, 3D, 4D, 5D padding with non-constant padding are supported for now (",
+               mode, " pad ", pad_str(pad), " on an input of shape ", x.shape_str(),
+               ": a pad of length 2/4/6 needs a 2-3/3-4/4-5 dim input)");
+  Tensor out = x;
+  for (int64_t j = 0; j < k; ++j) {
+    const int64_t dim = x.dim() - 1 - j;
+    const int64_t l = pad[size_t(2 * j)], r = pad[size_t(2 * j + 1)];
+    const int64_t n = x.size(dim), new_size = n + l + r;
+    if (mode == "reflect")
+      MINIDL_CHECK(l < n && r < n, "Argument #4: Padding size should be less than the ",
+                   "corresponding input dimension, but got: padding (", l, ", ", r,
+                   ") at dimension ", dim, " of input ", x.shape_str());
+    MINIDL_CHECK(new_size >= 1 && n >= 1, "pad: input size ", n, " of dim ", dim, " padded by (", l,
+                 ", ", r, ") gives output size ", new_size,
+                 "; both must be at least 1 (input shape ", x.shape_str(), ")");
+    if (l == 0 && r == 0) continue;
+    std::vector<int64_t> idx(static_cast<size_t>(new_size));
+    for (int64_t o = 0; o < new_size; ++o) {
+      int64_t v = o - l;  // the position in the unpadded input
+      if (mode == "reflect") {
+        if (v < 0) v = -v;
+        if (v >= n) v = 2 * (n - 1) - v;
+      } else {
+        v = std::clamp<int64_t>(v, 0, n - 1);
+      }
+      idx[size_t(o)] = v;
+    }
+    out = index_select(out, dim, tensor(idx).to(x.device()));
+  }
+  return out;
+}
+
+}  // namespace minidl::nn::functional
