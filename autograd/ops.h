@@ -252,6 +252,43 @@ inline Tensor operator>(const Tensor& a, const Tensor& b) {
 inline Tensor operator>=(const Tensor& a, const Tensor& b) {
   return ge(a, b);
 }
+// Comparisons with a Scalar on either side (x > 0, 0.5 <= x): bool tensors, no gradient.
+inline Tensor operator==(const Tensor& a, Scalar b) {
+  return eq(a, b);
+}
+inline Tensor operator!=(const Tensor& a, Scalar b) {
+  return ne(a, b);
+}
+inline Tensor operator<(const Tensor& a, Scalar b) {
+  return lt(a, b);
+}
+inline Tensor operator<=(const Tensor& a, Scalar b) {
+  return le(a, b);
+}
+inline Tensor operator>(const Tensor& a, Scalar b) {
+  return gt(a, b);
+}
+inline Tensor operator>=(const Tensor& a, Scalar b) {
+  return ge(a, b);
+}
+inline Tensor operator==(Scalar a, const Tensor& b) {
+  return eq(b, a);
+}
+inline Tensor operator!=(Scalar a, const Tensor& b) {
+  return ne(b, a);
+}
+inline Tensor operator<(Scalar a, const Tensor& b) {
+  return gt(b, a);
+}
+inline Tensor operator<=(Scalar a, const Tensor& b) {
+  return ge(b, a);
+}
+inline Tensor operator>(Scalar a, const Tensor& b) {
+  return lt(b, a);
+}
+inline Tensor operator>=(Scalar a, const Tensor& b) {
+  return le(b, a);
+}
 inline Tensor& operator+=(Tensor& a, const Tensor& b) {
   return add_(a, b);
 }
