@@ -22,6 +22,7 @@
 #include "optim/sgd.h"
 #include "nn/activation.h"
 #include "nn/container.h"
+#include "nn/conv.h"
 #include "nn/functional.h"
 #include "nn/init.h"
 #include "nn/layers.h"
