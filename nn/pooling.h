@@ -11,7 +11,7 @@
 namespace minidl::nn {
 
 struct MaxPool2dOptions {
-  std::optional<Size2> stride;  // nullopt: kernel_size
+  std::optional<Size2> stride = std::nullopt;  // nullopt: kernel_size
   Size2 padding = 0;
   Size2 dilation = 1;
   bool ceil_mode = false;
@@ -28,7 +28,7 @@ class MaxPool2d : public Cloneable<MaxPool2d> {
 };
 
 struct AvgPool2dOptions {
-  std::optional<Size2> stride;  // nullopt: kernel_size
+  std::optional<Size2> stride = std::nullopt;  // nullopt: kernel_size
   Size2 padding = 0;
   bool ceil_mode = false;
   bool count_include_pad = true;
