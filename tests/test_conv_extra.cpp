@@ -85,6 +85,14 @@ TEST_CASE("conv_transpose2d: gradcheck with stride, padding, output_padding, gro
       },
       {x, w, b});
   CHECK_MESSAGE(r.ok, r.message);
+  // output_padding >= stride (allowed below dilation): x is zero-extended inside the op
+  Conv2dParams q;
+  q.padding[0] = q.padding[1] = 1;
+  q.dilation[0] = q.dilation[1] = 2;
+  Tensor x2 = leaf({1, 2, 3, 4}, 6), w2 = leaf({2, 3, 3, 2}, 7), b2 = leaf({3}, 8);
+  auto r2 = autograd::gradcheck(
+      [&](const auto& v) { return conv_transpose2d(v[0], v[1], v[2], q, {1, 1}); }, {x2, w2, b2});
+  CHECK_MESSAGE(r2.ok, r2.message);
   Tensor xu = leaf({2, 3, 2}, 4), wu = leaf({2, 3, 2, 2}, 5);
   auto ru =
       autograd::gradcheck([&](const auto& v) { return conv_transpose2d(v[0], v[1]); }, {xu, wu});
@@ -141,8 +149,9 @@ TEST_CASE("ConvTranspose2d and Conv1d modules: shapes, state_dict keys, repr as 
   check_close(full(x), conv_transpose2d(x, full.weight, {}, p, {1, 1}), 0, 0);
   Tensor xs = random_tensor({2, 4, 12}, kFloat32, 10);
   check_close(c1f(xs), nn::functional::conv1d(xs, c1f.weight, {}, 2, 1, 2, 2), 0, 0);
-  CHECK(c1f(xs).shape() == Shape{2, 6, 4});
-  CHECK(full(x).shape() == Shape{2, 6, 12, 10});
+  // L: (12 + 2 - 2*4 - 1) / 2 + 1 = 3; H: 4*2 - 2 + 2*2 + 1 + 1 = 12, W: 4*2 - 2 + 1 + 1 + 1 = 9
+  CHECK(c1f(xs).shape() == Shape{2, 6, 3});
+  CHECK(full(x).shape() == Shape{2, 6, 12, 9});
 }
 
 TEST_CASE("ConvTranspose2d default init: fan_in from the transposed weight [in, out/g, kh, kw]") {

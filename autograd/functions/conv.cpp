@@ -46,19 +46,29 @@ Tensor conv_transpose2d(const Tensor& x, const Tensor& w, const Tensor& bias, co
                " not divisible by groups ", p.groups);
   Shape out_shape = x.shape();
   out_shape[unbatched ? 0 : 1] = c_out;
+  // conv2d's input gradient from xp: x zero-extended at the bottom/right to the conv2d output
+  // size of out_shape (larger than x's when output_padding >= stride, e.g. stride 1 with
+  // dilation 2: the extra rows take no part, as in torch)
+  Shape xp_shape = x.shape();
   for (int i = 0; i < 2; ++i) {
     const int64_t s = p.stride[i], d = p.dilation[i], o = output_padding[size_t(i)];
-    MINIDL_CHECK(s > 0 && d > 0 && p.padding[i] >= 0, "op `", op,
-                 "`: invalid stride, dilation or padding");
+    const int64_t k = w.size(2 + i), pad = p.padding[i];
+    MINIDL_CHECK(s > 0 && d > 0 && pad >= 0, "op `", op, "`: invalid stride, dilation or padding");
     MINIDL_CHECK(o >= 0 && (o < s || o < d), "op `", op, "`: output_padding (", o,
                  ") must be smaller than either stride (", s, ") or dilation (", d, ")");
     const int64_t in = x.size(-2 + i);
-    const int64_t out = (in - 1) * s - 2 * p.padding[i] + d * (w.size(2 + i) - 1) + o + 1;
+    const int64_t out = (in - 1) * s - 2 * pad + d * (k - 1) + o + 1;
     MINIDL_CHECK(out > 0, "op `", op, "`: input of shape ", x.shape_str(), " with weight ",
                  w.shape_str(), " gives a non-positive output size ", out);
     out_shape[out_shape.size() - 2 + size_t(i)] = out;
+    xp_shape[xp_shape.size() - 2 + size_t(i)] = (out + 2 * pad - d * (k - 1) - 1) / s + 1;
   }
-  Tensor res = native::conv2d_backward_input(x, w, out_shape, p);
+  Tensor xp = x;
+  if (xp_shape != x.shape()) {
+    xp = zeros(xp_shape, x.dtype(), x.device());
+    native::copy_(native::narrow(native::narrow(xp, -2, 0, x.size(-2)), -1, 0, x.size(-1)), x);
+  }
+  Tensor res = native::conv2d_backward_input(xp, w, out_shape, p);
   if (bias.defined()) {
     MINIDL_CHECK(bias.dim() == 1 && bias.size(0) == c_out && bias.dtype() == x.dtype(), "op `", op,
                  "`: expected a bias of shape [", c_out, "] and dtype ", x.dtype(), ", got ",
@@ -67,10 +77,14 @@ Tensor conv_transpose2d(const Tensor& x, const Tensor& w, const Tensor& bias, co
   }
   const bool nx = x.requires_grad(), nw = w.requires_grad();
   const bool nb = bias.defined() && bias.requires_grad();
-  autograd::record("ConvTranspose2dBackward", {x, w, bias}, {&res}, {x, w},
-                   [p, nx, nw, nb, unbatched](const auto& g, const auto& s) {
+  const int64_t h = x.size(-2), wd = x.size(-1);
+  autograd::record("ConvTranspose2dBackward", {x, w, bias}, {&res}, {xp, w},
+                   [p, nx, nw, nb, unbatched, h, wd](const auto& g, const auto& s) {
                      std::vector<Tensor> r(3);
-                     if (nx) r[0] = native::conv2d(g[0], s[1], {}, p);
+                     if (nx) {  // the rows/columns of the zero extension dropped
+                       Tensor gx = native::conv2d(g[0], s[1], {}, p);
+                       r[0] = native::narrow(native::narrow(gx, -2, 0, h), -1, 0, wd);
+                     }
                      if (nw) r[1] = conv2d_backward_weight(s[0], g[0], s[1].shape(), p);
                      if (nb) r[2] = sum(g[0], unbatched ? DimList{1, 2} : DimList{0, 2, 3});
                      return r;

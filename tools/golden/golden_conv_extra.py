@@ -80,6 +80,8 @@ transpose = [
     transpose_case("mixed", (2, 4, 3, 3), (4, 1, 4, 3), True, stride=3, padding=(2, 1),
                    output_padding=(2, 1), groups=2, dilation=(1, 2)),
     transpose_case("unbatched", (2, 3, 2), (2, 2, 2, 2), True, stride=2),
+    transpose_case("pad1_dilation2_outpad1", (2, 2, 3, 4), (2, 2, 3, 3), True, padding=1,
+                   dilation=2, output_padding=(1, 0)),
 ]
 conv1d = [
     conv1d_case("pad1", (2, 4, 9), (6, 4, 3), True, padding=1),
