@@ -91,7 +91,10 @@ TEST_CASE("conv_transpose2d: gradcheck with stride, padding, output_padding, gro
   q.dilation[0] = q.dilation[1] = 2;
   Tensor x2 = leaf({1, 2, 3, 4}, 6), w2 = leaf({2, 3, 3, 2}, 7), b2 = leaf({3}, 8);
   auto r2 = autograd::gradcheck(
-      [&](const auto& v) { return conv_transpose2d(v[0], v[1], v[2], q, {1, 1}); }, {x2, w2, b2});
+      [&](const auto& v) {
+        return conv_transpose2d(v[0], v[1], v[2], q, {1, 1});
+      },
+      {x2, w2, b2});
   CHECK_MESSAGE(r2.ok, r2.message);
   Tensor xu = leaf({2, 3, 2}, 4), wu = leaf({2, 3, 2, 2}, 5);
   auto ru =
