@@ -25,6 +25,7 @@
 #include "optim/swa_utils.h"
 #include "nn/activation.h"
 #include "nn/container.h"
+#include "nn/conv.h"
 #include "nn/functional.h"
 #include "nn/init.h"
 #include "nn/layers.h"

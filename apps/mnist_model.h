@@ -11,9 +11,9 @@ using namespace minidl;
 class Net : public nn::Cloneable<Net> {
  public:
   Net() {
-    conv1 = std::make_shared<nn::Conv2d>(1, 32, 3, 1);   // -> [B,32,26,26]
-    conv2 = std::make_shared<nn::Conv2d>(32, 64, 3, 1);  // -> [B,64,24,24]
-    pool = std::make_shared<nn::MaxPool2d>(2);           // -> [B,64,12,12]
+    conv1 = std::make_shared<nn::Conv2d>(1, 32, 3);   // -> [B,32,26,26]
+    conv2 = std::make_shared<nn::Conv2d>(32, 64, 3);  // -> [B,64,24,24]
+    pool = std::make_shared<nn::MaxPool2d>(2);        // -> [B,64,12,12]
     dropout1 = std::make_shared<nn::Dropout>(0.25);
     dropout2 = std::make_shared<nn::Dropout>(0.5);
     fc1 = std::make_shared<nn::Linear>(9216, 128);

@@ -10,7 +10,8 @@ namespace {
 
 std::shared_ptr<nn::Conv2d> conv(int64_t in, int64_t out, int64_t k, int64_t stride) {
   // No bias: the BatchNorm after it has its own (torchvision's ResNet).
-  return std::make_shared<nn::Conv2d>(in, out, k, stride, k / 2, 1, 1, /*bias=*/false);
+  return std::make_shared<nn::Conv2d>(
+      in, out, k, nn::Conv2dOptions{.stride = stride, .padding = k / 2, .bias = false});
 }
 
 }  // namespace

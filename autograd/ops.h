@@ -3,6 +3,8 @@
 // Ops that have no gradient are the raw ops themselves (the using-declarations below).
 #pragma once
 
+#include <array>
+
 #include "tensor/ops.h"
 
 namespace minidl {
@@ -95,6 +97,15 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b = {});  // x @ w
 // ---- convolution and pooling (autograd/functions/conv.cpp); NCHW
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias = {},
               const Conv2dParams& p = {});
+// torch.nn.functional.conv_transpose2d (p's stride, padding, dilation, groups):
+// x:[N,Cin,H,W] or [Cin,H,W], w:[Cin,Cout/groups,kh,kw], bias:[Cout] -> [N,Cout,Ho,Wo] with
+// Ho = (H-1)*stride - 2*padding + dilation*(kh-1) + output_padding + 1 (output_padding <
+// stride or dilation). The adjoint of conv2d: the forward runs conv2d's input-gradient op
+// (conv2d_backward_input, a kernel on both devices); one node, whose backward is
+// x: conv2d(g, w), w: conv2d_backward_weight(x, g), bias: sum of g over N,H,W.
+Tensor conv_transpose2d(const Tensor& x, const Tensor& w, const Tensor& bias = {},
+                        const Conv2dParams& p = {},
+                        const std::array<int64_t, 2>& output_padding = {0, 0});
 std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, const Pool2dParams& p);
 Tensor max_pool2d(const Tensor& x, const Pool2dParams& p);
 Tensor avg_pool2d(const Tensor& x, const Pool2dParams& p);
@@ -251,6 +262,43 @@ inline Tensor operator>(const Tensor& a, const Tensor& b) {
 }
 inline Tensor operator>=(const Tensor& a, const Tensor& b) {
   return ge(a, b);
+}
+// Comparisons with a Scalar on either side (x > 0, 0.5 <= x): bool tensors, no gradient.
+inline Tensor operator==(const Tensor& a, Scalar b) {
+  return eq(a, b);
+}
+inline Tensor operator!=(const Tensor& a, Scalar b) {
+  return ne(a, b);
+}
+inline Tensor operator<(const Tensor& a, Scalar b) {
+  return lt(a, b);
+}
+inline Tensor operator<=(const Tensor& a, Scalar b) {
+  return le(a, b);
+}
+inline Tensor operator>(const Tensor& a, Scalar b) {
+  return gt(a, b);
+}
+inline Tensor operator>=(const Tensor& a, Scalar b) {
+  return ge(a, b);
+}
+inline Tensor operator==(Scalar a, const Tensor& b) {
+  return eq(b, a);
+}
+inline Tensor operator!=(Scalar a, const Tensor& b) {
+  return ne(b, a);
+}
+inline Tensor operator<(Scalar a, const Tensor& b) {
+  return gt(b, a);
+}
+inline Tensor operator<=(Scalar a, const Tensor& b) {
+  return ge(b, a);
+}
+inline Tensor operator>(Scalar a, const Tensor& b) {
+  return lt(b, a);
+}
+inline Tensor operator>=(Scalar a, const Tensor& b) {
+  return le(b, a);
 }
 inline Tensor& operator+=(Tensor& a, const Tensor& b) {
   return add_(a, b);

@@ -222,7 +222,7 @@ void Tensor::retain_grad() {
     if (auto impl = weak.lock()) {
       Tensor self(impl);
       Tensor& stored = autograd::ensure_meta(self).grad;
-      stored = stored.defined() ? add(stored, g) : g.clone();
+      stored = stored.defined() ? minidl::add(stored, g) : g.clone();
     }
     return {};
   });

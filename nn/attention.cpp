@@ -22,9 +22,16 @@ Tensor additive_mask(const Tensor& m, DType dt) {
 
 }  // namespace
 
-MultiheadAttention::MultiheadAttention(int64_t e, int64_t h, double p, bool bias, bool bf,
+MultiheadAttention::MultiheadAttention(int64_t e, int64_t h, MultiheadAttentionOptions o,
                                        Generator* g)
-    : embed_dim(e), num_heads(h), head_dim(0), dropout(p), batch_first(bf), gen(g) {
+    : embed_dim(e),
+      num_heads(h),
+      head_dim(0),
+      dropout(o.dropout),
+      batch_first(o.batch_first),
+      gen(g) {
+  const double p = o.dropout;
+  const bool bias = o.bias;
   MINIDL_CHECK(e > 0 && h > 0, "MultiheadAttention: embed_dim and num_heads must be positive, ",
                "got ", e, " and ", h);
   MINIDL_CHECK(e % h == 0, "MultiheadAttention: embed_dim ", e, " must be divisible by num_heads ",
@@ -135,19 +142,20 @@ MultiheadAttentionOutput MultiheadAttention::forward(const Tensor& query, const 
 }
 
 TransformerEncoderLayer::TransformerEncoderLayer(int64_t d_model, int64_t nhead,
-                                                 int64_t dim_feedforward, double p, std::string act,
-                                                 double eps, bool batch_first, bool nf,
-                                                 Generator* gen)
-    : activation(std::move(act)), norm_first(nf) {
+                                                 TransformerEncoderLayerOptions o, Generator* gen)
+    : activation(std::move(o.activation)), norm_first(o.norm_first) {
+  const double p = o.dropout, eps = o.layer_norm_eps;
+  const int64_t dim_feedforward = o.dim_feedforward;
   MINIDL_CHECK(activation == "relu" || activation == "gelu" || activation == "gelu_tanh",
                "TransformerEncoderLayer: activation should be relu/gelu/gelu_tanh, not ",
                activation);
-  self_attn = std::make_shared<MultiheadAttention>(d_model, nhead, p, true, batch_first, gen);
+  self_attn = std::make_shared<MultiheadAttention>(
+      d_model, nhead, MultiheadAttentionOptions{.dropout = p, .batch_first = o.batch_first}, gen);
   linear1 = std::make_shared<Linear>(d_model, dim_feedforward, true, gen);
   dropout = std::make_shared<Dropout>(p, gen);
   linear2 = std::make_shared<Linear>(dim_feedforward, d_model, true, gen);
-  norm1 = std::make_shared<LayerNorm>(Shape{d_model}, eps);
-  norm2 = std::make_shared<LayerNorm>(Shape{d_model}, eps);
+  norm1 = std::make_shared<LayerNorm>(Shape{d_model}, LayerNormOptions{.eps = eps});
+  norm2 = std::make_shared<LayerNorm>(Shape{d_model}, LayerNormOptions{.eps = eps});
   dropout1 = std::make_shared<Dropout>(p, gen);
   dropout2 = std::make_shared<Dropout>(p, gen);
   register_module("self_attn", &self_attn);

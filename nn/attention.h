@@ -18,10 +18,18 @@ struct MultiheadAttentionOutput {
                    // unless need_weights
 };
 
+// torch.nn.MultiheadAttention's keyword arguments (batch_first defaults to true here).
+struct MultiheadAttentionOptions {
+  double dropout = 0.0;
+  bool bias = true;
+  bool batch_first = true;
+};
+
+// MultiheadAttention(64, 4, {.dropout = 0.1, .bias = false}); gen: initialisation generator.
 class MultiheadAttention : public Cloneable<MultiheadAttention> {
  public:
-  MultiheadAttention(int64_t embed_dim, int64_t num_heads, double dropout = 0.0, bool bias = true,
-                     bool batch_first = true, Generator* gen = nullptr);
+  MultiheadAttention(int64_t embed_dim, int64_t num_heads, MultiheadAttentionOptions options = {},
+                     Generator* gen = nullptr);
   // query:[B,T,E], key/value:[B,S,E] (batch_first; [T,B,E] otherwise; [T,E] unbatched).
   // key_padding_mask: [B,S] bool (true = ignore) or float (additive).
   // attn_mask: [T,S] or [B*H,T,S], bool (true = masked) or float (additive).
@@ -48,12 +56,21 @@ class MultiheadAttention : public Cloneable<MultiheadAttention> {
   std::shared_ptr<Linear> out_proj;
 };
 
+// torch.nn.TransformerEncoderLayer's keyword arguments (batch_first defaults to true here).
+struct TransformerEncoderLayerOptions {
+  int64_t dim_feedforward = 2048;
+  double dropout = 0.1;
+  std::string activation = "relu";  // "relu" | "gelu" | "gelu_tanh"
+  double layer_norm_eps = 1e-5;
+  bool batch_first = true;
+  bool norm_first = false;
+};
+
+// TransformerEncoderLayer(64, 4, {.dim_feedforward = 256, .norm_first = true})
 class TransformerEncoderLayer : public Cloneable<TransformerEncoderLayer> {
  public:
-  TransformerEncoderLayer(int64_t d_model, int64_t nhead, int64_t dim_feedforward = 2048,
-                          double dropout = 0.1, std::string activation = "relu",
-                          double layer_norm_eps = 1e-5, bool batch_first = true,
-                          bool norm_first = false, Generator* gen = nullptr);
+  TransformerEncoderLayer(int64_t d_model, int64_t nhead,
+                          TransformerEncoderLayerOptions options = {}, Generator* gen = nullptr);
   // src:[B,T,E] (batch_first); src_mask [T,T]; src_key_padding_mask [B,T] (true = ignore).
   Tensor forward(const Tensor& src, const Tensor& src_mask, const Tensor& src_key_padding_mask = {},
                  bool is_causal = false);

@@ -8,8 +8,7 @@
 
 namespace minidl::nn {
 
-namespace {
-// PyTorch's reset_parameters for Linear/ConvNd.
+namespace detail {
 void default_init(Tensor& w, Tensor& b, Generator* gen) {
   init::kaiming_uniform_(w, std::sqrt(5.0), "fan_in", "leaky_relu", gen);
   if (b.defined()) {
@@ -18,7 +17,8 @@ void default_init(Tensor& w, Tensor& b, Generator* gen) {
     init::uniform_(b, -bound, bound, gen);
   }
 }
-}  // namespace
+}  // namespace detail
+using detail::default_init;
 
 Linear::Linear(int64_t in, int64_t out, bool has_bias, Generator* gen)
     : in_features(in), out_features(out) {
@@ -50,15 +50,16 @@ std::string Linear::extra_repr() const {
          ", bias=" + (bias.defined() ? "True" : "False");
 }
 
-Conv2d::Conv2d(int64_t in, int64_t out, Size2 k, Size2 s, Size2 p, Size2 d, int64_t g,
-               bool has_bias, Generator* gen)
+Conv2d::Conv2d(int64_t in, int64_t out, Size2 k, Conv2dOptions o, Generator* gen)
     : in_channels(in),
       out_channels(out),
       kernel_size(k),
-      stride(s),
-      padding(p),
-      dilation(d),
-      groups(g) {
+      stride(o.stride),
+      padding(o.padding),
+      dilation(o.dilation),
+      groups(o.groups) {
+  const Size2 s = o.stride, p = o.padding, d = o.dilation;
+  const int64_t g = o.groups;
   MINIDL_CHECK(g > 0, "Conv2d: groups must be a positive integer, got ", g);
   MINIDL_CHECK(in % g == 0, "Conv2d: in_channels (", in, ") must be divisible by groups (", g, ")");
   MINIDL_CHECK(out % g == 0, "Conv2d: out_channels (", out, ") must be divisible by groups (", g,
@@ -68,7 +69,7 @@ Conv2d::Conv2d(int64_t in, int64_t out, Size2 k, Size2 s, Size2 p, Size2 d, int6
       "Conv2d: invalid kernel_size ", k.tuple_str(), ", stride ", s.tuple_str(), ", padding ",
       p.tuple_str(), " or dilation ", d.tuple_str());
   weight = empty({out, in / g, k.h, k.w});
-  if (has_bias) bias = empty({out});
+  if (o.bias) bias = empty({out});
   reset_parameters(gen);
   register_parameter("weight", &weight);
   register_parameter("bias", &bias);

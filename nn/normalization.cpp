@@ -115,6 +115,11 @@ LayerNorm::LayerNorm(Shape shape, double eps_, bool affine)
   }
 }
 
+LayerNorm::LayerNorm(Shape shape, LayerNormOptions o)
+    : LayerNorm(std::move(shape), o.eps, o.elementwise_affine) {
+  if (!o.bias) bias = Tensor();  // the registered slot now holds nothing: no "bias" parameter
+}
+
 Tensor LayerNorm::forward(const Tensor& x) {
   return layer_norm(x, normalized_shape, weight, bias, eps).out;
 }

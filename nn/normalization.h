@@ -48,10 +48,19 @@ class BatchNorm2d : public Cloneable<BatchNorm2d> {
   BatchNormState s_;
 };
 
+struct LayerNormOptions {
+  double eps = 1e-5;
+  bool elementwise_affine = true;
+  bool bias = true;  // torch 2.1's bias=False drops the bias parameter
+};
+
 // Normalises over the trailing dims `normalized_shape`; weight (ones) and bias (zeros) have
-// that shape when elementwise_affine.
+// that shape when elementwise_affine. LayerNorm(64, {.eps = 1e-6, .bias = false}).
 class LayerNorm : public Cloneable<LayerNorm> {
  public:
+  LayerNorm(Shape normalized_shape, LayerNormOptions options);
+  LayerNorm(int64_t normalized_size, LayerNormOptions options)
+      : LayerNorm(Shape{normalized_size}, options) {}
   explicit LayerNorm(Shape normalized_shape, double eps = 1e-5, bool elementwise_affine = true);
   explicit LayerNorm(int64_t normalized_size, double eps = 1e-5, bool elementwise_affine = true)
       : LayerNorm(Shape{normalized_size}, eps, elementwise_affine) {}

@@ -15,8 +15,12 @@ Pool2dParams params(Size2 k, Size2 s, Size2 p) {
 }
 }  // namespace
 
-MaxPool2d::MaxPool2d(Size2 k, std::optional<Size2> s, Size2 p, Size2 d, bool ceil)
-    : kernel_size(k), stride(s.value_or(k)), padding(p), dilation(d), ceil_mode(ceil) {}
+MaxPool2d::MaxPool2d(Size2 k, MaxPool2dOptions o)
+    : kernel_size(k),
+      stride(o.stride.value_or(k)),
+      padding(o.padding),
+      dilation(o.dilation),
+      ceil_mode(o.ceil_mode) {}
 
 Tensor MaxPool2d::forward(const Tensor& x) {
   Pool2dParams p = params(kernel_size, stride, padding);
@@ -31,8 +35,12 @@ std::string MaxPool2d::extra_repr() const {
          ", ceil_mode=" + (ceil_mode ? "True" : "False");
 }
 
-AvgPool2d::AvgPool2d(Size2 k, std::optional<Size2> s, Size2 p, bool ceil, bool cip)
-    : kernel_size(k), stride(s.value_or(k)), padding(p), ceil_mode(ceil), count_include_pad(cip) {}
+AvgPool2d::AvgPool2d(Size2 k, AvgPool2dOptions o)
+    : kernel_size(k),
+      stride(o.stride.value_or(k)),
+      padding(o.padding),
+      ceil_mode(o.ceil_mode),
+      count_include_pad(o.count_include_pad) {}
 
 Tensor AvgPool2d::forward(const Tensor& x) {
   Pool2dParams p = params(kernel_size, stride, padding);

@@ -1,5 +1,6 @@
 // Pooling layers: MaxPool2d, AvgPool2d (PyTorch arguments; stride defaults to kernel_size)
-// and AdaptiveAvgPool2d. Inputs x:[N,C,H,W].
+// and AdaptiveAvgPool2d. Inputs x:[N,C,H,W]. Arguments after kernel_size come in an options
+// struct: MaxPool2d(3, {.stride = 2, .padding = 1}).
 #pragma once
 
 #include <optional>
@@ -9,10 +10,16 @@
 
 namespace minidl::nn {
 
+struct MaxPool2dOptions {
+  std::optional<Size2> stride = std::nullopt;  // nullopt: kernel_size
+  Size2 padding = 0;
+  Size2 dilation = 1;
+  bool ceil_mode = false;
+};
+
 class MaxPool2d : public Cloneable<MaxPool2d> {
  public:
-  MaxPool2d(Size2 kernel_size, std::optional<Size2> stride = std::nullopt, Size2 padding = 0,
-            Size2 dilation = 1, bool ceil_mode = false);
+  explicit MaxPool2d(Size2 kernel_size, MaxPool2dOptions options = {});
   Tensor forward(const Tensor& x) override;
   std::string name() const override { return "MaxPool2d"; }
   std::string extra_repr() const override;
@@ -20,10 +27,16 @@ class MaxPool2d : public Cloneable<MaxPool2d> {
   bool ceil_mode;
 };
 
+struct AvgPool2dOptions {
+  std::optional<Size2> stride = std::nullopt;  // nullopt: kernel_size
+  Size2 padding = 0;
+  bool ceil_mode = false;
+  bool count_include_pad = true;
+};
+
 class AvgPool2d : public Cloneable<AvgPool2d> {
  public:
-  AvgPool2d(Size2 kernel_size, std::optional<Size2> stride = std::nullopt, Size2 padding = 0,
-            bool ceil_mode = false, bool count_include_pad = true);
+  explicit AvgPool2d(Size2 kernel_size, AvgPool2dOptions options = {});
   Tensor forward(const Tensor& x) override;
   std::string name() const override { return "AvgPool2d"; }
   std::string extra_repr() const override;

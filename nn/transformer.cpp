@@ -140,11 +140,10 @@ Tensor MLP::forward(const Tensor& x) {
 
 TransformerBlock::TransformerBlock(int64_t n_embd, int64_t n_head, double dropout, bool bias,
                                    Generator* gen) {
-  ln_1 = std::make_shared<LayerNorm>(n_embd);
+  ln_1 = std::make_shared<LayerNorm>(n_embd, LayerNormOptions{.bias = bias});
   attn = std::make_shared<CausalSelfAttention>(n_embd, n_head, dropout, bias, gen);
-  ln_2 = std::make_shared<LayerNorm>(n_embd);
+  ln_2 = std::make_shared<LayerNorm>(n_embd, LayerNormOptions{.bias = bias});
   mlp = std::make_shared<MLP>(n_embd, dropout, bias, gen);
-  if (!bias) ln_1->bias = ln_2->bias = Tensor();  // nanoGPT's LayerNorm(bias=False)
   register_module("ln_1", &ln_1);
   register_module("attn", &attn);
   register_module("ln_2", &ln_2);

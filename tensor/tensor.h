@@ -4,8 +4,11 @@
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "tensor/device.h"
@@ -122,6 +125,100 @@ class Tensor {
 
   // Version counter of the storage (bumped by in-place ops).
   uint64_t version() const { return impl_->storage->version(); }
+
+  // ---- math methods: PyTorch's Tensor methods as thin forwards to the differentiable ops of
+  // autograd/ops.h (same defaults and results; they record autograd history). Declared here,
+  // defined one floor up in autograd/tensor_methods.cpp: code under tensor/ must call the raw
+  // ops (native::sum(x, ...)), never these methods.
+  // unary
+  Tensor neg() const;
+  Tensor abs() const;
+  Tensor sign() const;
+  Tensor exp() const;
+  Tensor log() const;
+  Tensor log1p() const;
+  Tensor sqrt() const;
+  Tensor rsqrt() const;
+  Tensor square() const;
+  Tensor sin() const;
+  Tensor cos() const;
+  Tensor tanh() const;
+  Tensor sigmoid() const;
+  Tensor relu() const;
+  Tensor gelu(std::string_view approximate = "none") const;
+  Tensor silu() const;
+  Tensor erf() const;
+  Tensor clamp(std::optional<Scalar> min, std::optional<Scalar> max = std::nullopt) const;
+  Tensor clamp_min(Scalar min) const { return clamp(min, std::nullopt); }
+  Tensor clamp_max(Scalar max) const { return clamp(std::nullopt, max); }
+  // binary (broadcasting; a Scalar takes part in promotion like a 0-d tensor)
+  Tensor add(const Tensor& other, Scalar alpha = 1) const;  // self + alpha * other
+  Tensor add(Scalar other) const;
+  Tensor sub(const Tensor& other, Scalar alpha = 1) const;
+  Tensor sub(Scalar other) const;
+  Tensor mul(const Tensor& other) const;
+  Tensor mul(Scalar other) const;
+  Tensor div(const Tensor& other) const;
+  Tensor div(Scalar other) const;
+  Tensor pow(const Tensor& exponent) const;
+  Tensor pow(Scalar exponent) const;
+  Tensor maximum(const Tensor& other) const;
+  Tensor minimum(const Tensor& other) const;
+  // comparisons (bool results, no gradient)
+  Tensor eq(const Tensor& other) const;
+  Tensor eq(Scalar other) const;
+  Tensor ne(const Tensor& other) const;
+  Tensor ne(Scalar other) const;
+  Tensor lt(const Tensor& other) const;
+  Tensor lt(Scalar other) const;
+  Tensor le(const Tensor& other) const;
+  Tensor le(Scalar other) const;
+  Tensor gt(const Tensor& other) const;
+  Tensor gt(Scalar other) const;
+  Tensor ge(const Tensor& other) const;
+  Tensor ge(Scalar other) const;
+  // in place (self is the output)
+  Tensor& add_(const Tensor& other, Scalar alpha = 1);
+  Tensor& add_(Scalar other);
+  Tensor& sub_(const Tensor& other, Scalar alpha = 1);
+  Tensor& mul_(const Tensor& other);
+  Tensor& mul_(Scalar other);
+  Tensor& div_(const Tensor& other);
+  Tensor& clamp_(std::optional<Scalar> min, std::optional<Scalar> max = std::nullopt);
+  // reductions: an empty DimList reduces every dim; x.sum(1) and x.sum({0, 2}) both work
+  Tensor sum(std::optional<DType> dtype = std::nullopt) const;
+  Tensor sum(int64_t dim, bool keepdim = false, std::optional<DType> dtype = std::nullopt) const;
+  Tensor sum(const DimList& dims, bool keepdim = false,
+             std::optional<DType> dtype = std::nullopt) const;
+  Tensor mean() const;
+  Tensor mean(int64_t dim, bool keepdim = false) const;
+  Tensor mean(const DimList& dims, bool keepdim = false) const;
+  // correction 1 = Bessel's (torch's unbiased=True), 0 = biased
+  Tensor var(const DimList& dims = {}, double correction = 1, bool keepdim = false) const;
+  Tensor var(int64_t dim, double correction = 1, bool keepdim = false) const;
+  Tensor std(const DimList& dims = {}, double correction = 1, bool keepdim = false) const;
+  Tensor std(int64_t dim, double correction = 1, bool keepdim = false) const;
+  Tensor amax(const DimList& dims = {}, bool keepdim = false) const;
+  Tensor amin(const DimList& dims = {}, bool keepdim = false) const;
+  Tensor max() const;  // 0-d
+  Tensor min() const;
+  std::pair<Tensor, Tensor> max(int64_t dim, bool keepdim = false) const;  // values, indices
+  std::pair<Tensor, Tensor> min(int64_t dim, bool keepdim = false) const;
+  Tensor argmax(std::optional<int64_t> dim = std::nullopt, bool keepdim = false) const;  // int64
+  Tensor argmin(std::optional<int64_t> dim = std::nullopt, bool keepdim = false) const;
+  Tensor logsumexp(const DimList& dims, bool keepdim = false) const;
+  Tensor cumsum(int64_t dim, std::optional<DType> dtype = std::nullopt) const;
+  // softmax, linear algebra, masking, indexing
+  Tensor softmax(int64_t dim) const;
+  Tensor log_softmax(int64_t dim) const;
+  Tensor matmul(const Tensor& other) const;  // torch.matmul semantics
+  Tensor mm(const Tensor& other) const;      // [M,K] x [K,N]
+  Tensor bmm(const Tensor& other) const;     // [B,M,K] x [B,K,N]
+  Tensor tril(int64_t diagonal = 0) const;
+  Tensor triu(int64_t diagonal = 0) const;
+  Tensor masked_fill(const Tensor& mask, Scalar value) const;
+  Tensor index_select(int64_t dim, const Tensor& index) const;
+  Tensor gather(int64_t dim, const Tensor& index) const;
 
   // ---- autograd (autograd/variable.cpp)
   bool requires_grad() const;

@@ -111,8 +111,13 @@ TEST_CASE("TransformerEncoderLayer matches PyTorch golden values (post-norm relu
   for (const json& c : golden("golden_attention.json")["encoder"]) {
     const bool nf = c["norm_first"].get<bool>();
     CAPTURE(nf);
-    nn::TransformerEncoderLayer layer(4, 2, 6, 0.0, c["activation"].get<std::string>(), 1e-5, true,
-                                      nf);
+    nn::TransformerEncoderLayer layer(4, 2,
+                                      {.dim_feedforward = 6,
+                                       .dropout = 0.0,
+                                       .activation = c["activation"].get<std::string>(),
+                                       .layer_norm_eps = 1e-5,
+                                       .batch_first = true,
+                                       .norm_first = nf});
     load(layer, c["state"]);
     layer.eval();
     Tensor src = gleaf(c["src"]);
@@ -131,7 +136,7 @@ TEST_CASE("MultiheadAttention: layouts, is_causal, unaveraged weights, parameter
   CHECK(r.weights.shape() == Shape{2, 3, 3});
   check_close(sum(r.weights, {2}), std::vector<double>(6, 1.0));
   // batch_first=false: same parameters, [T,B,E] layout
-  nn::MultiheadAttention s(4, 2, 0.0, true, false);
+  nn::MultiheadAttention s(4, 2, {.batch_first = false});
   s.load_state_dict(m.state_dict());
   Tensor xs = x.transpose(0, 1);
   check_close(s.forward(xs, xs, xs).output.transpose(0, 1), r.output);
@@ -157,9 +162,9 @@ TEST_CASE("MultiheadAttention: layouts, is_causal, unaveraged weights, parameter
   for (auto& [n, p] : m.named_parameters()) names.push_back(n);
   CHECK(names == std::vector<std::string>{"in_proj_weight", "in_proj_bias", "out_proj.weight",
                                           "out_proj.bias"});
-  CHECK(nn::MultiheadAttention(4, 2, 0.0, false).named_parameters().size() == 2);
+  CHECK(nn::MultiheadAttention(4, 2, {.bias = false}).named_parameters().size() == 2);
   // dropout only acts in training mode
-  nn::MultiheadAttention d(4, 2, 0.5);
+  nn::MultiheadAttention d(4, 2, {.dropout = 0.5});
   d.load_state_dict(m.state_dict());
   d.eval();
   check_close(d.forward(x, x, x).output, r.output);
@@ -184,9 +189,10 @@ TEST_CASE("MultiheadAttention and TransformerEncoderLayer errors and names") {
                        doctest::Contains("expected embed_dim 4"), Error);
   CHECK_THROWS_WITH_AS(m.forward(x, random_tensor({2, 4, 4}), x), doctest::Contains("must match"),
                        Error);
-  CHECK_THROWS_WITH_AS(nn::TransformerEncoderLayer(4, 2, 8, 0.1, "tanh"),
-                       doctest::Contains("relu/gelu"), Error);
-  nn::TransformerEncoderLayer layer(4, 2, 8);
+  CHECK_THROWS_WITH_AS(
+      nn::TransformerEncoderLayer(4, 2, {.dim_feedforward = 8, .activation = "tanh"}),
+      doctest::Contains("relu/gelu"), Error);
+  nn::TransformerEncoderLayer layer(4, 2, {.dim_feedforward = 8});
   std::vector<std::string> names;
   for (auto& [n, c] : layer.named_children()) names.push_back(n);
   CHECK(names == std::vector<std::string>{"self_attn", "linear1", "dropout", "linear2", "norm1",

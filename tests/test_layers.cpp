@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <type_traits>
 
 #include "autograd/grad_mode.h"
 #include "autograd/gradcheck.h"
@@ -107,7 +108,7 @@ TEST_CASE("layers: nn::init functions") {
 
 TEST_CASE("layers: Conv2d forward, init and arguments") {
   Generator gen(5);
-  nn::Conv2d conv(4, 6, {3, 2}, {2, 1}, 1, 1, 2, true, &gen);
+  nn::Conv2d conv(4, 6, {3, 2}, {.stride = {2, 1}, .padding = 1, .groups = 2}, &gen);
   CHECK(conv.weight.shape() == Shape{6, 2, 3, 2});
   double bound = 1.0 / std::sqrt(2.0 * 3 * 2);
   for (double v : to_f64(conv.weight)) CHECK(std::abs(v) <= bound);
@@ -119,9 +120,9 @@ TEST_CASE("layers: Conv2d forward, init and arguments") {
   p.groups = 2;
   check_close(y, conv2d(x, conv.weight, conv.bias, p), 0, 0);
   CHECK(y.shape() == Shape{2, 6, 4, 6});
-  CHECK_THROWS_WITH_AS(nn::Conv2d(3, 4, 3, 1, 0, 1, 2), doctest::Contains("divisible"), Error);
+  CHECK_THROWS_WITH_AS(nn::Conv2d(3, 4, 3, {.groups = 2}), doctest::Contains("divisible"), Error);
   CHECK_THROWS_AS(conv(ones({2, 3, 7, 5})), Error);
-  CHECK_FALSE(nn::Conv2d(1, 1, 1, 1, 0, 1, 1, false).bias.defined());
+  CHECK_FALSE(nn::Conv2d(1, 1, 1, {.bias = false}).bias.defined());
 }
 
 TEST_CASE("layers: Dropout train and eval") {
@@ -175,8 +176,9 @@ TEST_CASE("layers: MaxPool2d, AvgPool2d, AdaptiveAvgPool2d") {
   Tensor x = arange(0, 16, 1, kFloat32).reshape({1, 1, 4, 4});
   check_close(nn::MaxPool2d(2)(x), {5, 7, 13, 15});
   check_close(nn::AvgPool2d(2)(x), {2.5, 4.5, 10.5, 12.5});
-  check_close(nn::MaxPool2d(3, 1)(x), {10, 11, 14, 15});
-  check_close(nn::AvgPool2d(2, 2, 1)(x), {0, 0.75, 0.75, 3, 7.5, 4.5, 3, 6.75, 3.75});
+  check_close(nn::MaxPool2d(3, {.stride = 1})(x), {10, 11, 14, 15});
+  check_close(nn::AvgPool2d(2, {.stride = 2, .padding = 1})(x),
+              {0, 0.75, 0.75, 3, 7.5, 4.5, 3, 6.75, 3.75});
   CHECK(nn::MaxPool2d(nn::Size2{2, 1})(x).shape() == Shape{1, 1, 2, 4});
   // Adaptive pooling: divisible and general windows against a naive reference.
   Tensor r = random_tensor({2, 3, 5, 7}, kFloat64, 4);
@@ -224,7 +226,8 @@ TEST_CASE("layers: gradcheck Linear and Conv2d modules in f64") {
   };
   auto r = autograd::gradcheck(f, {x, lin->weight, lin->bias});
   CHECK_MESSAGE(r.ok, r.message);
-  auto conv = std::make_shared<nn::Conv2d>(4, 4, 3, 2, 1, 1, 2);
+  auto conv = std::make_shared<nn::Conv2d>(
+      4, 4, 3, nn::Conv2dOptions{.stride = 2, .padding = 1, .dilation = 1, .groups = 2});
   conv->to(kFloat64);
   Tensor xc = random_tensor({2, 4, 5, 5}, kFloat64, 3);
   xc.requires_grad_();
@@ -241,8 +244,8 @@ TEST_CASE("layers: MNIST CNN forward and backward") {
   using namespace nn;
   Generator gen(1);
   auto net = std::make_shared<Sequential>(Sequential{
-      std::make_shared<Conv2d>(1, 32, 3, 1, 0, 1, 1, true, &gen), std::make_shared<ReLU>(),
-      std::make_shared<Conv2d>(32, 64, 3, 1, 0, 1, 1, true, &gen), std::make_shared<ReLU>(),
+      std::make_shared<Conv2d>(1, 32, 3, Conv2dOptions{}, &gen), std::make_shared<ReLU>(),
+      std::make_shared<Conv2d>(32, 64, 3, Conv2dOptions{}, &gen), std::make_shared<ReLU>(),
       std::make_shared<MaxPool2d>(2), std::make_shared<Dropout>(0.25, &gen),
       std::make_shared<Flatten>(), std::make_shared<Linear>(9216, 128, true, &gen),
       std::make_shared<ReLU>(), std::make_shared<Dropout>(0.5, &gen),
@@ -267,4 +270,53 @@ TEST_CASE("layers: MNIST CNN forward and backward") {
   net->eval();
   NoGradGuard ng;
   check_close(net->forward(x), net->forward(x), 0, 0);
+}
+
+TEST_CASE("layers: options structs with designated initializers") {
+  // the positional trap does not compile: Conv2d(1, 16, 3, 1) (stride or padding?)
+  static_assert(!std::is_constructible_v<nn::Conv2d, int, int, int, int>);
+  static_assert(!std::is_constructible_v<nn::MaxPool2d, int, int>);
+  static_assert(!std::is_constructible_v<nn::AvgPool2d, int, int, int>);
+  static_assert(!std::is_constructible_v<nn::MultiheadAttention, int, int, double>);
+  static_assert(std::is_constructible_v<nn::Conv2d, int, int, int>);
+  Tensor x = random_tensor({2, 1, 6, 6}, kFloat32, 11);
+  nn::Conv2d same(1, 16, 3, {.padding = 1});
+  CHECK(same(x).shape() == Shape{2, 16, 6, 6});
+  auto strided =
+      std::make_shared<nn::Conv2d>(1, 4, 3, nn::Conv2dOptions{.stride = 2, .bias = false});
+  CHECK(strided->forward(x).shape() == Shape{2, 4, 2, 2});
+  CHECK_FALSE(strided->bias.defined());
+  CHECK(strided->extra_repr() == "1, 4, kernel_size=(3, 3), stride=(2, 2), bias=False");
+  Generator g1(7), g2(7);
+  nn::Conv2d a(2, 3, 3, {}, &g1), b(2, 3, 3, {}, &g2);  // the generator is the trailing argument
+  CHECK(bitwise_equal(a.weight, b.weight));
+  // Linear: positional bias and LinearOptions
+  CHECK_FALSE(nn::Linear(4, 3, {.bias = false}).bias.defined());
+  CHECK_FALSE(nn::Linear(4, 3, false).bias.defined());
+  CHECK(nn::Linear(4, 3).bias.defined());
+  // pooling
+  CHECK(nn::MaxPool2d(3, {.stride = 2, .padding = 1})(x).shape() == Shape{2, 1, 3, 3});
+  CHECK(nn::MaxPool2d(3, {.stride = 2, .padding = 1}).extra_repr() ==
+        "kernel_size=3, stride=2, padding=1, dilation=1, ceil_mode=False");
+  CHECK(nn::MaxPool2d(2, {.ceil_mode = true})(random_tensor({1, 1, 5, 5})).shape() ==
+        Shape{1, 1, 3, 3});
+  Tensor ones4 = ones({1, 1, 2, 2});
+  check_close(nn::AvgPool2d(2, {.stride = 1, .padding = 1, .count_include_pad = false})(ones4),
+              std::vector<double>(9, 1.0));
+  check_close(nn::AvgPool2d(2, {.stride = 1, .padding = 1})(ones4),
+              {0.25, 0.5, 0.25, 0.5, 1, 0.5, 0.25, 0.5, 0.25});
+  // LayerNorm: options, bias=false drops the parameter (torch 2.1)
+  nn::LayerNorm ln(4, {.eps = 1e-3, .bias = false});
+  CHECK(ln.eps == 1e-3);
+  CHECK(ln.state_dict().size() == 1);
+  CHECK(ln.state_dict().count("weight") == 1);
+  CHECK(nn::LayerNorm(Shape{2, 4}, {.elementwise_affine = false}).parameters().empty());
+  // attention layers
+  nn::MultiheadAttention mha(8, 2, {.bias = false, .batch_first = false});
+  CHECK_FALSE(mha.batch_first);
+  CHECK_FALSE(mha.in_proj_bias.defined());
+  nn::TransformerEncoderLayer enc(8, 2,
+                                  {.dim_feedforward = 16, .dropout = 0.0, .norm_first = true});
+  CHECK(enc.linear1->weight.shape() == Shape{16, 8});
+  CHECK(enc.norm_first);
 }

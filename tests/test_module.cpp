@@ -281,21 +281,24 @@ TEST_CASE("module: repr matches PyTorch's print") {
   using namespace nn;
   auto inner = std::make_shared<Sequential>(Sequential{
       std::make_shared<Linear>(4, 3), std::make_shared<GELU>(), std::make_shared<GELU>("tanh")});
-  Sequential s{std::make_shared<Conv2d>(1, 32, 3),
-               std::make_shared<ReLU>(),
-               std::make_shared<Conv2d>(32, 64, Size2{3, 5}, 2, 1, 2, 2, false),
-               std::make_shared<MaxPool2d>(2),
-               std::make_shared<AvgPool2d>(3, 2, 1),
-               std::make_shared<AdaptiveAvgPool2d>(Size2{2, 3}),
-               std::make_shared<AdaptiveAvgPool2d>(1),
-               std::make_shared<Dropout>(0.25),
-               std::make_shared<Flatten>(),
-               inner,
-               std::make_shared<SiLU>(),
-               std::make_shared<Tanh>(),
-               std::make_shared<Sigmoid>(),
-               std::make_shared<Softmax>(1),
-               std::make_shared<Linear>(3, 2, false)};
+  Sequential s{
+      std::make_shared<Conv2d>(1, 32, 3),
+      std::make_shared<ReLU>(),
+      std::make_shared<Conv2d>(
+          32, 64, Size2{3, 5},
+          Conv2dOptions{.stride = 2, .padding = 1, .dilation = 2, .groups = 2, .bias = false}),
+      std::make_shared<MaxPool2d>(2),
+      std::make_shared<AvgPool2d>(3, AvgPool2dOptions{.stride = 2, .padding = 1}),
+      std::make_shared<AdaptiveAvgPool2d>(Size2{2, 3}),
+      std::make_shared<AdaptiveAvgPool2d>(1),
+      std::make_shared<Dropout>(0.25),
+      std::make_shared<Flatten>(),
+      inner,
+      std::make_shared<SiLU>(),
+      std::make_shared<Tanh>(),
+      std::make_shared<Sigmoid>(),
+      std::make_shared<Softmax>(1),
+      std::make_shared<Linear>(3, 2, false)};
   CHECK(s.repr() == expected);
   std::ostringstream os;
   os << *inner;

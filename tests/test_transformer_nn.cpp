@@ -214,8 +214,9 @@ TEST_CASE("TransformerBlock: golden vs PyTorch (nanoGPT block), output and every
 
 TEST_CASE("TransformerEncoderLayer: activation gelu_tanh") {
   manual_seed(5);
-  nn::TransformerEncoderLayer l(4, 2, 8, 0.0, "gelu_tanh");
-  nn::TransformerEncoderLayer e(4, 2, 8, 0.0, "gelu");
+  nn::TransformerEncoderLayer l(4, 2,
+                                {.dim_feedforward = 8, .dropout = 0.0, .activation = "gelu_tanh"});
+  nn::TransformerEncoderLayer e(4, 2, {.dim_feedforward = 8, .dropout = 0.0, .activation = "gelu"});
   e.load_state_dict(l.state_dict());
   l.eval();
   e.eval();
@@ -226,7 +227,8 @@ TEST_CASE("TransformerEncoderLayer: activation gelu_tanh") {
   Tensor ff = (*l.linear2)(gelu((*l.linear1)(h), "tanh"));
   check_close(l(x), (*l.norm2)(h + ff), 1e-5, 1e-6);
   CHECK_FALSE(bitwise_equal(l(x), e(x)));
-  CHECK_THROWS_WITH_AS(nn::TransformerEncoderLayer(4, 2, 8, 0.0, "tanh"),
+  CHECK_THROWS_WITH_AS(nn::TransformerEncoderLayer(
+                           4, 2, {.dim_feedforward = 8, .dropout = 0.0, .activation = "tanh"}),
                        doctest::Contains("relu/gelu/gelu_tanh"), Error);
 }
 
