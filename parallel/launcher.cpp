@@ -160,14 +160,20 @@ int launch(const LaunchOptions& options, const std::vector<std::string>& argv) {
     std::filesystem::create_directories(log_dir, ec);
     MINIDL_CHECK(!ec, "minidl-run: cannot create --log-dir '", log_dir, "': ", ec.message());
   }
-  const int rc =
-      options.max_restarts == 0
-          ? run_ranks(make_plan(options, argv, program, log_dir, temporary, 0, ""))
-          : launch_with_restarts(
-                options, argv,
-                [&](const std::vector<std::string>& args, int attempt, const std::string& f) {
-                  return make_plan(options, args, program, log_dir, temporary, attempt, f);
-                });
+  int rc = 0;
+  try {
+    rc = options.max_restarts == 0
+             ? run_ranks(make_plan(options, argv, program, log_dir, temporary, 0, ""))
+             : launch_with_restarts(
+                   options, argv,
+                   [&](const std::vector<std::string>& args, int attempt, const std::string& f) {
+                     return make_plan(options, args, program, log_dir, temporary, attempt, f);
+                   });
+  } catch (...) {
+    std::error_code ec;
+    if (temporary) std::filesystem::remove(log_dir, ec);  // only if empty (nothing ran)
+    throw;
+  }
   if (temporary) {
     std::error_code ec;
     if (rc == 0)

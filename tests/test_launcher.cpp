@@ -256,6 +256,13 @@ TEST_CASE("launcher per-rank logs: a temp dir removed on success unless --log-di
   CHECK(kept[0].filename().string().rfind("minidl-run-", 0) == 0);
   CHECK(read(kept[0] / "rank1.err") == "oops1\n");
   fs::remove_all(kept[0]);
+  {  // An error before any rank ran (nccl with more ranks than GPUs) leaves nothing either.
+    ScopedEnv no_gpus("CUDA_VISIBLE_DEVICES", "");
+    LaunchOptions nccl = o;
+    nccl.backend = "nccl";
+    CHECK_THROWS_AS(launch(nccl, {"/bin/sh", "-c", "exit 0"}), minidl::Error);
+    CHECK(entries().empty());
+  }
   // MINIDL_LOG_DIR (as --log-dir) keeps them after success; --log-dir none beats it.
   {
     ScopedEnv env("MINIDL_LOG_DIR", (dir / "mine").c_str());
