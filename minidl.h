@@ -38,6 +38,7 @@
 #include "nn/embedding.h"
 #include "nn/loss.h"
 #include "nn/normalization.h"
+#include "nn/registration_check.h"
 #include "nn/transformer.h"
 #include "optim/param_groups.h"
 #include "optim/checkpoint.h"

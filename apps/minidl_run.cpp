@@ -33,8 +33,8 @@ int main(int argc, char** argv) {
                  "port of rank 0's store (0: a free port; required with --nnodes > 1)")
       ->capture_default_str();
   app.add_option("--log-dir", o.log_dir,
-                 "per-rank logs rank<R>.out/.err here (default minidl-run-logs/<time>-<pid>; "
-                 "'none': no files)");
+                 "per-rank logs rank<R>.out/.err here (default: $MINIDL_LOG_DIR, else a temp "
+                 "dir removed unless a rank fails; 'none': no files)");
   app.add_option("--device-per-rank", o.device_per_rank,
                  "auto: print rank -> cuda:k (LOCAL_RANK % visible GPUs) or cpu; none: skip")
       ->capture_default_str()

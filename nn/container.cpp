@@ -1,4 +1,4 @@
-// Sequential, ModuleList and ModuleDict: children are owned by Module (owning register_module)
+// Sequential, ModuleList and ModuleDict: children are owned by Module (add_module)
 // so clone() deep-copies them through Module's generic machinery.
 #include "nn/container.h"
 
@@ -39,7 +39,7 @@ Sequential::Sequential(const std::vector<std::shared_ptr<Module>>& modules) {
 
 void Sequential::push_back(std::shared_ptr<Module> m) {
   MINIDL_CHECK(m != nullptr, "Sequential.push_back: null module");
-  register_module(std::to_string(size()), std::move(m));
+  add_module(std::to_string(size()), std::move(m));
 }
 
 std::shared_ptr<Module> Sequential::operator[](int64_t i) const {
@@ -58,7 +58,7 @@ ModuleList::ModuleList(std::initializer_list<std::shared_ptr<Module>> modules) {
 
 void ModuleList::push_back(std::shared_ptr<Module> m) {
   MINIDL_CHECK(m != nullptr, "ModuleList.push_back: null module");
-  register_module(std::to_string(size()), std::move(m));
+  add_module(std::to_string(size()), std::move(m));
 }
 
 std::shared_ptr<Module> ModuleList::operator[](int64_t i) const {
@@ -75,7 +75,7 @@ void ModuleDict::insert(const std::string& key, std::shared_ptr<Module> m) {
   if (contains(key))
     replace_owned_module(key, std::move(m));
   else
-    register_module(key, std::move(m));
+    add_module(key, std::move(m));
 }
 
 std::shared_ptr<Module> ModuleDict::operator[](const std::string& key) const {

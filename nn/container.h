@@ -104,7 +104,7 @@ class ModuleListOf : public Cloneable<ModuleListOf<T>> {
 
   void push_back(std::shared_ptr<T> m) {
     MINIDL_CHECK(m != nullptr, "ModuleList.push_back: null module");
-    this->register_module(std::to_string(size()), std::shared_ptr<Module>(std::move(m)));
+    this->add_module(std::to_string(size()), std::shared_ptr<Module>(std::move(m)));
   }
   std::shared_ptr<T> operator[](int64_t i) const {
     return detail::cast_child<T>(detail::child_at_index(*this, i, "ModuleList"), "ModuleList",

@@ -5,7 +5,9 @@
 #include <cxxabi.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 #include <sstream>
 #include <typeinfo>
@@ -24,10 +26,28 @@ std::string join_name(const std::string& prefix, const std::string& name) {
 
 std::ptrdiff_t Module::slot_offset(const void* slot, const char* what) const {
   MINIDL_CHECK(slot != nullptr, what, ": null slot");
-  std::ptrdiff_t off = reinterpret_cast<const char*>(slot) - reinterpret_cast<const char*>(this);
-  // Slots must be data members of this object (offsets stay valid for member-wise copies).
-  MINIDL_CHECK(off >= std::ptrdiff_t(sizeof(Module)) && off < (std::ptrdiff_t(1) << 20), what,
-               ": the slot must be a data member of the module (pointer to member)");
+  const char* self = reinterpret_cast<const char*>(this);
+  const char* p = reinterpret_cast<const char*>(slot);
+  const std::ptrdiff_t off = p - self;
+  // Slots must be data members of this object (offsets stay valid for member-wise copies), and
+  // not inside the Module base. With a known object size (Cloneable<Derived>) the slot must lie
+  // in the Derived object: an element of a std::vector member or a local variable is refused.
+  // Called from Derived's constructor, where the dynamic type is Derived.
+  const size_t size = object_size();
+  const char* start = reinterpret_cast<const char*>(dynamic_cast<const void*>(this));
+  const bool in_base = p >= self && p < self + sizeof(Module);
+  const bool inside = size > 0 ? p >= start && p < start + size && !in_base
+                               : off >= std::ptrdiff_t(sizeof(Module)) && off < (1 << 20);
+  if (!inside) {
+    const std::string where =
+        size > 0 ? " (it lies outside this " + std::to_string(size) + "-byte " + name() +
+                       " object or in its Module base)"
+                 : " (it lies " + std::to_string(off) + " bytes from the " + name() + " object)";
+    MINIDL_FAIL(what, ": the slot must be a data member of the module (pointer to member)", where,
+                "; a local variable or an element of a std::vector member cannot be a slot: "
+                "make it a data member, or keep children in a container and add_module(name, "
+                "child) each (or use nn::ModuleList)");
+  }
   return off;
 }
 
@@ -58,17 +78,17 @@ void Module::register_buffer(std::string name, Tensor* slot) {
   buffers_.push_back({name, slot_offset(slot, "register_buffer")});
 }
 
-void Module::add_child(ChildEntry e) {
-  check_new_name(e.name, "register_module");
+void Module::add_child(ChildEntry e, const char* what) {
+  check_new_name(e.name, what);
   children_.push_back(std::move(e));
 }
 
-void Module::register_module(std::string name, std::shared_ptr<Module> module) {
-  MINIDL_CHECK(module != nullptr, "register_module: '", name, "' is null");
+void Module::add_module(std::string name, std::shared_ptr<Module> module) {
+  MINIDL_CHECK(module != nullptr, "add_module: '", name, "' is null");
   ChildEntry e;
   e.name = std::move(name);
   e.owned = std::move(module);
-  add_child(std::move(e));
+  add_child(std::move(e), "add_module");
 }
 
 Tensor& Module::tensor_at(std::ptrdiff_t offset) const {
@@ -379,6 +399,67 @@ void Module::deep_copy_after_member_copy(CloneMemo& memo) {
       e.owned = cc;
     else
       e.set(this, e.offset, cc);
+  }
+}
+
+void Module::check_clone_members(const CloneMemo& memo) const {
+  // What the originals are: every cloned module (its Module base and its object start) and
+  // every cloned tensor's TensorImpl. A registered slot of a clone holds the clone's own
+  // module/tensor, so a word of a clone still equal to an original address is a member the
+  // member-wise copy shared with the original without registration knowing it. A word counts
+  // only when the original holds the same value at the same place (the copy took it from
+  // there), which rules out stale bytes in padding or a short string's buffer.
+  std::unordered_map<std::uintptr_t, const void*> originals;  // address -> Module* or TensorImpl*
+  for (const auto& [orig, c] : memo.modules) {
+    originals.emplace(reinterpret_cast<std::uintptr_t>(orig), orig);
+    originals.emplace(reinterpret_cast<std::uintptr_t>(dynamic_cast<const void*>(orig)), orig);
+  }
+  for (const auto& [impl, t] : memo.tensors)
+    originals.emplace(reinterpret_cast<std::uintptr_t>(impl), impl);
+  for (const auto& [orig, c] : memo.modules) {
+    const size_t size = c->object_size();
+    if (size == 0) continue;
+    const char* cbase = reinterpret_cast<const char*>(c.get());
+    const char* start = reinterpret_cast<const char*>(dynamic_cast<const void*>(c.get()));
+    const char* obase = reinterpret_cast<const char*>(orig);
+    constexpr size_t kWord = sizeof(std::uintptr_t);
+    const char* first = start + (kWord - reinterpret_cast<std::uintptr_t>(start) % kWord) % kWord;
+    for (const char* p = first; p + kWord <= start + size; p += kWord) {
+      if (p + kWord > cbase && p < cbase + sizeof(Module)) continue;  // Module's own members
+      std::uintptr_t word = 0, orig_word = 0;
+      std::memcpy(&word, p, kWord);
+      auto it = originals.find(word);
+      if (it == originals.end()) continue;
+      std::memcpy(&orig_word, obase + (p - cbase), kWord);
+      if (orig_word != word) continue;
+      // Names of the original tree's modules and tensors, for the message.
+      std::string holder = "", target = "an original module or tensor";
+      visit(*this, true, [&](const Module& m, const std::string& prefix) {
+        if (&m == orig) holder = prefix;
+        if (&m == it->second)
+          target = "the original's submodule '" + (prefix.empty() ? "<root>" : prefix) + "' (" +
+                   m.name() + ")";
+        auto tensors = [&](const std::vector<TensorEntry>& entries, const char* kind) {
+          for (const auto& e : entries) {
+            const Tensor& t = m.tensor_at(e.offset);
+            if (t.defined() && t.impl() == it->second)
+              target = std::string("the original's ") + kind + " '" + join_name(prefix, e.name) +
+                       "' " + t.shape_str() + " " + std::string(dtype_name(t.dtype()));
+          }
+        };
+        tensors(m.params_, "parameter");
+        tensors(m.buffers_, "buffer");
+      });
+      MINIDL_FAIL("clone: ", orig->name(), holder.empty() ? "" : " '" + holder + "'",
+                  "'s member at byte offset ", p - start, " of the ", size, "-byte object ",
+                  "still points at ", target,
+                  " after the member-wise copy: a member that is not registered itself (a raw "
+                  "pointer, a second shared_ptr or Tensor handle, or a child kept in a member "
+                  "and also add_module'd) would make the clone use the original's weights. "
+                  "Register it with register_module(\"name\", &member) / "
+                  "register_parameter(\"name\", &member), or reach it through the registered "
+                  "member");
+    }
   }
 }
 

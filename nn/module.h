@@ -33,9 +33,18 @@ struct LoadStateDictResult {
 // Registration stores each slot as a byte offset from the Module base of `this`, so a member-wise
 // copy of the derived object (what Cloneable::clone does) refers to its own members. Slots must
 // therefore be data members of the module object itself (e.g. `Tensor weight_;`,
-// `std::shared_ptr<Linear> fc1_;`). Modules without a member slot (Sequential, ModuleList)
-// use the owning overload `register_module(name, module)`, which keeps the child inside Module.
-// A parameter slot holding an undefined tensor (e.g. bias=false) is skipped by all traversals.
+// `std::shared_ptr<Linear> fc1_;`); a slot outside the object (a local variable, an element of a
+// std::vector member) is refused. For a Cloneable<Derived> the bound is sizeof(Derived), so a
+// class derived from a Cloneable layer cannot register members of its own (its clone() would
+// slice it); a plain Module subclass (no Cloneable) is only checked for plausible offsets.
+// Modules without a member slot (Sequential, ModuleList, children kept in a std::vector) use
+// add_module(name, module), which keeps the child inside Module. `register_module("fc", fc)`
+// without `&` does not compile. A parameter slot holding an undefined tensor (e.g. bias=false)
+// is skipped by all traversals. A tensor or module held in a member but never registered is
+// invisible to parameters(), state_dict(), to(), clone() and DDP: nn::check_registration
+// (nn/registration_check.h) finds such tensors from a forward's output, DDP and DataParallel
+// run it on their first forward, and clone() refuses a member that still points into the
+// original after the copy (see Module::clone).
 //
 // Usage:
 //   struct Net : nn::Cloneable<Net> {
@@ -74,10 +83,15 @@ class Module : public std::enable_shared_from_this<Module> {
       MINIDL_CHECK(typed != nullptr || m == nullptr, "register_module: clone has a wrong type");
       *reinterpret_cast<std::shared_ptr<M>*>(reinterpret_cast<char*>(self) + off) = typed;
     };
-    add_child(std::move(e));
+    add_child(std::move(e), "register_module");
   }
-  // Owning registration (no member slot): the child is held by this Module.
-  void register_module(std::string name, std::shared_ptr<Module> module);
+  // Owning registration (torch's add_module; no member slot): the child is held by this Module.
+  void add_module(std::string name, std::shared_ptr<Module> module);
+  // Not a slot: `register_module("fc", fc)` forgot the `&`. Pass the member's address,
+  // register_module("fc", &fc), or use add_module("fc", fc) for a child with no member slot.
+  template <class M>
+  void register_module(std::string,
+                       std::shared_ptr<M> pass_the_member_address_or_use_add_module) = delete;
   // Replaces the direct child `name` (torch's setattr on a submodule): an owned child, or a
   // member slot whose type can hold `module` (std::shared_ptr<Module> holds any module, a slot
   // std::shared_ptr<BatchNorm2d> only a BatchNorm2d). Errors name the child and both types.
@@ -121,9 +135,15 @@ class Module : public std::enable_shared_from_this<Module> {
     std::unordered_map<const TensorImpl*, Tensor> tensors;
     std::unordered_map<const Module*, std::shared_ptr<Module>> modules;
   };
+  // After the copy, every cloned module's object is checked for a word that still points at an
+  // original module or tensor (an unregistered member that aliases a registered one, e.g. a raw
+  // pointer or second shared_ptr to a child): it would make the clone train the original's
+  // weights, so clone() throws naming the member's offset and what it points at.
   std::shared_ptr<Module> clone() const {
     CloneMemo memo;
-    return clone(memo);
+    std::shared_ptr<Module> copy = clone(memo);
+    check_clone_members(memo);
+    return copy;
   }
   virtual std::shared_ptr<Module> clone(CloneMemo& memo) const;
 
@@ -198,7 +218,12 @@ class Module : public std::enable_shared_from_this<Module> {
   };
 
   std::ptrdiff_t slot_offset(const void* slot, const char* what) const;
-  void add_child(ChildEntry e);
+  // sizeof the object registration slots must lie in (Cloneable<Derived>: sizeof(Derived));
+  // 0: unknown (a plain Module subclass).
+  virtual size_t object_size() const { return 0; }
+  // clone(): fails when a cloned module's member still refers to an original module or tensor.
+  void check_clone_members(const CloneMemo& memo) const;
+  void add_child(ChildEntry e, const char* what);
   void check_new_name(const std::string& name, const char* what) const;
   Tensor& tensor_at(std::ptrdiff_t offset) const;
   std::shared_ptr<Module> child_at(const ChildEntry& e) const;
@@ -277,6 +302,9 @@ class Cloneable : public Module {
     copy->deep_copy_after_member_copy(memo);
     return copy;
   }
+
+ private:
+  size_t object_size() const override { return sizeof(Derived); }
 };
 
 }  // namespace minidl::nn

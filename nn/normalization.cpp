@@ -75,30 +75,30 @@ std::string batch_norm_repr(const BatchNormState& s) {
 
 }  // namespace
 
-BatchNorm1d::BatchNorm1d(int64_t num_features, BatchNormOptions opt) {
-  init_batch_norm(*this, s_, num_features, opt, "BatchNorm1d");
+BatchNorm1d::BatchNorm1d(int64_t features, BatchNormOptions options) {
+  init_batch_norm(*this, *this, features, options, "BatchNorm1d");
 }
-BatchNorm1d::BatchNorm1d(int64_t num_features, double eps, double momentum, bool affine,
+BatchNorm1d::BatchNorm1d(int64_t features, double eps, double momentum, bool affine,
                          bool track_running_stats)
-    : BatchNorm1d(num_features, BatchNormOptions{eps, momentum, affine, track_running_stats}) {}
+    : BatchNorm1d(features, BatchNormOptions{eps, momentum, affine, track_running_stats}) {}
 Tensor BatchNorm1d::forward(const Tensor& x) {
-  return batch_norm_forward(s_, is_training(), x, "BatchNorm1d", "2D [N, C] or 3D [N, C, L]");
+  return batch_norm_forward(*this, is_training(), x, "BatchNorm1d", "2D [N, C] or 3D [N, C, L]");
 }
 std::string BatchNorm1d::extra_repr() const {
-  return batch_norm_repr(s_);
+  return batch_norm_repr(*this);
 }
 
-BatchNorm2d::BatchNorm2d(int64_t num_features, BatchNormOptions opt) {
-  init_batch_norm(*this, s_, num_features, opt, "BatchNorm2d");
+BatchNorm2d::BatchNorm2d(int64_t features, BatchNormOptions options) {
+  init_batch_norm(*this, *this, features, options, "BatchNorm2d");
 }
-BatchNorm2d::BatchNorm2d(int64_t num_features, double eps, double momentum, bool affine,
+BatchNorm2d::BatchNorm2d(int64_t features, double eps, double momentum, bool affine,
                          bool track_running_stats)
-    : BatchNorm2d(num_features, BatchNormOptions{eps, momentum, affine, track_running_stats}) {}
+    : BatchNorm2d(features, BatchNormOptions{eps, momentum, affine, track_running_stats}) {}
 Tensor BatchNorm2d::forward(const Tensor& x) {
-  return batch_norm_forward(s_, is_training(), x, "BatchNorm2d", "4D [N, C, H, W]");
+  return batch_norm_forward(*this, is_training(), x, "BatchNorm2d", "4D [N, C, H, W]");
 }
 std::string BatchNorm2d::extra_repr() const {
-  return batch_norm_repr(s_);
+  return batch_norm_repr(*this);
 }
 
 LayerNorm::LayerNorm(Shape shape, double eps_, bool affine)

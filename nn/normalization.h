@@ -16,8 +16,10 @@ struct BatchNormOptions {
   bool track_running_stats = true;
 };
 
-// Shared state and forward of BatchNorm1d/2d (not a Module itself: the layers register its
-// tensors as their own members).
+// The members of BatchNorm1d/2d and SyncBatchNorm (a base of each, not a Module itself: the layers
+// register its tensors as their own members), so `bn->running_mean`, `bn->weight` read as in
+// PyTorch. weight/bias are parameters (undefined unless affine), running_mean/running_var/
+// num_batches_tracked buffers (undefined unless track_running_stats).
 struct BatchNormState {
   int64_t num_features = 0;
   BatchNormOptions opt;
@@ -25,7 +27,7 @@ struct BatchNormState {
 };
 
 // x:[N,C] or [N,C,L]
-class BatchNorm1d : public Cloneable<BatchNorm1d> {
+class BatchNorm1d : public Cloneable<BatchNorm1d>, public BatchNormState {
  public:
   explicit BatchNorm1d(int64_t num_features, BatchNormOptions opt = {});
   BatchNorm1d(int64_t num_features, double eps, double momentum = 0.1, bool affine = true,
@@ -33,11 +35,10 @@ class BatchNorm1d : public Cloneable<BatchNorm1d> {
   Tensor forward(const Tensor& x) override;
   std::string name() const override { return "BatchNorm1d"; }
   std::string extra_repr() const override;
-  BatchNormState s_;
 };
 
 // x:[N,C,H,W]
-class BatchNorm2d : public Cloneable<BatchNorm2d> {
+class BatchNorm2d : public Cloneable<BatchNorm2d>, public BatchNormState {
  public:
   explicit BatchNorm2d(int64_t num_features, BatchNormOptions opt = {});
   BatchNorm2d(int64_t num_features, double eps, double momentum = 0.1, bool affine = true,
@@ -45,7 +46,6 @@ class BatchNorm2d : public Cloneable<BatchNorm2d> {
   Tensor forward(const Tensor& x) override;
   std::string name() const override { return "BatchNorm2d"; }
   std::string extra_repr() const override;
-  BatchNormState s_;
 };
 
 struct LayerNormOptions {
@@ -62,8 +62,8 @@ class LayerNorm : public Cloneable<LayerNorm> {
   LayerNorm(int64_t normalized_size, LayerNormOptions options)
       : LayerNorm(Shape{normalized_size}, options) {}
   explicit LayerNorm(Shape normalized_shape, double eps = 1e-5, bool elementwise_affine = true);
-  explicit LayerNorm(int64_t normalized_size, double eps = 1e-5, bool elementwise_affine = true)
-      : LayerNorm(Shape{normalized_size}, eps, elementwise_affine) {}
+  explicit LayerNorm(int64_t normalized_size, double eps_ = 1e-5, bool elementwise_affine_ = true)
+      : LayerNorm(Shape{normalized_size}, eps_, elementwise_affine_) {}
   Tensor forward(const Tensor& x) override;
   std::string name() const override { return "LayerNorm"; }
   std::string extra_repr() const override;
@@ -81,9 +81,9 @@ class RMSNorm : public Cloneable<RMSNorm> {
  public:
   explicit RMSNorm(Shape normalized_shape, std::optional<double> eps = std::nullopt,
                    bool elementwise_affine = true);
-  explicit RMSNorm(int64_t dim, std::optional<double> eps = std::nullopt,
-                   bool elementwise_affine = true)
-      : RMSNorm(Shape{dim}, eps, elementwise_affine) {}
+  explicit RMSNorm(int64_t dim, std::optional<double> eps_ = std::nullopt,
+                   bool elementwise_affine_ = true)
+      : RMSNorm(Shape{dim}, eps_, elementwise_affine_) {}
   Tensor forward(const Tensor& x) override;
   std::string name() const override { return "RMSNorm"; }
   std::string extra_repr() const override;

@@ -10,6 +10,7 @@
 #include "autograd/grad_mode.h"
 #include "autograd/autocast.h"
 #include "autograd/ops.h"
+#include "nn/registration_check.h"
 
 namespace minidl::dist {
 namespace {
@@ -179,6 +180,13 @@ Tensor DataParallel::forward_inputs(const std::vector<Tensor>& inputs) {
         MINIDL_FAIL("DataParallel: replica ", k, " on ", devices_[k].str(), " failed: ", e.what());
       }
     }
+  if (!registration_checked_ && grad_mode) {
+    registration_checked_ = true;  // once: one walk over each replica's first graph
+    for (size_t k = 0; k < n && check_registration; ++k)
+      nn::assert_registered(*replicas_[k], outputs[k], parts[k],
+                            "DataParallel (first forward, replica " + std::to_string(k) + " on " +
+                                devices_[k].str() + ")");
+  }
   t0 = Clock::now();
   for (auto& o : outputs) {
     o = o.to(output_device_);

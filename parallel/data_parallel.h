@@ -52,6 +52,11 @@ class DataParallel : public ModuleWrapper {
   void reset_stats();
   // Replica k (replica 0 is the source module).
   nn::Module& replica(size_t k) const { return *replicas_.at(k); }
+  // The first forward with grad enabled checks that every tensor requiring grad each replica's
+  // forward used is a registered parameter of that replica (nn::assert_registered): a layer held
+  // in an unregistered member would be shared by the replicas (clone() cannot see it) and get no
+  // summed gradient. false: skip.
+  bool check_registration = true;
 
  private:
   struct GradState;
@@ -61,6 +66,7 @@ class DataParallel : public ModuleWrapper {
   Device output_device_;
   std::vector<std::shared_ptr<nn::Module>> replicas_;
   std::shared_ptr<GradState> grad_state_;
+  bool registration_checked_ = false;
 };
 
 // Whether this thread is running a DataParallel replica's forward. nn::SyncBatchNorm then

@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "autograd/grad_mode.h"
+#include "nn/registration_check.h"
 #include "parallel/broadcast_coalesced.h"
 #include "parallel/distributed.h"
 #include "autograd/ops.h"
@@ -267,12 +268,22 @@ void DistributedDataParallel::explain_failure(const std::exception& e) const {
 
 Tensor DistributedDataParallel::forward(const Tensor& x) {
   before_forward();
-  return (*module_)(x);
+  return after_forward((*module_)(x), {x});
 }
 
 Tensor DistributedDataParallel::forward_inputs(const std::vector<Tensor>& inputs) {
   before_forward();
-  return module_->call(inputs);  // the module's hooks run, as in torch's self.module(*inputs)
+  // The module's hooks run, as in torch's self.module(*inputs).
+  return after_forward(module_->call(inputs), inputs);
+}
+
+Tensor DistributedDataParallel::after_forward(Tensor out, const std::vector<Tensor>& inputs) {
+  if (!registration_checked_ && GradMode::is_enabled()) {
+    registration_checked_ = true;  // once: one walk over the first graph
+    if (opts_.check_registration)
+      nn::assert_registered(*module_, out, inputs, "DistributedDataParallel (first forward)");
+  }
+  return out;
 }
 
 void DistributedDataParallel::before_forward() {

@@ -28,6 +28,11 @@ struct DDPOptions {
   // else no counts (a group built by hand with make_process_group passes its store here).
   // Counts are kept only when rank 0 has a store.
   std::shared_ptr<Store> store = nullptr;
+  // The first forward with grad enabled checks that every tensor requiring grad it used is a
+  // registered parameter of the module (nn::assert_registered): an unregistered one would get no
+  // averaged gradient and the ranks would silently diverge. false: skip (a forward that uses
+  // another module's parameters on purpose).
+  bool check_registration = true;
 };
 
 // Communication statistics for speedup reports (minidl-compare): totals since construction or
@@ -63,7 +68,9 @@ struct DDPStats {
 //    (uneven inputs: ...). Underlying error: gloo allreduce #9 (rank 0 of 2) failed: ..."
 // A step is a forward that talks to the other ranks (synchronised, or broadcasting buffers).
 // An unused parameter (no gradient in a synchronised backward) fails the next forward with
-// its name unless find_unused_parameters. At world size 1 gradients are left in place (no
+// its name unless find_unused_parameters. The first forward with grad enabled fails naming any
+// tensor requiring grad that the forward used but the module does not register (shapes, dtypes,
+// the fix; DDPOptions::check_registration). At world size 1 gradients are left in place (no
 // bucket copies; gradient_as_bucket_view has no effect). Parameters keep an inert hook after
 // the DDP object is destroyed (hooks cannot be removed).
 
@@ -108,6 +115,8 @@ class DistributedDataParallel : public ModuleWrapper {
  private:
   friend class Join;
   void before_forward();  // join notice, step count, reducer preparation, buffer broadcast
+  // The registration check on the first forward with grad (DDPOptions::check_registration).
+  Tensor after_forward(Tensor out, const std::vector<Tensor>& inputs);
   void check_same_parameters();
   void broadcast_state(int root);  // parameters and buffers
   void broadcast_buffers();
@@ -123,6 +132,7 @@ class DistributedDataParallel : public ModuleWrapper {
   DDPOptions opts_;
   std::shared_ptr<Reducer> reducer_;
   bool require_sync_ = true;
+  bool registration_checked_ = false;  // DDPOptions::check_registration ran (first forward)
   bool join_enabled_ = false;
   int64_t join_iterations_ = 0;  // forwards run since the Join began
   int buffer_root_ = 0;          // rank whose buffers forward broadcasts

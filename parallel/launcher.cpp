@@ -6,8 +6,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
 #include <cstdlib>
-#include <ctime>
+#include <cstring>
 #include <filesystem>
 
 #include "parallel/launcher.h"
@@ -46,13 +48,16 @@ std::string resolve_program(const std::string& name) {
   MINIDL_FAIL("minidl-run: program '", name, "' not found in PATH");
 }
 
-std::string default_log_dir() {
-  std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  ::localtime_r(&t, &tm);
-  char stamp[32];
-  std::strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", &tm);
-  return "minidl-run-logs/" + std::string(stamp) + "-" + std::to_string(::getpid());
+// A fresh directory for the per-rank logs of a run that did not ask for any:
+// $TMPDIR/minidl-run-XXXXXX (removed again when every rank succeeds).
+std::string temporary_log_dir() {
+  std::error_code ec;
+  std::filesystem::path base = std::filesystem::temp_directory_path(ec);
+  if (ec) base = "/tmp";
+  std::string tmpl = (base / "minidl-run-XXXXXX").string();
+  MINIDL_CHECK(::mkdtemp(tmpl.data()) != nullptr, "minidl-run: cannot create a log directory ",
+               tmpl, ": ", std::strerror(errno), " (set --log-dir DIR or --log-dir none)");
+  return tmpl;
 }
 
 int usable_cores() {
@@ -92,8 +97,8 @@ void set_env(std::vector<std::string>& env, const std::string& name, const std::
 
 // The plan of attempt `attempt` (0: the first run; restarts get a fresh port when it is ours).
 LaunchPlan make_plan(const LaunchOptions& options, const std::vector<std::string>& argv,
-                     const std::string& program, const std::string& log_dir, int attempt,
-                     const std::string& progress_file) {
+                     const std::string& program, const std::string& log_dir, bool temporary_logs,
+                     int attempt, const std::string& progress_file) {
   LaunchPlan plan;
   plan.options = options;
   plan.program = program;
@@ -124,6 +129,7 @@ LaunchPlan make_plan(const LaunchOptions& options, const std::vector<std::string
     banner += ", OMP_NUM_THREADS=" +
               (omp ? std::string(omp) + " (from the environment)" : std::to_string(omp_threads));
     banner += plan.log_dir.empty() ? ", no log files" : ", logs in " + plan.log_dir + "/";
+    if (temporary_logs) banner += " (removed unless a rank fails; --log-dir DIR keeps them)";
     if (options.max_restarts > 0)
       banner += ", up to " + std::to_string(options.max_restarts) + " restart(s)";
     plan.banner.push_back(banner);
@@ -139,19 +145,43 @@ int launch(const LaunchOptions& options, const std::vector<std::string>& argv) {
   MINIDL_CHECK(!argv.empty(), "minidl-run: no program given (usage: minidl-run [options] ",
                "PROGRAM [ARGS...])");
   const std::string program = resolve_program(argv[0]);
-  std::string log_dir;
-  if (options.log_dir != "none") {
-    log_dir = options.log_dir.empty() ? default_log_dir() : options.log_dir;
+  std::string log_dir = options.log_dir;
+  if (log_dir.empty()) {
+    const char* env = std::getenv("MINIDL_LOG_DIR");
+    log_dir = env ? env : "";
+  }
+  const bool temporary = log_dir.empty();
+  if (temporary) {
+    log_dir = temporary_log_dir();
+  } else if (log_dir == "none") {
+    log_dir.clear();
+  } else {
     std::error_code ec;
     std::filesystem::create_directories(log_dir, ec);
     MINIDL_CHECK(!ec, "minidl-run: cannot create --log-dir '", log_dir, "': ", ec.message());
   }
-  if (options.max_restarts == 0)
-    return run_ranks(make_plan(options, argv, program, log_dir, 0, ""));
-  return launch_with_restarts(
-      options, argv, [&](const std::vector<std::string>& args, int attempt, const std::string& f) {
-        return make_plan(options, args, program, log_dir, attempt, f);
-      });
+  int rc = 0;
+  try {
+    rc = options.max_restarts == 0
+             ? run_ranks(make_plan(options, argv, program, log_dir, temporary, 0, ""))
+             : launch_with_restarts(
+                   options, argv,
+                   [&](const std::vector<std::string>& args, int attempt, const std::string& f) {
+                     return make_plan(options, args, program, log_dir, temporary, attempt, f);
+                   });
+  } catch (...) {
+    std::error_code ec;
+    if (temporary) std::filesystem::remove(log_dir, ec);  // only if empty (nothing ran)
+    throw;
+  }
+  if (temporary) {
+    std::error_code ec;
+    if (rc == 0)
+      std::filesystem::remove_all(log_dir, ec);
+    else if (options.verbose)
+      std::fprintf(stderr, "minidl-run: per-rank logs kept in %s/\n", log_dir.c_str());
+  }
+  return rc;
 }
 
 bool launched_by_launcher() {

@@ -17,8 +17,11 @@ struct LaunchOptions {
   int node_rank = 0;
   std::string master_addr = "127.0.0.1";
   int master_port = 0;  // 0: a free port from the OS (single node only)
-  // Per-rank files rank<R>.out / rank<R>.err (raw, unprefixed; R = global rank).
-  // "": minidl-run-logs/<YYYYmmdd-HHMMSS>-<pid> under the cwd; "none": no log files.
+  // Per-rank files rank<R>.out / rank<R>.err (raw, unprefixed; R = global rank) in this
+  // directory (torchrun's --log-dir; created if missing). "": $MINIDL_LOG_DIR if set, else a
+  // fresh $TMPDIR/minidl-run-XXXXXX that is removed when every rank exits 0 and kept (and named
+  // in the failure summary) otherwise, so a run leaves no files behind unless asked or failed.
+  // "none": no log files.
   std::string log_dir;
   std::string device_per_rank = "auto";  // auto: print rank -> cuda:k / cpu; none: skip
   std::string backend;                   // "nccl": more local ranks than GPUs is an error

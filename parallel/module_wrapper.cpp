@@ -17,7 +17,7 @@ ModuleWrapper::ModuleWrapper(std::shared_ptr<nn::Module> module, const char* wra
   for (const auto& [name, p] : module_->named_parameters(false))
     register_parameter(name, alias(p), p.requires_grad());
   for (const auto& [name, b] : module_->named_buffers(false)) register_buffer(name, alias(b));
-  for (const auto& [name, child] : module_->named_children()) register_module(name, child);
+  for (const auto& [name, child] : module_->named_children()) add_module(name, child);
   Module::train(module_->is_training());
 }
 

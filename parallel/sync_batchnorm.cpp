@@ -219,33 +219,32 @@ Tensor sync_batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias
 
 }  // namespace functional
 
-SyncBatchNorm::SyncBatchNorm(int64_t num_features, BatchNormOptions opt,
+SyncBatchNorm::SyncBatchNorm(int64_t features, BatchNormOptions options,
                              std::shared_ptr<dist::ProcessGroup> pg)
     : process_group(std::move(pg)) {
-  MINIDL_CHECK(num_features > 0, "SyncBatchNorm: num_features must be positive, got ",
-               num_features);
-  MINIDL_CHECK(opt.eps >= 0, "SyncBatchNorm: eps must be non-negative, got ", opt.eps);
-  s_.num_features = num_features;
-  s_.opt = opt;
+  MINIDL_CHECK(features > 0, "SyncBatchNorm: num_features must be positive, got ", features);
+  MINIDL_CHECK(options.eps >= 0, "SyncBatchNorm: eps must be non-negative, got ", options.eps);
+  num_features = features;
+  opt = options;
   if (opt.affine) {  // BatchNorm's names, dtypes and defaults
-    s_.weight = ones({num_features});
-    s_.bias = zeros({num_features});
-    register_parameter("weight", &s_.weight);
-    register_parameter("bias", &s_.bias);
+    weight = ones({features});
+    bias = zeros({features});
+    register_parameter("weight", &weight);
+    register_parameter("bias", &bias);
   }
   if (opt.track_running_stats) {
-    s_.running_mean = zeros({num_features});
-    s_.running_var = ones({num_features});
-    s_.num_batches_tracked = zeros({}, kInt64);
-    register_buffer("running_mean", &s_.running_mean);
-    register_buffer("running_var", &s_.running_var);
-    register_buffer("num_batches_tracked", &s_.num_batches_tracked);
+    running_mean = zeros({features});
+    running_var = ones({features});
+    num_batches_tracked = zeros({}, kInt64);
+    register_buffer("running_mean", &running_mean);
+    register_buffer("running_var", &running_var);
+    register_buffer("num_batches_tracked", &num_batches_tracked);
   }
 }
 
-SyncBatchNorm::SyncBatchNorm(int64_t num_features, double eps, double momentum, bool affine,
+SyncBatchNorm::SyncBatchNorm(int64_t features, double eps, double momentum, bool affine,
                              bool track_running_stats, std::shared_ptr<dist::ProcessGroup> pg)
-    : SyncBatchNorm(num_features, BatchNormOptions{eps, momentum, affine, track_running_stats},
+    : SyncBatchNorm(features, BatchNormOptions{eps, momentum, affine, track_running_stats},
                     std::move(pg)) {}
 
 std::shared_ptr<dist::ProcessGroup> SyncBatchNorm::group() const {
@@ -253,7 +252,7 @@ std::shared_ptr<dist::ProcessGroup> SyncBatchNorm::group() const {
 }
 
 Tensor SyncBatchNorm::forward(const Tensor& x) {
-  return detail::sync_batchnorm_forward(s_, is_training(), process_group, channels_checked_, x);
+  return detail::sync_batchnorm_forward(*this, is_training(), process_group, channels_checked_, x);
 }
 
 namespace detail {
@@ -313,7 +312,7 @@ std::string sync_batchnorm_repr(const BatchNormState& s_) {
 }  // namespace detail
 
 std::string SyncBatchNorm::extra_repr() const {
-  return detail::sync_batchnorm_repr(s_);
+  return detail::sync_batchnorm_repr(*this);
 }
 
 }  // namespace minidl::nn

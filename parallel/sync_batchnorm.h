@@ -26,7 +26,7 @@ namespace minidl::nn {
 // Plain BatchNorm (the same ops as nn::BatchNorm2d, bitwise its results) in eval mode, without
 // a group (process_group null and no dist::init_process_group), with a group of one rank, and
 // inside a DataParallel replica (see forward()).
-class SyncBatchNorm : public Cloneable<SyncBatchNorm> {
+class SyncBatchNorm : public Cloneable<SyncBatchNorm>, public BatchNormState {
  public:
   explicit SyncBatchNorm(int64_t num_features, BatchNormOptions opt = {},
                          std::shared_ptr<dist::ProcessGroup> process_group = nullptr);
@@ -40,7 +40,6 @@ class SyncBatchNorm : public Cloneable<SyncBatchNorm> {
   // when dist::is_initialized(), else null.
   std::shared_ptr<dist::ProcessGroup> group() const;
 
-  BatchNormState s_;
   std::shared_ptr<dist::ProcessGroup> process_group;
   // Set by convert_sync_batchnorm for a BatchNorm1d: revert_sync_batchnorm then makes a
   // BatchNorm1d again (else a BatchNorm2d).
@@ -80,14 +79,14 @@ class SyncBatchNormIn final : public BN {
  public:
   SyncBatchNormIn(const BatchNormState& state, std::shared_ptr<dist::ProcessGroup> pg)
       : BN(state.num_features, state.opt), process_group(std::move(pg)) {
-    detail::share_batchnorm_tensors(this->s_, state);  // the converted layer's tensors
+    detail::share_batchnorm_tensors(*this, state);  // the converted layer's tensors
   }
   Tensor forward(const Tensor& x) override {
-    return detail::sync_batchnorm_forward(this->s_, this->is_training(), process_group,
+    return detail::sync_batchnorm_forward(*this, this->is_training(), process_group,
                                           channels_checked_, x);
   }
   std::string name() const override { return "SyncBatchNorm"; }
-  std::string extra_repr() const override { return detail::sync_batchnorm_repr(this->s_); }
+  std::string extra_repr() const override { return detail::sync_batchnorm_repr(*this); }
   std::shared_ptr<dist::ProcessGroup> process_group;
 
  private:

@@ -72,21 +72,21 @@ std::shared_ptr<Module> convert_sync_batchnorm(std::shared_ptr<Module> module,
              [&process_group](const std::shared_ptr<Module>& m) {
                const BatchNormState* s = nullptr;
                auto* b1 = dynamic_cast<const BatchNorm1d*>(m.get());
-               if (b1) s = &b1->s_;
-               if (auto* b2 = dynamic_cast<const BatchNorm2d*>(m.get())) s = &b2->s_;
+               if (b1) s = b1;
+               if (auto* b2 = dynamic_cast<const BatchNorm2d*>(m.get())) s = b2;
                if (!s) return std::shared_ptr<Module>();
                auto sync = std::make_shared<SyncBatchNorm>(s->num_features, s->opt, process_group);
-               detail::share_batchnorm_tensors(sync->s_, *s);
+               detail::share_batchnorm_tensors(*sync, *s);
                sync->from_batchnorm1d = b1 != nullptr;
                return std::shared_ptr<Module>(sync);
              },
              [&process_group](const std::shared_ptr<Module>& m) {
                if (auto* b1 = dynamic_cast<const BatchNorm1d*>(m.get()))
                  return std::shared_ptr<Module>(
-                     std::make_shared<SyncBatchNormIn<BatchNorm1d>>(b1->s_, process_group));
+                     std::make_shared<SyncBatchNormIn<BatchNorm1d>>(*b1, process_group));
                if (auto* b2 = dynamic_cast<const BatchNorm2d*>(m.get()))
                  return std::shared_ptr<Module>(
-                     std::make_shared<SyncBatchNormIn<BatchNorm2d>>(b2->s_, process_group));
+                     std::make_shared<SyncBatchNormIn<BatchNorm2d>>(*b2, process_group));
                return std::shared_ptr<Module>();
              },
              {},
@@ -101,7 +101,7 @@ namespace {
 template <class BN>
 std::shared_ptr<Module> plain_batchnorm(const BatchNormState& s) {
   auto bn = std::make_shared<BN>(s.num_features, s.opt);
-  detail::share_batchnorm_tensors(bn->s_, s);
+  detail::share_batchnorm_tensors(*bn, s);
   return bn;
 }
 
@@ -111,13 +111,13 @@ std::shared_ptr<Module> revert_sync_batchnorm(std::shared_ptr<Module> module) {
   Replacer r{"revert_sync_batchnorm",
              [](const std::shared_ptr<Module>& m) -> std::shared_ptr<Module> {
                if (auto* in1 = dynamic_cast<const SyncBatchNormIn<BatchNorm1d>*>(m.get()))
-                 return plain_batchnorm<BatchNorm1d>(in1->s_);
+                 return plain_batchnorm<BatchNorm1d>(*in1);
                if (auto* in2 = dynamic_cast<const SyncBatchNormIn<BatchNorm2d>*>(m.get()))
-                 return plain_batchnorm<BatchNorm2d>(in2->s_);
+                 return plain_batchnorm<BatchNorm2d>(*in2);
                auto* sync = dynamic_cast<const SyncBatchNorm*>(m.get());
                if (!sync) return nullptr;
-               return sync->from_batchnorm1d ? plain_batchnorm<BatchNorm1d>(sync->s_)
-                                             : plain_batchnorm<BatchNorm2d>(sync->s_);
+               return sync->from_batchnorm1d ? plain_batchnorm<BatchNorm1d>(*sync)
+                                             : plain_batchnorm<BatchNorm2d>(*sync);
              },
              {},
              {},

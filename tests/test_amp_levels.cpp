@@ -107,8 +107,8 @@ TEST_CASE("amp_levels: O2 half model with fp32 norms and fp32 master weights") {
   auto a = amp::initialize(*model, opt, ao);
   CHECK(model->conv->weight.dtype() == kFloat16);
   CHECK(model->fc->weight.dtype() == kFloat16);
-  CHECK(model->bn->s_.weight.dtype() == kFloat32);  // normalisation stays fp32
-  CHECK(model->bn->s_.running_var.dtype() == kFloat32);
+  CHECK(model->bn->weight.dtype() == kFloat32);  // normalisation stays fp32
+  CHECK(model->bn->running_var.dtype() == kFloat32);
   const auto& masters = a->master_params();
   REQUIRE(masters.size() == 4);  // conv w/b, fc w/b
   for (const Tensor& m : masters) CHECK(m.dtype() == kFloat32);

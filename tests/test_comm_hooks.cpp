@@ -30,9 +30,9 @@ class BnStack : public nn::Cloneable<BnStack> {
       fcs.push_back(std::make_shared<nn::Linear>(8, 8));
       bns.push_back(std::make_shared<nn::BatchNorm1d>(8));
     }
-    for (size_t i = 0; i < 5; ++i) {  // owning registration: the vectors are not members' slots
-      register_module("fc" + std::to_string(i), fcs[i]);
-      register_module("bn" + std::to_string(i), bns[i]);
+    for (size_t i = 0; i < 5; ++i) {  // add_module: vector elements cannot be slots
+      add_module("fc" + std::to_string(i), fcs[i]);
+      add_module("bn" + std::to_string(i), bns[i]);
     }
   }
   Tensor forward(const Tensor& x) override {

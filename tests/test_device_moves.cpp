@@ -56,8 +56,8 @@ TEST_CASE("device_moves: module.to(kCPU, f64) keeps parameter identities and gra
     grad_impls.push_back(p.grad().impl());
     grads.push_back(to_f64(p.grad()));
   }
-  TensorImpl* mean_impl = net->s_.running_mean.impl();
-  std::vector<double> mean = to_f64(net->s_.running_mean);
+  TensorImpl* mean_impl = net->running_mean.impl();
+  std::vector<double> mean = to_f64(net->running_mean);
   optim::SGD opt(params, 0.5);  // holds the parameter handles across the move
   net->to(kCPU, kFloat64);
   std::vector<Tensor> after = net->parameters();
@@ -71,15 +71,15 @@ TEST_CASE("device_moves: module.to(kCPU, f64) keeps parameter identities and gra
     CHECK(params[i].grad().dtype() == kFloat64);
     check_close(params[i].grad(), grads[i], 0, 0);  // f32 -> f64 is exact
   }
-  CHECK(net->s_.running_mean.impl() == mean_impl);
-  CHECK(net->s_.running_mean.dtype() == kFloat64);
-  check_close(net->s_.running_mean, mean, 0, 0);
-  CHECK(net->s_.num_batches_tracked.dtype() == kInt64);  // not floating: unchanged
+  CHECK(net->running_mean.impl() == mean_impl);
+  CHECK(net->running_mean.dtype() == kFloat64);
+  check_close(net->running_mean, mean, 0, 0);
+  CHECK(net->num_batches_tracked.dtype() == kInt64);  // not floating: unchanged
   // The optimizer's handles are the module's: a step changes the module.
-  std::vector<double> w0 = to_f64(net->s_.weight);
+  std::vector<double> w0 = to_f64(net->weight);
   opt.step();
   CHECK(opt.param_groups()[0].params[0].dtype() == kFloat64);
-  std::vector<double> w1 = to_f64(net->s_.weight);
+  std::vector<double> w1 = to_f64(net->weight);
   for (size_t i = 0; i < w0.size(); ++i) CHECK(w1[i] == doctest::Approx(w0[i] - 0.5 * grads[0][i]));
   // A later backward accumulates into the same (moved) leaves, in f64.
   net->zero_grad();
@@ -87,7 +87,7 @@ TEST_CASE("device_moves: module.to(kCPU, f64) keeps parameter identities and gra
   sum(mul(net->forward(x64), x64)).backward();
   for (auto& p : params) CHECK(p.grad().dtype() == kFloat64);
   net->to(kCPU);  // a no-op move keeps everything
-  CHECK(net->s_.weight.impl() == impls[0]);
+  CHECK(net->weight.impl() == impls[0]);
 }
 
 TEST_CASE("device_moves: optimizers default to fused and keep CPU params on the per-tensor path") {

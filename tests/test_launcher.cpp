@@ -225,6 +225,60 @@ TEST_CASE("launcher launch returns the failed rank's code within the stop bound"
   CHECK(launch(o, {"/bin/sh", "-c", "exit 0"}) == 0);
 }
 
+TEST_CASE("launcher per-rank logs: a temp dir removed on success unless --log-dir asks") {
+  namespace fs = std::filesystem;
+  char tmpl[] = "/tmp/launcher_logs.XXXXXX";
+  REQUIRE(::mkdtemp(tmpl) != nullptr);
+  const fs::path dir = tmpl;
+  ScopedEnv tmpdir("TMPDIR", tmpl);
+  ScopedEnv unset("MINIDL_LOG_DIR", nullptr);
+  auto entries = [&] {
+    std::vector<fs::path> out;
+    for (const auto& e : fs::directory_iterator(dir)) out.push_back(e.path());
+    return out;
+  };
+  auto read = [](const fs::path& p) {
+    std::ifstream in(p);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  LaunchOptions o;
+  o.nproc_per_node = 2;
+  o.verbose = false;
+  o.quiet_ranks = true;
+  // Default: logs in $TMPDIR/minidl-run-XXXXXX, gone after a successful run (nothing in the cwd).
+  CHECK(launch(o, {"/bin/sh", "-c", "echo out$RANK"}) == 0);
+  CHECK(entries().empty());
+  // A failed run keeps them.
+  CHECK(launch(o, {"/bin/sh", "-c", "echo oops$RANK >&2; [ \"$RANK\" = 1 ] && exit 3; exit 0"}) ==
+        3);
+  auto kept = entries();
+  REQUIRE(kept.size() == 1);
+  CHECK(kept[0].filename().string().rfind("minidl-run-", 0) == 0);
+  CHECK(read(kept[0] / "rank1.err") == "oops1\n");
+  fs::remove_all(kept[0]);
+  {  // An error before any rank ran (nccl with more ranks than GPUs) leaves nothing either.
+    ScopedEnv no_gpus("CUDA_VISIBLE_DEVICES", "");
+    LaunchOptions nccl = o;
+    nccl.backend = "nccl";
+    CHECK_THROWS_AS(launch(nccl, {"/bin/sh", "-c", "exit 0"}), minidl::Error);
+    CHECK(entries().empty());
+  }
+  // MINIDL_LOG_DIR (as --log-dir) keeps them after success; --log-dir none beats it.
+  {
+    ScopedEnv env("MINIDL_LOG_DIR", (dir / "mine").c_str());
+    CHECK(launch(o, {"/bin/sh", "-c", "echo out$RANK"}) == 0);
+    CHECK(read(dir / "mine" / "rank1.out") == "out1\n");
+    fs::remove_all(dir / "mine");
+    o.log_dir = "none";
+    CHECK(launch(o, {"/bin/sh", "-c", "echo out$RANK"}) == 0);
+    CHECK(entries().empty());
+  }
+  o.log_dir = (dir / "flag").string();
+  CHECK(launch(o, {"/bin/sh", "-c", "echo out$RANK"}) == 0);
+  CHECK(read(dir / "flag" / "rank0.out") == "out0\n");
+  fs::remove_all(dir);
+}
+
 TEST_CASE("launcher launch rejects bad options before spawning") {
   LaunchOptions o;
   o.log_dir = "none";

@@ -134,19 +134,19 @@ TEST_CASE("BatchNorm1d: train updates running stats, eval uses them") {
   Tensor x = from_f64({1, 10, 2, 20, 3, 30, 6, 40}, {4, 2});
   Tensor y = bn(x);
   // column 0: mean 3, biased var 3.5, unbiased 14/3; column 1: mean 25, var 125 / 500/3
-  check_close(bn.s_.running_mean, {0.3, 2.5});
-  check_close(bn.s_.running_var, {0.9 + 0.1 * 14.0 / 3, 0.9 + 0.1 * 500.0 / 3});
-  CHECK(bn.s_.num_batches_tracked.dtype() == kInt64);
-  CHECK(bn.s_.num_batches_tracked.item<int64_t>() == 1);
+  check_close(bn.running_mean, {0.3, 2.5});
+  check_close(bn.running_var, {0.9 + 0.1 * 14.0 / 3, 0.9 + 0.1 * 500.0 / 3});
+  CHECK(bn.num_batches_tracked.dtype() == kInt64);
+  CHECK(bn.num_batches_tracked.item<int64_t>() == 1);
   check_close(y.select(1, 0), {-2 / std::sqrt(3.5 + 1e-5), -1 / std::sqrt(3.5 + 1e-5), 0.0,
                                3 / std::sqrt(3.5 + 1e-5)});
   bn(x);
-  CHECK(bn.s_.num_batches_tracked.item<int64_t>() == 2);
-  check_close(bn.s_.running_mean, {0.57, 4.75});
+  CHECK(bn.num_batches_tracked.item<int64_t>() == 2);
+  check_close(bn.running_mean, {0.57, 4.75});
   bn.eval();
   Tensor ye = bn(x);
-  CHECK(bn.s_.num_batches_tracked.item<int64_t>() == 2);
-  auto rm = to_f64(bn.s_.running_mean), rv = to_f64(bn.s_.running_var);
+  CHECK(bn.num_batches_tracked.item<int64_t>() == 2);
+  auto rm = to_f64(bn.running_mean), rv = to_f64(bn.running_var);
   check_close(ye.select(0, 0),
               {(1 - rm[0]) / std::sqrt(rv[0] + 1e-5), (10 - rm[1]) / std::sqrt(rv[1] + 1e-5)});
   // [N,C,L] input, state_dict names
@@ -170,11 +170,11 @@ TEST_CASE("BatchNorm2d: batch stats, cumulative momentum, no tracking, gradients
   nn::BatchNorm2d bn(2, o);
   bn(x);
   Tensor m1 = mean(x, {0, 2, 3});
-  check_close(bn.s_.running_mean, m1);  // first step: factor 1
+  check_close(bn.running_mean, m1);  // first step: factor 1
   Tensor x2 = random_tensor({3, 2, 2, 2}, kFloat32, 32);
   bn(x2);
-  check_close(bn.s_.running_mean, (m1 + mean(x2, {0, 2, 3})) / 2.0);
-  check_close(bn.s_.running_var, (var(x, {0, 2, 3}) + var(x2, {0, 2, 3})) / 2.0);
+  check_close(bn.running_mean, (m1 + mean(x2, {0, 2, 3})) / 2.0);
+  check_close(bn.running_var, (var(x, {0, 2, 3}) + var(x2, {0, 2, 3})) / 2.0);
   nn::BatchNorm2d nt(2, 1e-5, 0.1, false, false);
   CHECK(nt.parameters().empty());
   CHECK(nt.buffers().empty());
@@ -186,7 +186,7 @@ TEST_CASE("BatchNorm2d: batch stats, cumulative momentum, no tracking, gradients
   xl.requires_grad_();
   sum(square(g(xl))).backward();
   CHECK(xl.grad().defined());
-  CHECK(g.s_.weight.grad().defined());
+  CHECK(g.weight.grad().defined());
   CHECK_THROWS_WITH_AS(g(ones({2, 2, 3})),
                        doctest::Contains("BatchNorm2d: expected 4D [N, C, H, W] input, got shape "
                                          "[2, 2, 3]"),
@@ -232,9 +232,9 @@ TEST_CASE("BatchNorm2d and LayerNorm: a half input into fp32 parameters, no f32 
     bn_ref.train();
     {
       NoGradGuard guard;
-      for (Tensor* t : {&bn.s_.weight, &bn_ref.s_.weight})
+      for (Tensor* t : {&bn.weight, &bn_ref.weight})
         t->copy_(random_tensor({4}, kFloat32, 60));
-      for (Tensor* t : {&bn.s_.bias, &bn_ref.s_.bias}) t->copy_(random_tensor({4}, kFloat32, 61));
+      for (Tensor* t : {&bn.bias, &bn_ref.bias}) t->copy_(random_tensor({4}, kFloat32, 61));
       for (Tensor* t : {&ln.weight, &ln_ref.weight}) t->copy_(random_tensor({256}, kFloat32, 62));
       for (Tensor* t : {&ln.bias, &ln_ref.bias}) t->copy_(random_tensor({256}, kFloat32, 63));
     }

@@ -224,8 +224,8 @@ TEST_SUITE("sync_batchnorm") {
     auto m =
         std::make_shared<nn::SyncBatchNorm>(3, nn::BatchNormOptions{.track_running_stats = false});
     auto f = [&m](const std::vector<Tensor>& in) {
-      m->s_.weight = in[1];
-      m->s_.bias = in[2];
+      m->weight = in[1];
+      m->bias = in[2];
       return m->forward(in[0]);
     };
     for (const Shape& shape : {Shape{4, 3}, Shape{3, 3, 2, 2}}) {

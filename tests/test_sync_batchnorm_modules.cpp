@@ -153,27 +153,27 @@ TEST_SUITE("sync_batchnorm") {
     auto bn = std::make_shared<nn::BatchNorm1d>(5);
     auto root = nn::convert_sync_batchnorm(bn);
     CHECK(root->name() == "SyncBatchNorm");
-    CHECK(root->parameters()[0].data_ptr() == bn->s_.weight.data_ptr());
+    CHECK(root->parameters()[0].data_ptr() == bn->weight.data_ptr());
     CHECK(root->named_buffers()[2].first == "num_batches_tracked");
     CHECK(root->named_buffers()[2].second.dtype() == kInt64);
     auto reverted = nn::revert_sync_batchnorm(root);
     CHECK(reverted->name() == "BatchNorm1d");
-    CHECK(reverted->parameters()[0].data_ptr() == bn->s_.weight.data_ptr());
+    CHECK(reverted->parameters()[0].data_ptr() == bn->weight.data_ptr());
     CHECK(nn::revert_sync_batchnorm(std::make_shared<nn::SyncBatchNorm>(2))->name() ==
           "BatchNorm2d");
     // a member declared std::shared_ptr<BatchNorm2d> gets a BatchNorm2d that syncs
     auto net = std::make_shared<ptest::SmallNet>(true);
-    const Tensor w = net->bn->s_.weight;
+    const Tensor w = net->bn->weight;
     CHECK(nn::convert_sync_batchnorm(net) == net);
     auto* in = dynamic_cast<nn::SyncBatchNormIn<nn::BatchNorm2d>*>(net->bn.get());
     REQUIRE(in != nullptr);
     CHECK(net->bn->name() == "SyncBatchNorm");
-    CHECK(net->bn->s_.weight.data_ptr() == w.data_ptr());
+    CHECK(net->bn->weight.data_ptr() == w.data_ptr());
     CHECK(net->named_parameters().size() == 6);
     nn::revert_sync_batchnorm(net);
     CHECK(net->bn->name() == "BatchNorm2d");
     CHECK(dynamic_cast<nn::SyncBatchNormIn<nn::BatchNorm2d>*>(net->bn.get()) == nullptr);
-    CHECK(net->bn->s_.weight.data_ptr() == w.data_ptr());
+    CHECK(net->bn->weight.data_ptr() == w.data_ptr());
   }
 
   TEST_CASE("sync_batchnorm: a typed BatchNorm2d member synchronises after conversion") {
@@ -186,7 +186,7 @@ TEST_SUITE("sync_batchnorm") {
         // Different data per rank: only synchronised statistics give equal running stats.
         net->forward(ptest::batch_x(rank, 3 + rank));
         ok = ddptest::report(rank,
-                             ddptest::same_on_all_ranks(*pg, net->bn->s_.running_var) == convert,
+                             ddptest::same_on_all_ranks(*pg, net->bn->running_var) == convert,
                              convert ? "synchronised" : "control: local statistics") &&
              ok;
       }

@@ -404,7 +404,7 @@ step_8() {  # the GPU bench table against PyTorch on the same GPU
 }
 
 mkdir -p "$LOG/8-bench"
-cd "$WORK" || exit 1  # the runs' own files (minidl-run-logs/, torchrun's) land here
+cd "$WORK" || exit 1  # the runs' own files (torchrun's, --log-dir's) land here
 for s in ${STEPS//,/ }; do
   if declare -F "step_$s" >/dev/null; then "step_$s"; else echo "verify.sh: no step $s" >&2; fi
 done
