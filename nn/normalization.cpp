@@ -78,9 +78,6 @@ std::string batch_norm_repr(const BatchNormState& s) {
 BatchNorm1d::BatchNorm1d(int64_t features, BatchNormOptions options) {
   init_batch_norm(*this, *this, features, options, "BatchNorm1d");
 }
-BatchNorm1d::BatchNorm1d(int64_t features, double eps, double momentum, bool affine,
-                         bool track_running_stats)
-    : BatchNorm1d(features, BatchNormOptions{eps, momentum, affine, track_running_stats}) {}
 Tensor BatchNorm1d::forward(const Tensor& x) {
   return batch_norm_forward(*this, is_training(), x, "BatchNorm1d", "2D [N, C] or 3D [N, C, L]");
 }
@@ -91,9 +88,6 @@ std::string BatchNorm1d::extra_repr() const {
 BatchNorm2d::BatchNorm2d(int64_t features, BatchNormOptions options) {
   init_batch_norm(*this, *this, features, options, "BatchNorm2d");
 }
-BatchNorm2d::BatchNorm2d(int64_t features, double eps, double momentum, bool affine,
-                         bool track_running_stats)
-    : BatchNorm2d(features, BatchNormOptions{eps, momentum, affine, track_running_stats}) {}
 Tensor BatchNorm2d::forward(const Tensor& x) {
   return batch_norm_forward(*this, is_training(), x, "BatchNorm2d", "4D [N, C, H, W]");
 }

@@ -29,9 +29,9 @@ struct BatchNormState {
 // x:[N,C] or [N,C,L]
 class BatchNorm1d : public Cloneable<BatchNorm1d>, public BatchNormState {
  public:
+  // BatchNorm1d(64, {.momentum = 0.01}): named options (a positional BatchNorm1d(64, 0.1) would
+  // silently set eps, not momentum).
   explicit BatchNorm1d(int64_t num_features, BatchNormOptions opt = {});
-  BatchNorm1d(int64_t num_features, double eps, double momentum = 0.1, bool affine = true,
-              bool track_running_stats = true);
   Tensor forward(const Tensor& x) override;
   std::string name() const override { return "BatchNorm1d"; }
   std::string extra_repr() const override;
@@ -40,9 +40,9 @@ class BatchNorm1d : public Cloneable<BatchNorm1d>, public BatchNormState {
 // x:[N,C,H,W]
 class BatchNorm2d : public Cloneable<BatchNorm2d>, public BatchNormState {
  public:
+  // BatchNorm2d(64, {.momentum = 0.01}): named options (a positional BatchNorm2d(64, 0.1) would
+  // silently set eps, not momentum).
   explicit BatchNorm2d(int64_t num_features, BatchNormOptions opt = {});
-  BatchNorm2d(int64_t num_features, double eps, double momentum = 0.1, bool affine = true,
-              bool track_running_stats = true);
   Tensor forward(const Tensor& x) override;
   std::string name() const override { return "BatchNorm2d"; }
   std::string extra_repr() const override;

@@ -278,6 +278,9 @@ TEST_CASE("layers: options structs with designated initializers") {
   static_assert(!std::is_constructible_v<nn::MaxPool2d, int, int>);
   static_assert(!std::is_constructible_v<nn::AvgPool2d, int, int, int>);
   static_assert(!std::is_constructible_v<nn::MultiheadAttention, int, int, double>);
+  static_assert(!std::is_constructible_v<nn::BatchNorm2d, int, double>);  // eps or momentum?
+  static_assert(!std::is_constructible_v<nn::BatchNorm1d, int, double>);
+  static_assert(std::is_constructible_v<nn::BatchNorm2d, int, nn::BatchNormOptions>);
   static_assert(std::is_constructible_v<nn::Conv2d, int, int, int>);
   Tensor x = random_tensor({2, 1, 6, 6}, kFloat32, 11);
   nn::Conv2d same(1, 16, 3, {.padding = 1});

@@ -175,7 +175,7 @@ TEST_CASE("BatchNorm2d: batch stats, cumulative momentum, no tracking, gradients
   bn(x2);
   check_close(bn.running_mean, (m1 + mean(x2, {0, 2, 3})) / 2.0);
   check_close(bn.running_var, (var(x, {0, 2, 3}) + var(x2, {0, 2, 3})) / 2.0);
-  nn::BatchNorm2d nt(2, 1e-5, 0.1, false, false);
+  nn::BatchNorm2d nt(2, {.affine = false, .track_running_stats = false});
   CHECK(nt.parameters().empty());
   CHECK(nt.buffers().empty());
   nt.eval();  // no running stats: batch statistics even in eval
@@ -232,8 +232,7 @@ TEST_CASE("BatchNorm2d and LayerNorm: a half input into fp32 parameters, no f32 
     bn_ref.train();
     {
       NoGradGuard guard;
-      for (Tensor* t : {&bn.weight, &bn_ref.weight})
-        t->copy_(random_tensor({4}, kFloat32, 60));
+      for (Tensor* t : {&bn.weight, &bn_ref.weight}) t->copy_(random_tensor({4}, kFloat32, 60));
       for (Tensor* t : {&bn.bias, &bn_ref.bias}) t->copy_(random_tensor({4}, kFloat32, 61));
       for (Tensor* t : {&ln.weight, &ln_ref.weight}) t->copy_(random_tensor({256}, kFloat32, 62));
       for (Tensor* t : {&ln.bias, &ln_ref.bias}) t->copy_(random_tensor({256}, kFloat32, 63));
