@@ -15,6 +15,8 @@ cmake --build "$BUILD_DIR" -j "$JOBS"
 # The floors: no include runs back up (tensor -> autograd -> nn -> optim -> data -> parallel ->
 # apps) and no tensor/ object calls a function defined above tensor/.
 bash tools/check-layering.sh --counts "$BUILD_DIR"
+# The guide's code blocks are the examples' snippets, which build above and run as example.*.
+python3 tools/docs.py check
 # The MNIST tests and the end-to-end mnist_ddp runs read the offline digits (data/mnist/).
 BUILD_DIR="$BUILD_DIR" bash tools/fetch-mnist.sh data/mnist
 # The gpt app's tests read the offline Moby-Dick text (data/moby-dick/).
