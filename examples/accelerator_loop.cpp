@@ -6,23 +6,11 @@
 #include <cstdio>
 #include <string>
 
+#include "masked_net.h"
 #include "minidl.h"
 using namespace minidl;
 
-// forward(x, keep): x:[B,1,28,28], keep:[B,1,28,28] -> logits [B,10] (see ddp_multi_input.cpp).
-struct MaskedNet : nn::Cloneable<MaskedNet> {
-  std::shared_ptr<nn::Conv2d> conv;
-  std::shared_ptr<nn::Linear> fc;
-  MaskedNet() {
-    conv = std::make_shared<nn::Conv2d>(2, 16, 3, nn::Conv2dOptions{.stride = 2, .padding = 1});
-    fc = std::make_shared<nn::Linear>(16 * 14 * 14, 10);
-    register_module("conv", &conv);
-    register_module("fc", &fc);
-  }
-  Tensor forward(const Tensor& x, const Tensor& keep) {
-    return (*fc)(relu((*conv)(cat({x * keep, keep}, 1))).flatten(1));
-  }
-};
+using examples::MaskedNet;  // masked_net.h: forward(x, keep)
 
 int main(int argc, char** argv) try {
   const std::string dir = argc > 1 ? argv[1] : "data/mnist";
