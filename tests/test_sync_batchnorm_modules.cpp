@@ -185,8 +185,7 @@ TEST_SUITE("sync_batchnorm") {
         if (convert) nn::convert_sync_batchnorm(net, pg);
         // Different data per rank: only synchronised statistics give equal running stats.
         net->forward(ptest::batch_x(rank, 3 + rank));
-        ok = ddptest::report(rank,
-                             ddptest::same_on_all_ranks(*pg, net->bn->running_var) == convert,
+        ok = ddptest::report(rank, ddptest::same_on_all_ranks(*pg, net->bn->running_var) == convert,
                              convert ? "synchronised" : "control: local statistics") &&
              ok;
       }
