@@ -2,19 +2,10 @@
 #include "nn/conv.h"
 
 #include "autograd/ops.h"
+#include "nn/conv_checks.h"
 #include "nn/linear_conv.h"
 
 namespace minidl::nn {
-
-namespace {
-void check_channels(std::string_view layer, int64_t in, int64_t out, int64_t groups) {
-  MINIDL_CHECK(groups > 0, layer, ": groups must be a positive integer, got ", groups);
-  MINIDL_CHECK(in % groups == 0, layer, ": in_channels (", in, ") must be divisible by groups (",
-               groups, ")");
-  MINIDL_CHECK(out % groups == 0, layer, ": out_channels (", out, ") must be divisible by groups (",
-               groups, ")");
-}
-}  // namespace
 
 Tensor functional::conv1d(const Tensor& x, const Tensor& w, const Tensor& bias, int64_t stride,
                           int64_t padding, int64_t dilation, int64_t groups) {
@@ -40,7 +31,7 @@ Conv1d::Conv1d(int64_t in, int64_t out, int64_t k, Conv1dOptions o, Generator* g
       padding(o.padding),
       dilation(o.dilation),
       groups(o.groups) {
-  check_channels("Conv1d", in, out, groups);
+  detail::check_conv_channels("Conv1d", in, out, groups);
   MINIDL_CHECK(k > 0 && stride > 0 && dilation > 0 && padding >= 0, "Conv1d: invalid kernel_size ",
                k, ", stride ", stride, ", padding ", padding, " or dilation ", dilation);
   weight = empty({out, in / groups, k});
@@ -79,12 +70,9 @@ ConvTranspose2d::ConvTranspose2d(int64_t in, int64_t out, Size2 k, ConvTranspose
       output_padding(o.output_padding),
       dilation(o.dilation),
       groups(o.groups) {
-  check_channels("ConvTranspose2d", in, out, groups);
-  const Size2 s = stride, p = padding, d = dilation, op = output_padding;
-  MINIDL_CHECK(
-      k.h > 0 && k.w > 0 && s.h > 0 && s.w > 0 && d.h > 0 && d.w > 0 && p.h >= 0 && p.w >= 0,
-      "ConvTranspose2d: invalid kernel_size ", k.tuple_str(), ", stride ", s.tuple_str(),
-      ", padding ", p.tuple_str(), " or dilation ", d.tuple_str());
+  detail::check_conv_channels("ConvTranspose2d", in, out, groups);
+  detail::check_conv2d_geometry("ConvTranspose2d", k, stride, padding, dilation);
+  const Size2 s = stride, d = dilation, op = output_padding;
   MINIDL_CHECK(op.h >= 0 && op.w >= 0 && (op.h < s.h || op.h < d.h) && (op.w < s.w || op.w < d.w),
                "ConvTranspose2d: output_padding ", op.tuple_str(),
                " must be smaller than either stride ", s.tuple_str(), " or dilation ",

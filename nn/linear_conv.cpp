@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "nn/conv_checks.h"
 #include "nn/init.h"
 #include "autograd/ops.h"
 
@@ -16,6 +17,21 @@ void default_init(Tensor& w, Tensor& b, Generator* gen) {
     double bound = fan_in > 0 ? 1.0 / std::sqrt(double(fan_in)) : 0.0;
     init::uniform_(b, -bound, bound, gen);
   }
+}
+
+void check_conv_channels(std::string_view layer, int64_t in, int64_t out, int64_t groups) {
+  MINIDL_CHECK(groups > 0, layer, ": groups must be a positive integer, got ", groups);
+  MINIDL_CHECK(in % groups == 0, layer, ": in_channels (", in, ") must be divisible by groups (",
+               groups, ")");
+  MINIDL_CHECK(out % groups == 0, layer, ": out_channels (", out, ") must be divisible by groups (",
+               groups, ")");
+}
+
+void check_conv2d_geometry(std::string_view layer, Size2 k, Size2 s, Size2 p, Size2 d) {
+  MINIDL_CHECK(
+      k.h > 0 && k.w > 0 && s.h > 0 && s.w > 0 && d.h > 0 && d.w > 0 && p.h >= 0 && p.w >= 0, layer,
+      ": invalid kernel_size ", k.tuple_str(), ", stride ", s.tuple_str(), ", padding ",
+      p.tuple_str(), " or dilation ", d.tuple_str());
 }
 }  // namespace detail
 using detail::default_init;
@@ -58,17 +74,9 @@ Conv2d::Conv2d(int64_t in, int64_t out, Size2 k, Conv2dOptions o, Generator* gen
       padding(o.padding),
       dilation(o.dilation),
       groups(o.groups) {
-  const Size2 s = o.stride, p = o.padding, d = o.dilation;
-  const int64_t g = o.groups;
-  MINIDL_CHECK(g > 0, "Conv2d: groups must be a positive integer, got ", g);
-  MINIDL_CHECK(in % g == 0, "Conv2d: in_channels (", in, ") must be divisible by groups (", g, ")");
-  MINIDL_CHECK(out % g == 0, "Conv2d: out_channels (", out, ") must be divisible by groups (", g,
-               ")");
-  MINIDL_CHECK(
-      k.h > 0 && k.w > 0 && s.h > 0 && s.w > 0 && d.h > 0 && d.w > 0 && p.h >= 0 && p.w >= 0,
-      "Conv2d: invalid kernel_size ", k.tuple_str(), ", stride ", s.tuple_str(), ", padding ",
-      p.tuple_str(), " or dilation ", d.tuple_str());
-  weight = empty({out, in / g, k.h, k.w});
+  detail::check_conv_channels("Conv2d", in, out, o.groups);
+  detail::check_conv2d_geometry("Conv2d", k, o.stride, o.padding, o.dilation);
+  weight = empty({out, in / o.groups, k.h, k.w});
   if (o.bias) bias = empty({out});
   reset_parameters(gen);
   register_parameter("weight", &weight);

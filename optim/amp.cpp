@@ -125,7 +125,7 @@ Tensor Amp::cast_output(const Tensor& y) const {
 }
 
 Tensor Amp::forward(nn::Module& model, const Tensor& x) const {
-  return cast_output(model(cast_input(x)));
+  return forward(model, std::vector<Tensor>{x});
 }
 
 Tensor Amp::forward(nn::Module& model, const std::vector<Tensor>& inputs) const {

@@ -179,10 +179,7 @@ bool Accelerator::sync_gradients() const {
 }
 
 Tensor Accelerator::forward(const Tensor& x) {
-  nn::Module& m = model();
-  std::optional<dist::DistributedDataParallel::NoSync> no_sync;
-  if (ddp_ && accumulating_micro_batch()) no_sync.emplace(*ddp_);
-  return amp_ ? amp_->forward(m, x) : m(x);
+  return forward_inputs({x});
 }
 
 Tensor Accelerator::forward_inputs(const std::vector<Tensor>& inputs) {
