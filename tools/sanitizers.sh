@@ -36,12 +36,13 @@ asan)
   export ASAN_OPTIONS=detect_leaks=1:strict_string_checks=1:check_initialization_order=1
   export UBSAN_OPTIONS=print_stacktrace=1
   # One process per case (ctest): a child forked after the parent's OpenMP pool ran can hang in
-  # libgomp, and one case's finding does not hide the rest. The app.* tests need executables
-  # this stage does not build (the apps are smoke-run below; tools/test.sh runs those tests).
+  # libgomp, and one case's finding does not hide the rest. The app.* and example.* tests need
+  # executables this stage does not build (the apps are smoke-run below; tools/test.sh runs
+  # those tests).
   # A case that forks ranks can deadlock in GCC 12's ASan allocator when the parent's threads
   # hold its locks across fork() (3 in 20 runs of one such case on a loaded machine, none in
   # Release), so a failed case is run again up to twice (a deterministic finding fails all three).
-  ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS" -E '^app\.' \
+  ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS" -E '^(app|example)\.' \
     --repeat until-pass:3
   stamp "tests"
   "$BUILD_DIR"/apps/tensor_demo >/dev/null
