@@ -1,5 +1,5 @@
-// nn::Module implementation: registration, traversal, mode/conversion, state dicts, clone
-// and PyTorch-style repr.
+// nn::Module implementation: registration, traversal, mode/conversion and PyTorch-style repr
+// (state dicts: module_state_dict.cpp; clone: module_clone.cpp).
 #include "nn/module.h"
 
 #include <cxxabi.h>
@@ -7,20 +7,16 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
-#include <cstring>
-#include <iostream>
 #include <sstream>
 #include <typeinfo>
 
 #include "autograd/grad_mode.h"
+#include "nn/module_walk.h"
 
 namespace minidl::nn {
 
-namespace {
-std::string join_name(const std::string& prefix, const std::string& name) {
-  return prefix.empty() ? name : prefix + "." + name;
-}
-}  // namespace
+using detail::join_name;
+using detail::visit;
 
 // ---------------------------------------------------------------- registration
 
@@ -143,29 +139,6 @@ std::vector<std::shared_ptr<Module>> Module::modules() const {
   for (auto& [n, m] : named_modules()) out.push_back(m);
   return out;
 }
-
-namespace {
-// Visits (module, prefix) for this module and all descendants (each module once).
-template <class F>
-void visit(const Module& root, bool recurse, F&& f) {
-  f(root, std::string());
-  if (!recurse) return;
-  std::vector<const Module*> seen{&root};
-  struct Walker {
-    static void walk(const Module& m, const std::string& prefix, std::vector<const Module*>& seen,
-                     F& f) {
-      for (auto& [n, c] : m.named_children()) {
-        if (std::find(seen.begin(), seen.end(), c.get()) != seen.end()) continue;
-        seen.push_back(c.get());
-        std::string full = join_name(prefix, n);
-        f(*c, full);
-        walk(*c, full, seen, f);
-      }
-    }
-  };
-  Walker::walk(root, "", seen, f);
-}
-}  // namespace
 
 std::vector<std::pair<std::string, Tensor>> Module::named_parameters(bool recurse) const {
   std::vector<std::pair<std::string, Tensor>> out;
@@ -290,209 +263,6 @@ void Module::zero_grad(bool set_to_none) {
       g.zero_();
     }
   }
-}
-
-// ---------------------------------------------------------------- state dict
-
-StateDict Module::state_dict() const {
-  StateDict out;
-  visit(*this, true, [&](const Module& m, const std::string& prefix) {
-    for (const auto& e : m.params_) {
-      const Tensor& t = m.tensor_at(e.offset);
-      if (t.defined()) out[join_name(prefix, e.name)] = t.detach();
-    }
-    for (const auto& e : m.buffers_) {
-      const Tensor& t = m.tensor_at(e.offset);
-      if (t.defined()) out[join_name(prefix, e.name)] = t.detach();
-    }
-  });
-  return out;
-}
-
-LoadStateDictResult Module::load_state_dict(const StateDict& state_in, bool strict) {
-  const StateDict* state = &state_in;
-  StateDict stripped;
-  bool all_prefixed =
-      !state_in.empty() && std::all_of(state_in.begin(), state_in.end(),
-                                       [](auto& kv) { return kv.first.rfind("module.", 0) == 0; });
-  if (all_prefixed) {
-    std::cerr << "minidl warning: load_state_dict: stripping the 'module.' prefix from every key"
-              << std::endl;
-    for (auto& [k, v] : state_in) stripped[k.substr(7)] = v;
-    state = &stripped;
-  }
-  StateDict own = state_dict();
-  LoadStateDictResult res;
-  for (auto& [k, v] : own)
-    if (!state->count(k)) res.missing_keys.push_back(k);
-  for (auto& [k, v] : *state)
-    if (!own.count(k)) res.unexpected_keys.push_back(k);
-  // Every problem in one error, as PyTorch: the key lists (strict), then each undefined tensor
-  // and size mismatch. Nothing is copied unless all of it is fine.
-  std::ostringstream os;
-  bool failed = false;
-  auto list = [&](const char* what, const std::vector<std::string>& keys) {
-    if (keys.empty()) return;
-    failed = true;
-    os << " " << what << " key(s) in state_dict: ";
-    for (size_t i = 0; i < keys.size(); ++i) os << (i ? ", " : "") << "\"" << keys[i] << "\"";
-    os << ".";
-  };
-  if (strict) {
-    list("Missing", res.missing_keys);
-    list("Unexpected", res.unexpected_keys);
-  }
-  for (auto& [k, dst] : own) {
-    auto it = state->find(k);
-    if (it == state->end()) continue;
-    if (!it->second.defined()) {
-      os << " '" << k << "' is an undefined tensor.";
-      failed = true;
-    } else if (it->second.shape() != dst.shape()) {
-      os << " size mismatch for " << k << ": copying a param with shape " << it->second.shape_str()
-         << " from checkpoint, the shape in current model is " << dst.shape_str() << ".";
-      failed = true;
-    }
-  }
-  if (failed) MINIDL_FAIL("Error(s) in loading state_dict for ", name(), ":", os.str());
-  NoGradGuard guard;
-  for (auto& [k, dst] : own) {
-    auto it = state->find(k);
-    if (it == state->end()) continue;
-    Tensor d = dst;  // alias of the slot tensor's storage
-    d.copy_(it->second);
-  }
-  return res;
-}
-
-// ---------------------------------------------------------------- clone
-
-std::shared_ptr<Module> Module::clone(CloneMemo&) const {
-  MINIDL_FAIL("clone: ", name(), " does not support clone(); derive it from nn::Cloneable<", name(),
-              ">");
-}
-
-void Module::deep_copy_after_member_copy(CloneMemo& memo) {
-  NoGradGuard guard;
-  if (hooks_) hooks_ = std::make_shared<RemovableHandle::Hooks>(*hooks_);  // the copy's own list
-  auto cloned = [&](Tensor& t, bool keep_requires_grad) {
-    if (!t.defined()) return;
-    auto it = memo.tensors.find(t.impl());
-    if (it != memo.tensors.end()) {
-      t = it->second;
-      return;
-    }
-    const TensorImpl* original = t.impl();
-    Tensor c = t.detach().clone();
-    if (keep_requires_grad && t.requires_grad()) c.requires_grad_(true);
-    memo.tensors.emplace(original, c);
-    t = c;
-  };
-  for (const auto& e : params_) cloned(tensor_at(e.offset), true);
-  for (const auto& e : buffers_) cloned(tensor_at(e.offset), false);
-  for (auto& e : children_) {
-    std::shared_ptr<Module> c = child_at(e);
-    if (!c) continue;
-    auto it = memo.modules.find(c.get());
-    std::shared_ptr<Module> cc = it != memo.modules.end() ? it->second : c->clone(memo);
-    if (e.offset < 0)
-      e.owned = cc;
-    else
-      e.set(this, e.offset, cc);
-  }
-}
-
-void Module::check_clone_members(const CloneMemo& memo) const {
-  // What the originals are: every cloned module (its Module base and its object start) and
-  // every cloned tensor's TensorImpl. A registered slot of a clone holds the clone's own
-  // module/tensor, so a word of a clone still equal to an original address is a member the
-  // member-wise copy shared with the original without registration knowing it. A word counts
-  // only when the original holds the same value at the same place (the copy took it from
-  // there), which rules out stale bytes in padding or a short string's buffer.
-  std::unordered_map<std::uintptr_t, const void*> originals;  // address -> Module* or TensorImpl*
-  for (const auto& [orig, c] : memo.modules) {
-    originals.emplace(reinterpret_cast<std::uintptr_t>(orig), orig);
-    originals.emplace(reinterpret_cast<std::uintptr_t>(dynamic_cast<const void*>(orig)), orig);
-  }
-  for (const auto& [impl, t] : memo.tensors)
-    originals.emplace(reinterpret_cast<std::uintptr_t>(impl), impl);
-  for (const auto& [orig, c] : memo.modules) {
-    const size_t size = c->object_size();
-    if (size == 0) continue;
-    const char* cbase = reinterpret_cast<const char*>(c.get());
-    const char* start = reinterpret_cast<const char*>(dynamic_cast<const void*>(c.get()));
-    const char* obase = reinterpret_cast<const char*>(orig);
-    constexpr size_t kWord = sizeof(std::uintptr_t);
-    const char* first = start + (kWord - reinterpret_cast<std::uintptr_t>(start) % kWord) % kWord;
-    for (const char* p = first; p + kWord <= start + size; p += kWord) {
-      if (p + kWord > cbase && p < cbase + sizeof(Module)) continue;  // Module's own members
-      std::uintptr_t word = 0, orig_word = 0;
-      std::memcpy(&word, p, kWord);
-      auto it = originals.find(word);
-      if (it == originals.end()) continue;
-      std::memcpy(&orig_word, obase + (p - cbase), kWord);
-      if (orig_word != word) continue;
-      // Names of the original tree's modules and tensors, for the message.
-      std::string holder = "", target = "an original module or tensor";
-      visit(*this, true, [&](const Module& m, const std::string& prefix) {
-        if (&m == orig) holder = prefix;
-        if (&m == it->second)
-          target = "the original's submodule '" + (prefix.empty() ? "<root>" : prefix) + "' (" +
-                   m.name() + ")";
-        auto tensors = [&](const std::vector<TensorEntry>& entries, const char* kind) {
-          for (const auto& e : entries) {
-            const Tensor& t = m.tensor_at(e.offset);
-            if (t.defined() && t.impl() == it->second)
-              target = std::string("the original's ") + kind + " '" + join_name(prefix, e.name) +
-                       "' " + t.shape_str() + " " + std::string(dtype_name(t.dtype()));
-          }
-        };
-        tensors(m.params_, "parameter");
-        tensors(m.buffers_, "buffer");
-      });
-      MINIDL_FAIL("clone: ", orig->name(), holder.empty() ? "" : " '" + holder + "'",
-                  "'s member at byte offset ", p - start, " of the ", size, "-byte object ",
-                  "still points at ", target,
-                  " after the member-wise copy: a member that is not registered itself (a raw "
-                  "pointer, a second shared_ptr or Tensor handle, or a child kept in a member "
-                  "and also add_module'd) would make the clone use the original's weights. "
-                  "Register it with register_module(\"name\", &member) / "
-                  "register_parameter(\"name\", &member), or reach it through the registered "
-                  "member");
-    }
-  }
-}
-
-void Module::replace_owned_module(const std::string& name, std::shared_ptr<Module> module) {
-  MINIDL_CHECK(module != nullptr, "register_module: '", name, "' is null");
-  for (auto& e : children_)
-    if (e.name == name) {
-      MINIDL_CHECK(e.offset < 0, "replace_owned_module: '", name, "' is a member slot");
-      e.owned = std::move(module);
-      return;
-    }
-  MINIDL_FAIL("replace_owned_module: no child named '", name, "'");
-}
-
-void Module::replace_module(const std::string& name, std::shared_ptr<Module> module) {
-  MINIDL_CHECK(module != nullptr, "replace_module: the new '", name, "' is null");
-  for (auto& e : children_)
-    if (e.name == name) {
-      if (e.offset < 0) {
-        e.owned = std::move(module);
-        return;
-      }
-      const std::shared_ptr<Module> old = child_at(e);
-      try {
-        e.set(this, e.offset, module);
-      } catch (const Error&) {
-        MINIDL_FAIL("replace_module: ", this->name(), "'s member '", name, "' holds a ",
-                    old ? old->name() : std::string("null module"), " and cannot hold a ",
-                    module->name(), "; declare it std::shared_ptr<nn::Module>");
-      }
-      return;
-    }
-  MINIDL_FAIL("replace_module: ", this->name(), " has no child named '", name, "'");
 }
 
 // ---------------------------------------------------------------- forward, printing

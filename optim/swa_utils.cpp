@@ -1,4 +1,5 @@
-// AveragedModel: torch.optim.swa_utils.AveragedModel.update_parameters, under NoGradGuard.
+// AveragedModel.update_parameters (under NoGradGuard) and update_bn's save/reset/restore of the
+// BatchNorm layers (torch.optim.swa_utils).
 #include "optim/swa_utils.h"
 
 #include "autograd/grad_mode.h"
@@ -55,5 +56,34 @@ void AveragedModel::update_parameters(const nn::Module& model) {
   }
   add_(n_averaged, Scalar(1));
 }
+
+namespace detail {
+
+UpdateBnScope::UpdateBnScope(nn::Module& model)
+    : model_(model), was_training_(model.is_training()) {
+  model.apply([&](nn::Module& m) {
+    auto* bn = dynamic_cast<nn::BatchNormState*>(&m);
+    if (bn == nullptr) return;
+    for (const auto& [seen, momentum] : layers_)
+      if (seen == bn) return;  // a layer shared by two parents
+    layers_.emplace_back(bn, bn->opt.momentum);
+  });
+  NoGradGuard no_grad;
+  for (auto& [bn, momentum] : layers_) {
+    // torch's reset_running_stats (a layer without running stats is left as it is)
+    if (bn->running_mean.defined()) bn->running_mean.zero_();
+    if (bn->running_var.defined()) bn->running_var.fill_(Scalar(1.0));
+    if (bn->num_batches_tracked.defined()) bn->num_batches_tracked.zero_();
+    bn->opt.momentum = std::nullopt;
+  }
+  if (!layers_.empty()) model.train(true);
+}
+
+UpdateBnScope::~UpdateBnScope() {
+  for (auto& [bn, momentum] : layers_) bn->opt.momentum = momentum;
+  if (!layers_.empty()) model_.train(was_training_);
+}
+
+}  // namespace detail
 
 }  // namespace minidl::optim

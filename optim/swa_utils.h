@@ -1,13 +1,20 @@
-// torch.optim.swa_utils.AveragedModel (PyTorch 1.13): a deep copy of a model whose parameters
-// (and, with use_buffers, buffers) are running averages of the model's: SWA by default, or an
-// exponential moving average with ema_avg(decay).
+// torch.optim.swa_utils (PyTorch 1.13): AveragedModel, a deep copy of a model whose parameters
+// (and, with use_buffers, buffers) are running averages of the model's (SWA by default, or an
+// exponential moving average with ema_avg(decay)), and update_bn, which recomputes BatchNorm
+// statistics for such a model from a pass over the data.
 #pragma once
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
 
+#include "autograd/grad_mode.h"
 #include "nn/module.h"
+#include "nn/normalization.h"
 
 namespace minidl::optim {
 
@@ -40,5 +47,55 @@ class AveragedModel : public nn::Cloneable<AveragedModel> {
   AvgFn avg_fn;
   bool use_buffers;
 };
+
+namespace detail {
+// What update_bn changes and restores: each BatchNorm layer (BatchNorm1d/2d, SyncBatchNorm) with
+// its momentum, and the model's train/eval mode. The constructor resets every layer's running
+// statistics (mean 0, var 1, num_batches_tracked 0), sets momentum to nullopt (a cumulative
+// average over the batches) and puts the model in train mode; the destructor restores momenta
+// and mode, also when a forward throws.
+class UpdateBnScope {
+ public:
+  explicit UpdateBnScope(nn::Module& model);
+  ~UpdateBnScope();
+  UpdateBnScope(const UpdateBnScope&) = delete;
+  UpdateBnScope& operator=(const UpdateBnScope&) = delete;
+  bool empty() const { return layers_.empty(); }
+
+ private:
+  nn::Module& model_;
+  bool was_training_;
+  std::vector<std::pair<nn::BatchNormState*, std::optional<double>>> layers_;
+};
+
+// The model input of one batch: the tensor itself, an Example's `.data`, or the first element
+// of a pair/tuple (torch: `input[0]` when the loader yields a list or tuple).
+template <class B>
+const Tensor& batch_input(const B& batch) {
+  if constexpr (std::is_convertible_v<const B&, const Tensor&>)
+    return batch;
+  else if constexpr (requires { batch.data; })
+    return batch.data;
+  else
+    return std::get<0>(batch);
+}
+}  // namespace detail
+
+// torch.optim.swa_utils.update_bn(loader, model, device): recomputes the running statistics of
+// every BatchNorm layer in `model` from one pass over `batches` (any range of batches: a
+// DataLoader's epoch(e), a vector of Examples, tensors or (input, target) pairs). Statistics are
+// reset, then averaged with equal weight per batch (momentum None), the model runs in train
+// mode, and the layers' momenta and the model's mode are restored afterwards. A model without
+// BatchNorm is left alone and `batches` is not read. Inputs move to `device` when given.
+template <class Batches>
+void update_bn(Batches&& batches, nn::Module& model, std::optional<Device> device = std::nullopt) {
+  detail::UpdateBnScope scope(model);
+  if (scope.empty()) return;
+  NoGradGuard no_grad;  // only the statistics are wanted (torch builds a graph and drops it)
+  for (auto&& batch : batches) {
+    const Tensor& input = detail::batch_input(batch);
+    model(device ? input.to(*device) : input);
+  }
+}
 
 }  // namespace minidl::optim

@@ -1,8 +1,11 @@
-// ReduceLROnPlateau (lr trajectories, state) and AveragedModel (SWA/EMA values, buffers,
-// n_averaged, deep copy) against PyTorch 1.13 (tests/data/golden_layers_extra.json).
+// ReduceLROnPlateau (lr trajectories, state), AveragedModel (SWA/EMA values, buffers,
+// n_averaged, deep copy) and update_bn against PyTorch 1.13 (tests/data/golden_layers_extra.json).
 #include <doctest/doctest.h>
 
+#include "data/dataloader.h"
+#include "data/dataset.h"
 #include "golden.h"
+#include "nn/activation.h"
 #include "optim/plateau.h"
 #include "optim/swa_utils.h"
 
@@ -177,4 +180,81 @@ TEST_CASE("AveragedModel: deep copy, forward, device/dtype, clone and errors") {
   CHECK_FALSE(copy->parameters()[0].shares_storage(avg.parameters()[0]));
   auto other = std::make_shared<nn::Linear>(3, 2);
   CHECK_THROWS_WITH_AS(avg.update_parameters(*other), doctest::Contains("has 4 parameters"), Error);
+}
+
+namespace {
+// The golden's update_bn model: Linear(3,4), BatchNorm1d(4), ReLU, Linear(4,2),
+// BatchNorm1d(2, momentum 0.3), in f64, loaded with the golden's stale state, in eval mode.
+std::shared_ptr<nn::Sequential> bn_model(const json& g) {
+  auto m = std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
+      std::make_shared<nn::Linear>(3, 4), std::make_shared<nn::BatchNorm1d>(4),
+      std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(4, 2),
+      std::make_shared<nn::BatchNorm1d>(2, nn::BatchNormOptions{.momentum = 0.3})});
+  m->to(kFloat64);
+  m->load_state_dict(state_of(g["init"], m->state_dict()));
+  m->eval();
+  return m;
+}
+
+void check_bn_state(nn::Module& m, const json& g) {
+  auto sd = m.state_dict();
+  for (auto& [k, v] : g["after"].items()) {
+    CAPTURE(k);
+    REQUIRE(sd.count(k));
+    check_close(sd.at(k), golden_values(v), 1e-12, 1e-12);
+  }
+  CHECK_FALSE(m.is_training());
+  CHECK(*std::dynamic_pointer_cast<nn::BatchNorm1d>(m.children()[1])->opt.momentum == 0.1);
+  CHECK(*std::dynamic_pointer_cast<nn::BatchNorm1d>(m.children()[4])->opt.momentum == 0.3);
+}
+}  // namespace
+
+TEST_CASE("update_bn: recomputed BatchNorm statistics match PyTorch for every batch form") {
+  const json& g = G()["update_bn"];
+  std::vector<Tensor> inputs;
+  for (const json& b : g["batches"]) inputs.push_back(golden_tensor(b, kFloat64));
+  REQUIRE(inputs.size() == 3);
+  SUBCASE("(input, target) pairs") {
+    std::vector<std::pair<Tensor, Tensor>> batches;
+    for (const Tensor& x : inputs) batches.emplace_back(x, zeros({x.size(0)}, kInt64));
+    auto m = bn_model(g);
+    optim::update_bn(batches, *m);
+    check_bn_state(*m, g);
+  }
+  SUBCASE("tensors") {
+    auto m = bn_model(g);
+    optim::update_bn(inputs, *m);
+    check_bn_state(*m, g);
+  }
+  SUBCASE("Examples (what a DataLoader yields)") {
+    std::vector<data::Example> batches;
+    for (const Tensor& x : inputs) batches.push_back({x, zeros({x.size(0)}, kInt64)});
+    auto m = bn_model(g);
+    optim::update_bn(batches, *m);
+    check_bn_state(*m, g);
+  }
+  SUBCASE("a DataLoader's epoch (13 rows in batches of 5, 5, 3, one worker)") {
+    auto ds = std::make_shared<data::TensorDataset>(cat(inputs, 0), zeros({13}, kInt64));
+    data::DataLoader loader(ds, {.batch_size = 5, .num_workers = 1});
+    auto m = bn_model(g);
+    optim::update_bn(loader.epoch(0), *m);
+    check_bn_state(*m, g);
+  }
+}
+
+TEST_CASE("update_bn: no BatchNorm reads nothing, a failing forward restores momenta and mode") {
+  const json& g = G()["update_bn"];
+  std::vector<Tensor> wrong{zeros({2, 7}, kFloat64)};  // Linear(3, ...) rejects 7 features
+  auto plain = std::make_shared<nn::Linear>(3, 2);
+  plain->eval();
+  CHECK_NOTHROW(optim::update_bn(wrong, *plain));  // not read: no BatchNorm
+  CHECK_FALSE(plain->is_training());
+  auto m = bn_model(g);
+  CHECK_THROWS_AS(optim::update_bn(wrong, *m), Error);
+  CHECK_FALSE(m->is_training());
+  auto bn = std::dynamic_pointer_cast<nn::BatchNorm1d>(m->children()[4]);
+  CHECK(*bn->opt.momentum == 0.3);
+  // the statistics were reset before the pass (torch's reset_running_stats)
+  CHECK(bn->num_batches_tracked.item<int64_t>() == 0);
+  check_close(bn->running_var, ones({2}, kFloat64), 0, 0);
 }

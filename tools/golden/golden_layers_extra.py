@@ -5,7 +5,7 @@ Run with Debian's torch:  /usr/bin/python3 tools/golden/golden_layers_extra.py
 Writes tests/data/golden_layers_extra.json (every tensor is {"shape": [...], "data": [...]}):
 forward outputs and input/parameter gradients of leaky_relu, prelu, hardswish, group_norm,
 interpolate (nearest/bilinear x align_corners, scale and size), pad (constant/reflect/replicate,
-negative pads); ReduceLROnPlateau lr trajectories; AveragedModel (SWA and EMA) values.
+negative pads); ReduceLROnPlateau lr trajectories; AveragedModel (SWA and EMA) values; update_bn.
 Read by tests/test_layers_extra.cpp and tests/test_plateau_swa.cpp.
 """
 import copy
@@ -16,7 +16,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from torch.optim.lr_scheduler import ReduceLROnPlateau
-from torch.optim.swa_utils import AveragedModel
+from torch.optim.swa_utils import AveragedModel, update_bn
 
 torch.manual_seed(4321)
 DT = torch.float64
@@ -210,10 +210,33 @@ def averaged_models():
     return out
 
 
+def update_bns():
+    # Two BatchNorm layers (momentum 0.1 and 0.3) with stale statistics, the model in eval mode;
+    # three (input, target) batches of 5, 5 and 3 rows: update_bn averages per batch.
+    model = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4), nn.ReLU(), nn.Linear(4, 2),
+                          nn.BatchNorm1d(2, momentum=0.3)).double()
+    with torch.no_grad():
+        for bn in (model[1], model[4]):
+            bn.running_mean.add_(torch.randn_like(bn.running_mean))
+            bn.running_var.mul_(2.5)
+            bn.num_batches_tracked.add_(7)
+            bn.weight.add_(torch.randn_like(bn.weight) * 0.2)
+            bn.bias.add_(torch.randn_like(bn.bias) * 0.2)
+    model.eval()
+    init = {k: enc(v) for k, v in model.state_dict().items()}
+    batches = [(torch.randn(n, 3, dtype=DT) * 2 + 0.5, torch.zeros(n, dtype=torch.int64))
+               for n in (5, 5, 3)]
+    update_bn(batches, model)
+    assert not model.training and model[1].momentum == 0.1 and model[4].momentum == 0.3
+    return {"init": init, "batches": [enc(x) for x, _ in batches],
+            "after": {k: enc(v) for k, v in model.state_dict().items()}}
+
+
 def main():
     data = {"activations": activations(), "group_norm": group_norms(),
             "interpolate": interpolations(), "pad": pads(), "plateau": plateaus(),
-            "averaged_model": averaged_models(), "torch_version": torch.__version__}
+            "averaged_model": averaged_models(), "update_bn": update_bns(),
+            "torch_version": torch.__version__}
     path = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "data",
                         "golden_layers_extra.json")
     with open(path, "w") as f:
