@@ -1,5 +1,5 @@
-// F::pad: constant padding as narrow (crop) + cat with filled blocks, reflect/replicate as one
-// index_select per padded dim with PyTorch's source indices (gradients scatter-add back).
+// F::pad: constant padding as narrow (crop) + cat with filled blocks, reflect/replicate/circular
+// as one index_select per padded dim with PyTorch's source indices (gradients scatter-add back).
 #include "nn/padding.h"
 
 #include <algorithm>
@@ -54,8 +54,8 @@ Tensor pad(const Tensor& x, const std::vector<int64_t>& pad, const std::string& 
   MINIDL_CHECK(x.defined(), "pad: undefined input");
   MINIDL_CHECK(pad.size() % 2 == 0, "Padding length must be divisible by 2, got ", pad_str(pad));
   if (mode == "constant") return constant_pad(x, pad, value.value_or(0.0));
-  MINIDL_CHECK(mode == "reflect" || mode == "replicate", "pad: mode '", mode,
-               "' is not supported (constant | reflect | replicate)");
+  MINIDL_CHECK(mode == "reflect" || mode == "replicate" || mode == "circular", "pad: mode '", mode,
+               "' is not supported (constant | reflect | replicate | circular)");
   MINIDL_CHECK(!value || *value == 0, "Padding mode \"", mode, "\" doesn't take in value argument");
   const int64_t k = int64_t(pad.size()) / 2;
   MINIDL_CHECK(k >= 1 && k <= 3 && (x.dim() == k + 1 || x.dim() == k + 2),
@@ -74,6 +74,13 @@ Tensor pad(const Tensor& x, const std::vector<int64_t>& pad, const std::string& 
     MINIDL_CHECK(new_size >= 1 && n >= 1, "pad: input size ", n, " of dim ", dim, " padded by (", l,
                  ", ", r, ") gives output size ", new_size,
                  "; both must be at least 1 (input shape ", x.shape_str(), ")");
+    // circular: the pads wrap around the kept part (the input less its cropped ends), once.
+    const int64_t crop_l = std::max<int64_t>(-l, 0), kept = n - crop_l - std::max<int64_t>(-r, 0);
+    if (mode == "circular")
+      MINIDL_CHECK(l <= kept && r <= kept,
+                   "Padding value causes wrapping around more than once: ", "padding (", l, ", ", r,
+                   ") at dimension ", dim, " of input ", x.shape_str(), " leaves ", kept,
+                   " element(s) to wrap");
     if (l == 0 && r == 0) continue;
     std::vector<int64_t> idx(static_cast<size_t>(new_size));
     for (int64_t o = 0; o < new_size; ++o) {
@@ -81,6 +88,8 @@ Tensor pad(const Tensor& x, const std::vector<int64_t>& pad, const std::string& 
       if (mode == "reflect") {
         if (v < 0) v = -v;
         if (v >= n) v = 2 * (n - 1) - v;
+      } else if (mode == "circular") {
+        v = crop_l + ((o - std::max<int64_t>(l, 0)) % kept + kept) % kept;
       } else {
         v = std::clamp<int64_t>(v, 0, n - 1);
       }

@@ -1,5 +1,6 @@
-// F::pad (torch.nn.functional.pad): constant, reflect and replicate padding with PyTorch's pad
-// list order (last dim first: {left, right, top, bottom, front, back}); negative pads crop.
+// F::pad (torch.nn.functional.pad): constant, reflect, replicate and circular padding with
+// PyTorch's pad list order (last dim first: {left, right, top, bottom, front, back}); negative pads
+// crop.
 #pragma once
 
 #include <optional>
@@ -11,9 +12,11 @@
 namespace minidl::nn::functional {
 
 // "constant": any input, up to x.dim() padded dims, fills `value` (default 0).
-// "reflect" / "replicate": pads the last len(pad)/2 = 1, 2 or 3 dims of an input with one or
-// two more dims ([C,W]/[N,C,W], [C,H,W]/[N,C,H,W], [C,D,H,W]/[N,C,D,H,W]); reflect needs each
-// pad < the dim's size; they take no value. Composites (cat, narrow, index_select).
+// "reflect" / "replicate" / "circular": pads the last len(pad)/2 = 1, 2 or 3 dims of an input
+// with one or two more dims ([C,W]/[N,C,W], [C,H,W]/[N,C,H,W], [C,D,H,W]/[N,C,D,H,W]); reflect
+// needs each pad < the dim's size; circular wraps each pad around the kept part of the dim (the
+// input less any negative pad's crop) at most once; they take no value. Composites (cat, narrow,
+// index_select).
 Tensor pad(const Tensor& x, const std::vector<int64_t>& pad, const std::string& mode = "constant",
            std::optional<double> value = std::nullopt);
 

@@ -217,7 +217,7 @@ TEST_CASE("Upsample/interpolate: printing, gradcheck, errors") {
                        doctest::Contains("bicubic"), Error);
 }
 
-TEST_CASE("pad matches PyTorch: constant, reflect, replicate, negative pads") {
+TEST_CASE("pad matches PyTorch: constant, reflect, replicate, circular, negative pads") {
   for (const json& c : G()["pad"]) {
     const std::vector<int64_t> p = ints(c["pad"]);
     const std::string mode = c["mode"].get<std::string>();
@@ -231,7 +231,7 @@ TEST_CASE("pad matches PyTorch: constant, reflect, replicate, negative pads") {
 
 TEST_CASE("pad: gradcheck and PyTorch's errors") {
   Tensor x = leaf({2, 3, 4}, 41);
-  for (const char* mode : {"constant", "reflect", "replicate"})
+  for (const char* mode : {"constant", "reflect", "replicate", "circular"})
     GRADCHECK(
         [mode](const std::vector<Tensor>& in) {
           return F::pad(in[0], {2, -1, 1, 2}, mode);
@@ -250,7 +250,16 @@ TEST_CASE("pad: gradcheck and PyTorch's errors") {
                        Error);
   CHECK_THROWS_WITH_AS(F::pad(y, {1, 1, 1, 1}, "reflect", 1.0),
                        doctest::Contains("doesn't take in value argument"), Error);
-  CHECK_THROWS_WITH_AS(F::pad(y, {1, 1, 1, 1}, "circular"), doctest::Contains("circular"), Error);
+  CHECK_THROWS_WITH_AS(F::pad(y, {1, 1, 1, 1}, "wrap"), doctest::Contains("circular"), Error);
+  // circular wraps at most once around what the crop leaves: (4, 0) and (-1, 3) on a size-3 dim
+  CHECK_THROWS_WITH_AS(F::pad(y, {4, 0, 0, 0}, "circular"),
+                       doctest::Contains("wrapping around more than once"), Error);
+  CHECK_THROWS_WITH_AS(F::pad(y, {-1, 3, 0, 0}, "circular"),
+                       doctest::Contains("leaves 2 element(s)"), Error);
+  // an input without the batch dim pads as its batched form (torch 2.x; 1.13 needs the batch)
+  Tensor c = random_tensor({3, 4, 5}, kFloat64, 7);
+  check_close(F::pad(c, {2, -1, 1, 3}, "circular"),
+              F::pad(c.unsqueeze(0), {2, -1, 1, 3}, "circular").squeeze(0), 0, 0);
   // constant padding of an integer tensor keeps its dtype
   Tensor i = F::pad(ones({2, 2}, kInt64), {1, 0}, "constant", 7);
   CHECK(i.dtype() == kInt64);
@@ -326,12 +335,12 @@ std::vector<parity::Case> layers_extra_cases() {
                     {{{2, 3, 4, 5}}},
                     fl,
                     [](const std::vector<Tensor>& in, Device dev, int v) {
-                      static const char* modes[] = {"constant", "reflect", "replicate"};
+                      static const char* modes[] = {"constant", "reflect", "replicate", "circular"};
                       return with_grads(in, dev, [v](const std::vector<Tensor>& x) {
                         return F::pad(x[0], {2, -1, 1, 3}, modes[v], v == 0 ? 0.5 : 0.0);
                       });
                     },
-                    3});
+                    4});
   for (Case& c : cs) c.layouts = true;
   return cs;
 }

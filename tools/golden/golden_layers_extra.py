@@ -4,8 +4,8 @@
 Run with Debian's torch:  /usr/bin/python3 tools/golden/golden_layers_extra.py
 Writes tests/data/golden_layers_extra.json (every tensor is {"shape": [...], "data": [...]}):
 forward outputs and input/parameter gradients of leaky_relu, prelu, hardswish, group_norm,
-interpolate (nearest/bilinear x align_corners, scale and size), pad (constant/reflect/replicate,
-negative pads); ReduceLROnPlateau lr trajectories; AveragedModel (SWA and EMA) values; update_bn.
+interpolate (nearest/bilinear x align_corners, scale and size), pad (constant/reflect/replicate/
+circular, negative pads); ReduceLROnPlateau lr trajectories; AveragedModel (SWA and EMA) values; update_bn.
 Read by tests/test_layers_extra.cpp and tests/test_plateau_swa.cpp.
 """
 import copy
@@ -146,6 +146,23 @@ def pads():
     return cases
 
 
+def pad_circulars():
+    # circular (PyTorch 1.13: batched inputs only; minidl also takes [C,...] as torch 2.x does):
+    # pads up to the dim's size, negative pads crop first and the pads wrap the kept part.
+    cases = []
+    configs = [([2, 3, 5], [2, 1]), ([1, 2, 5], [5, 0]), ([1, 1, 5], [-1, 2]),
+               ([1, 1, 5], [3, -2]), ([2, 3, 4, 5], [1, 2, 3, 1]), ([2, 3, 4, 5], [-1, 2, 1, -2]),
+               ([1, 2, 3, 4, 5], [1, 1, 2, 1, 2, 3])]
+    for shape, p in configs:
+        x = torch.randn(*shape, dtype=DT).requires_grad_()
+        out = F.pad(x, p, mode="circular")
+        g = torch.randn(out.shape, dtype=DT)
+        out.backward(g)
+        cases.append({"pad": p, "mode": "circular", "value": None, "x": enc(x), "grad_out": enc(g),
+                      "out": enc(out), "grad_x": enc(x.grad)})
+    return cases
+
+
 def plateaus():
     cases = []
     metrics = [1.0, 0.9, 0.95, 0.95, 0.9, 0.89995, 0.97, 0.96, 0.96, 0.8, 0.85, 0.85, 0.85,
@@ -237,6 +254,7 @@ def main():
             "interpolate": interpolations(), "pad": pads(), "plateau": plateaus(),
             "averaged_model": averaged_models(), "update_bn": update_bns(),
             "torch_version": torch.__version__}
+    data["pad"] += pad_circulars()  # drawn last: the other cases' random inputs stay as they were
     path = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "data",
                         "golden_layers_extra.json")
     with open(path, "w") as f:
