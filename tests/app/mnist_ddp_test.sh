@@ -172,7 +172,10 @@ elastic)  # minidl-run --max-restarts 1: rank 1 SIGKILLed in epoch 2 of 3, relau
   [ -n "$want" ] && [ "$want" = "$got" ] || fail "final accuracy differs: '$want' vs '$got'"
   ;;
 kill9)  # a rank SIGKILLed mid-training: the launcher stops the other and names it within 10 s
-  "$BIN" "${COMMON[@]}" -n 2 --epochs 100 --test-batch-size 500 >"$WORK/out" 2>"$WORK/err" &
+  # Without --quiet: rank 0's progress line "epoch 1/100 20/63" says training runs (with it,
+  # nothing is printed before the epoch ends and the wait below ran out its 30 s every time).
+  "$BIN" --data "$DATA" --threads 1 --workers 1 -n 2 --epochs 100 --test-batch-size 500 \
+    >"$WORK/out" 2>"$WORK/err" &
   launcher=$!
   victim=""
   for _ in $(seq 300); do  # find rank 1 among the launcher's children once training runs
