@@ -1,7 +1,10 @@
 // Samplers: torch_randperm (bit-exact torch.randperm on CPU), Sequential, Random and
-// Distributed samplers with PyTorch's padding/striding semantics.
+// Distributed samplers with PyTorch's padding/striding semantics, SubsetRandomSampler and
+// WeightedRandomSampler (torch.multinomial's CPU draws).
 #include "data/sampler.h"
 
+#include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <random>
 
@@ -81,6 +84,97 @@ std::vector<int64_t> DistributedSampler::indices(int64_t epoch) const {
   MINIDL_CHECK(int64_t(mine.size()) == num_samples_, "DistributedSampler: rank ", rank_, " got ",
                mine.size(), " indices, expected ", num_samples_);
   return mine;
+}
+
+// ---- SubsetRandomSampler
+
+SubsetRandomSampler::SubsetRandomSampler(std::vector<int64_t> indices, uint64_t seed)
+    : indices_(std::move(indices)), seed_(seed) {}
+
+std::vector<int64_t> SubsetRandomSampler::indices(int64_t epoch) const {
+  const std::vector<int64_t> perm = torch_randperm(size(), seed_ + uint64_t(epoch));
+  std::vector<int64_t> out;
+  out.reserve(perm.size());
+  for (int64_t p : perm) out.push_back(indices_[size_t(p)]);
+  return out;
+}
+
+// ---- WeightedRandomSampler
+
+namespace {
+
+// PyTorch's CPUGeneratorImpl: mt19937 on the seed's low 32 bits; random64() joins two outputs
+// (the first is the high word); uniform_real_distribution<double>(0, 1) keeps 53 bits of it.
+class TorchCpuGenerator {
+ public:
+  explicit TorchCpuGenerator(uint64_t seed) : engine_(uint32_t(seed & 0xffffffffu)) {}
+  double uniform_double() {
+    const uint64_t hi = engine_(), lo = engine_();
+    const uint64_t r = (hi << 32) | lo;
+    return double(r & ((uint64_t(1) << 53) - 1)) * std::ldexp(1.0, -53);
+  }
+
+ private:
+  std::mt19937 engine_;
+};
+
+}  // namespace
+
+WeightedRandomSampler::WeightedRandomSampler(std::vector<double> weights, int64_t num_samples,
+                                             bool replacement, uint64_t seed)
+    : weights_(std::move(weights)),
+      num_samples_(num_samples),
+      replacement_(replacement),
+      seed_(seed) {
+  MINIDL_CHECK(num_samples > 0,
+               "num_samples should be a positive integer value, but got num_samples=", num_samples);
+  MINIDL_CHECK(!weights_.empty(), "WeightedRandomSampler: weights must not be empty");
+  double sum = 0;
+  int64_t positive = 0;
+  for (size_t i = 0; i < weights_.size(); ++i) {
+    MINIDL_CHECK(std::isfinite(weights_[i]) && weights_[i] >= 0,
+                 "invalid multinomial distribution: weights[", i, "] = ", weights_[i],
+                 " (weights must be finite and non-negative)");
+    sum += weights_[i];
+    positive += weights_[i] > 0;
+  }
+  MINIDL_CHECK(sum > 0, "invalid multinomial distribution (sum of probabilities <= 0)");
+  MINIDL_CHECK(replacement || num_samples <= positive, "WeightedRandomSampler: cannot draw ",
+               num_samples, " samples without replacement from ", positive,
+               " positive weight(s) (invalid multinomial distribution (with replacement=False, "
+               "not enough non-negative category to sample))");
+}
+
+std::vector<int64_t> WeightedRandomSampler::indices(int64_t epoch) const {
+  TorchCpuGenerator gen(seed_ + uint64_t(epoch));
+  const int64_t n = int64_t(weights_.size());
+  std::vector<int64_t> out;
+  out.reserve(size_t(num_samples_));
+  if (replacement_ && num_samples_ > 1) {
+    // multinomial_with_replacement: the normalised cumulative sum (last entry forced to 1), one
+    // uniform per draw, the first slot whose cumulative probability is >= it.
+    std::vector<double> cum(static_cast<size_t>(n));
+    double sum = 0;
+    for (int64_t j = 0; j < n; ++j) cum[size_t(j)] = sum += weights_[size_t(j)];
+    for (double& c : cum) c /= sum;
+    cum.back() = 1;
+    for (int64_t k = 0; k < num_samples_; ++k) {
+      const double u = gen.uniform_double();
+      out.push_back(int64_t(std::lower_bound(cum.begin(), cum.end(), u) - cum.begin()));
+    }
+    return out;
+  }
+  // Without replacement, or one draw: q = w / Exp(1) per category (the exponential is
+  // -log(1 - u)), then the indices of the num_samples largest q, largest first (topk/argmax).
+  std::vector<double> q(static_cast<size_t>(n));
+  for (int64_t j = 0; j < n; ++j)
+    q[size_t(j)] = weights_[size_t(j)] / -std::log(1.0 - gen.uniform_double());
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  std::iota(order.begin(), order.end(), int64_t(0));
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return q[size_t(a)] > q[size_t(b)]; });
+  order.resize(size_t(num_samples_));
+  return order;
 }
 
 }  // namespace minidl::data

@@ -1,6 +1,7 @@
 // Samplers: the index order of one epoch. Each is a pure function of (its settings, epoch), so a
 // resumed run replays exactly the order of an uninterrupted one. Shuffles use torch_randperm,
-// which reproduces torch.randperm(n, generator=torch.Generator().manual_seed(seed)) exactly.
+// which reproduces torch.randperm(n, generator=torch.Generator().manual_seed(seed)) exactly, and
+// weighted draws reproduce torch.multinomial's CPU draws (PyTorch 1.13) the same way.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -59,6 +60,42 @@ class DistributedSampler : public Sampler {
   bool shuffle_, drop_last_;
   uint64_t seed_;
   int64_t num_samples_;
+};
+
+// torch.utils.data.SubsetRandomSampler(indices, generator): the given indices in a random order,
+// indices[torch_randperm(len, seed + epoch)] (torch's order for the generator seeded with
+// seed + epoch, as RandomSampler here).
+class SubsetRandomSampler : public Sampler {
+ public:
+  SubsetRandomSampler(std::vector<int64_t> indices, uint64_t seed);
+  int64_t size() const override { return int64_t(indices_.size()); }
+  std::vector<int64_t> indices(int64_t epoch) const override;
+
+ private:
+  std::vector<int64_t> indices_;
+  uint64_t seed_;
+};
+
+// torch.utils.data.WeightedRandomSampler(weights, num_samples, replacement, generator):
+// num_samples indices in [0, len(weights)) drawn with probability proportional to the weights
+// (non-negative, finite, positive sum), with replacement (the default) or without
+// (num_samples <= the number of positive weights). The draws are torch.multinomial's on CPU for
+// a generator seeded with seed + epoch: equal to Debian's PyTorch 1.13 and 2.6 (both without
+// MKL; tests/data/data_utils.json). PyTorch builds with MKL draw the exponentials of the
+// without-replacement and single-draw paths with MKL's generator, so there only the
+// distribution is the same; the with-replacement path (num_samples > 1) does not use them.
+class WeightedRandomSampler : public Sampler {
+ public:
+  WeightedRandomSampler(std::vector<double> weights, int64_t num_samples, bool replacement = true,
+                        uint64_t seed = 0);
+  int64_t size() const override { return num_samples_; }
+  std::vector<int64_t> indices(int64_t epoch) const override;
+
+ private:
+  std::vector<double> weights_;
+  int64_t num_samples_;
+  bool replacement_;
+  uint64_t seed_;
 };
 
 }  // namespace minidl::data
