@@ -62,7 +62,11 @@ void Module::check_clone_members(const CloneMemo& memo) const {
   }
   for (const auto& [impl, t] : memo.tensors)
     originals.emplace(reinterpret_cast<std::uintptr_t>(impl), impl);
-  for (const auto& [orig, c] : memo.modules) {
+  for (const auto& entry : memo.modules) {
+    // Named, not a structured binding: the lambda below captures it (clang 14, which the fuzz
+    // build uses, refuses lambdas that capture structured bindings).
+    const Module* orig = entry.first;
+    const auto& c = entry.second;
     const size_t size = c->object_size();
     if (size == 0) continue;
     const char* cbase = reinterpret_cast<const char*>(c.get());
