@@ -44,6 +44,7 @@
 #include "optim/checkpoint.h"
 #include "data/dataloader.h"
 #include "data/dataset.h"
+#include "data/dataset_utils.h"
 #include "data/mnist.h"
 #include "data/sampler.h"
 #include "data/transforms.h"
