@@ -50,19 +50,20 @@ Example ConcatDataset::get(int64_t index, Generator& gen) const {
 Example ConcatDataset::get_batch(const std::vector<int64_t>& indices, Generator& gen) const {
   std::vector<Example> pieces;
   std::vector<size_t> owners;
-  for (size_t start = 0; start < indices.size();) {
-    const size_t k = locate(indices[start]).first;
-    std::vector<int64_t> run;
-    size_t end = start;
-    for (; end < indices.size(); ++end) {
-      auto [kk, i] = locate(indices[end]);
-      if (kk != k) break;
-      run.push_back(i);
+  std::vector<int64_t> run;  // indices inside datasets_[owners.back()]
+  auto flush = [&] {
+    if (!run.empty()) pieces.push_back(datasets_[owners.back()]->get_batch(run, gen));
+    run.clear();
+  };
+  for (int64_t index : indices) {
+    const auto [k, i] = locate(index);
+    if (owners.empty() || k != owners.back()) {
+      flush();
+      owners.push_back(k);
     }
-    pieces.push_back(datasets_[k]->get_batch(run, gen));
-    owners.push_back(k);
-    start = end;
+    run.push_back(i);
   }
+  flush();
   if (pieces.size() == 1) return pieces[0];
   Example out;
   for (Tensor Example::*field : {&Example::data, &Example::target}) {

@@ -12,18 +12,38 @@
 
 namespace minidl::data {
 
+namespace {
+
 // PyTorch's CPUGeneratorImpl: at::mt19937 seeded with the low 32 bits of the seed (identical to
-// std::mt19937); random() = one 32-bit output. randperm_cpu of PyTorch 1.13 (the reference
-// installed here, verified up to n = 214748364): r = arange(n); for i in [0, n-1):
-// swap(r[i], r[i + random() % (n - i)]). PyTorch >= 2.1 switched n >= UINT32_MAX / 20 to an
-// inside-out shuffle with random64(); we keep the 1.13 order for every n (documented deviation).
+// std::mt19937); random() is one 32-bit output, random64() joins two (the first is the high
+// word), and uniform_real_distribution<double>(0, 1) keeps 53 bits of random64().
+class TorchCpuGenerator {
+ public:
+  explicit TorchCpuGenerator(uint64_t seed) : engine_(uint32_t(seed & 0xffffffffu)) {}
+  uint32_t random() { return engine_(); }
+  double uniform_double() {
+    const uint64_t hi = engine_(), lo = engine_();
+    const uint64_t r = (hi << 32) | lo;
+    return double(r & ((uint64_t(1) << 53) - 1)) * std::ldexp(1.0, -53);
+  }
+
+ private:
+  std::mt19937 engine_;
+};
+
+}  // namespace
+
+// randperm_cpu of PyTorch 1.13 (the reference installed here, verified up to n = 214748364):
+// r = arange(n); for i in [0, n-1): swap(r[i], r[i + random() % (n - i)]). PyTorch >= 2.1
+// switched n >= UINT32_MAX / 20 to an inside-out shuffle with random64(); we keep the 1.13 order
+// for every n (documented deviation).
 std::vector<int64_t> torch_randperm(int64_t n, uint64_t seed) {
   MINIDL_CHECK(n >= 0, "torch_randperm: n must be non-negative, got ", n);
-  std::mt19937 gen{uint32_t(seed & 0xffffffffu)};
+  TorchCpuGenerator gen(seed);
   std::vector<int64_t> r(static_cast<size_t>(n));
   std::iota(r.begin(), r.end(), int64_t(0));
   for (int64_t i = 0; i + 1 < n; ++i) {
-    int64_t z = int64_t(gen() % uint64_t(n - i));
+    int64_t z = int64_t(gen.random() % uint64_t(n - i));
     std::swap(r[size_t(i)], r[size_t(z + i)]);
   }
   return r;
@@ -100,25 +120,6 @@ std::vector<int64_t> SubsetRandomSampler::indices(int64_t epoch) const {
 }
 
 // ---- WeightedRandomSampler
-
-namespace {
-
-// PyTorch's CPUGeneratorImpl: mt19937 on the seed's low 32 bits; random64() joins two outputs
-// (the first is the high word); uniform_real_distribution<double>(0, 1) keeps 53 bits of it.
-class TorchCpuGenerator {
- public:
-  explicit TorchCpuGenerator(uint64_t seed) : engine_(uint32_t(seed & 0xffffffffu)) {}
-  double uniform_double() {
-    const uint64_t hi = engine_(), lo = engine_();
-    const uint64_t r = (hi << 32) | lo;
-    return double(r & ((uint64_t(1) << 53) - 1)) * std::ldexp(1.0, -53);
-  }
-
- private:
-  std::mt19937 engine_;
-};
-
-}  // namespace
 
 WeightedRandomSampler::WeightedRandomSampler(std::vector<double> weights, int64_t num_samples,
                                              bool replacement, uint64_t seed)
