@@ -1,6 +1,6 @@
-// DataLoader: batches in sampler order, built inline (num_workers = 0) or by worker threads that
-// take batch numbers from an atomic counter into a bounded reorder buffer; next() hands them out
-// strictly in order. Batch b of epoch e draws from Generator(mix(seed, e, b)).
+// DataLoader: batches in batch sampler order, built inline (num_workers = 0) or by worker threads
+// that take batch numbers from an atomic counter into a bounded reorder buffer; next() hands them
+// out strictly in order. Batch b of epoch e draws from Generator(mix(seed, e, b)).
 #include "data/dataloader.h"
 
 #include <atomic>
@@ -72,7 +72,7 @@ struct WorkerRun {
 struct DataLoader::State {
   int64_t epoch = 0;
   bool started = false;
-  std::vector<int64_t> order;  // the epoch's sampler indices
+  std::vector<std::vector<int64_t>> batches;  // the epoch's batch sampler output
   int64_t num_batches = 0;
   int64_t next = 0;  // the batch next() returns
   std::unique_ptr<WorkerRun> run;
@@ -83,28 +83,54 @@ struct DataLoader::State {
   }
 };
 
+namespace {
+
+void check_options(const DataLoaderOptions& options) {
+  MINIDL_CHECK(options.batch_size >= 1, "DataLoader: batch_size must be >= 1, got ",
+               options.batch_size);
+  MINIDL_CHECK(options.num_workers >= 0, "DataLoader: num_workers must be >= 0, got ",
+               options.num_workers);
+  MINIDL_CHECK(options.prefetch_factor >= 1, "DataLoader: prefetch_factor must be >= 1, got ",
+               options.prefetch_factor);
+  if (options.pin_memory && !cuda_is_available())
+    std::cerr << "minidl DataLoader: pin_memory=true but no CUDA device; using pageable memory\n";
+}
+
+}  // namespace
+
 DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions options,
                        std::shared_ptr<const Sampler> sampler)
     : dataset_(std::move(dataset)),
-      options_(options),
-      sampler_(std::move(sampler)),
+      options_(std::move(options)),
       state_(std::make_unique<State>()) {
   MINIDL_CHECK(dataset_ != nullptr, "DataLoader: dataset is null");
-  MINIDL_CHECK(options_.batch_size >= 1, "DataLoader: batch_size must be >= 1, got ",
-               options_.batch_size);
-  MINIDL_CHECK(options_.num_workers >= 0, "DataLoader: num_workers must be >= 0, got ",
-               options_.num_workers);
-  MINIDL_CHECK(options_.prefetch_factor >= 1, "DataLoader: prefetch_factor must be >= 1, got ",
-               options_.prefetch_factor);
-  if (!sampler_) {
+  check_options(options_);
+  if (!sampler) {
     const int64_t n = dataset_->size();
     if (options_.shuffle)
-      sampler_ = std::make_shared<RandomSampler>(n, options_.seed);
+      sampler = std::make_shared<RandomSampler>(n, options_.seed);
     else
-      sampler_ = std::make_shared<SequentialSampler>(n);
+      sampler = std::make_shared<SequentialSampler>(n);
   }
-  if (options_.pin_memory && !cuda_is_available())
-    std::cerr << "minidl DataLoader: pin_memory=true but no CUDA device; using pageable memory\n";
+  batch_sampler_ =
+      std::make_shared<BatchSampler>(std::move(sampler), options_.batch_size, options_.drop_last);
+}
+
+DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset,
+                       std::shared_ptr<const BatchSampler> batch_sampler, DataLoaderOptions options,
+                       int /*batch_sampler_tag*/)
+    : dataset_(std::move(dataset)),
+      options_(std::move(options)),
+      batch_sampler_(std::move(batch_sampler)),
+      state_(std::make_unique<State>()) {
+  MINIDL_CHECK(dataset_ != nullptr, "DataLoader: dataset is null");
+  MINIDL_CHECK(batch_sampler_ != nullptr, "DataLoader: batch_sampler is null");
+  MINIDL_CHECK(options_.batch_size == 1 && !options_.shuffle && !options_.drop_last,
+               "DataLoader: batch_sampler option is mutually exclusive with batch_size, shuffle, "
+               "sampler, and drop_last (got batch_size=",
+               options_.batch_size, ", shuffle=", options_.shuffle,
+               ", drop_last=", options_.drop_last, ")");
+  check_options(options_);
 }
 
 DataLoader::~DataLoader() {
@@ -112,20 +138,25 @@ DataLoader::~DataLoader() {
 }
 
 int64_t DataLoader::size() const {
-  const int64_t n = sampler_->size(), bs = options_.batch_size;
-  return options_.drop_last ? n / bs : (n + bs - 1) / bs;
+  return batch_sampler_->size();
 }
 
 namespace {
 
-// Builds batch `b` of an epoch: the indices order[b*bs, min((b+1)*bs, n)).
+// Builds batch `b` of an epoch from its indices: get_batch, or get per index and collate_fn.
 Example build_batch(const Dataset& dataset, const DataLoaderOptions& opt,
-                    const std::vector<int64_t>& order, int64_t epoch, int64_t b) {
-  const int64_t begin = b * opt.batch_size;
-  const int64_t end = std::min<int64_t>(begin + opt.batch_size, int64_t(order.size()));
-  std::vector<int64_t> idx(order.begin() + begin, order.begin() + end);
+                    const std::vector<int64_t>& idx, int64_t epoch, int64_t b) {
+  MINIDL_CHECK(!idx.empty(), "DataLoader: the batch sampler returned an empty batch");
   Generator gen(batch_seed(opt.seed, epoch, b));
-  Example batch = dataset.get_batch(idx, gen);
+  Example batch;
+  if (opt.collate_fn) {
+    std::vector<Example> samples;
+    samples.reserve(idx.size());
+    for (int64_t i : idx) samples.push_back(dataset.get(i, gen));
+    batch = opt.collate_fn(samples);
+  } else {
+    batch = dataset.get_batch(idx, gen);
+  }
   if (opt.pin_memory && cuda_is_available()) {
     batch.data = pin_memory(batch.data);
     if (batch.target.defined()) batch.target = pin_memory(batch.target);
@@ -154,9 +185,8 @@ void DataLoader::start_epoch(int64_t epoch) {
   s.stop_workers();
   s.started = false;  // stays false if the sampler throws
   s.epoch = epoch;
-  s.order = sampler_->indices(epoch);
-  const int64_t n = int64_t(s.order.size()), bs = options_.batch_size;
-  s.num_batches = options_.drop_last ? n / bs : (n + bs - 1) / bs;
+  s.batches = batch_sampler_->batches(epoch);
+  s.num_batches = int64_t(s.batches.size());
   s.next = 0;
   s.started = true;
   if (options_.num_workers == 0 || s.num_batches == 0) return;
@@ -180,7 +210,7 @@ void DataLoader::start_epoch(int64_t epoch) {
       }
       Slot slot;
       try {
-        slot.batch = build_batch(*dataset_, options_, state_->order, epoch, b);
+        slot.batch = build_batch(*dataset_, options_, state_->batches[size_t(b)], epoch, b);
       } catch (...) {
         slot.error = std::current_exception();
       }
@@ -212,7 +242,7 @@ bool DataLoader::next(Example& batch) {
   Slot slot;
   if (!s.run) {
     try {
-      slot.batch = build_batch(*dataset_, options_, s.order, s.epoch, b);
+      slot.batch = build_batch(*dataset_, options_, s.batches[size_t(b)], s.epoch, b);
     } catch (...) {
       slot.error = std::current_exception();
     }

@@ -1,9 +1,13 @@
-// DataLoader: batches from a Dataset in sampler order, produced by worker threads into a
-// bounded prefetch queue. Batch b of epoch e is built with a generator seeded from
+// DataLoader: batches from a Dataset in sampler (or batch sampler) order, produced by worker
+// threads into a bounded prefetch queue. Batch b of epoch e is built with a generator seeded from
 // (seed, e, b), so the batches are identical whatever the worker count.
 #pragma once
+#include <concepts>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "data/dataset.h"
 #include "data/sampler.h"
@@ -18,6 +22,11 @@ struct DataLoaderOptions {
   int num_workers = 0;      // 0: batches are built on the calling thread
   int prefetch_factor = 2;  // batches queued per worker
   bool pin_memory = false;  // batches in page-locked host memory (needs CUDA; else a warning)
+  // torch's collate_fn: turns the samples of a batch (dataset.get(i) for each index, in order)
+  // into the batch, e.g. padding sequences of different lengths (nn::utils::rnn::pad_sequence).
+  // Unset: dataset.get_batch (stacks the samples, like data::collate). Called from the worker
+  // threads, so it must be safe to call concurrently.
+  std::function<Example(const std::vector<Example>&)> collate_fn = nullptr;
 };
 
 // Time the consumer spent waiting for batches, for loader-overhead reports.
@@ -31,6 +40,16 @@ class DataLoader {
   // `sampler` overrides options.shuffle (like torch's sampler= argument).
   DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions options,
              std::shared_ptr<const Sampler> sampler = nullptr);
+  // torch's batch_sampler= argument: the batches are the batch sampler's index lists; as in
+  // torch, options.batch_size must stay 1 and shuffle and drop_last false (the batch sampler
+  // decides those). (A template so that DataLoader(ds, {}) still means default options.)
+  template <class B>
+  requires std::derived_from<B, BatchSampler> DataLoader(std::shared_ptr<const Dataset> dataset,
+                                                         std::shared_ptr<B> batch_sampler,
+                                                         DataLoaderOptions options = {})
+      : DataLoader(std::move(dataset),
+                   std::shared_ptr<const BatchSampler>(std::move(batch_sampler)),
+                   std::move(options), 0) {}
   ~DataLoader();
   DataLoader(const DataLoader&) = delete;
   DataLoader& operator=(const DataLoader&) = delete;
@@ -54,10 +73,13 @@ class DataLoader {
   EpochRange epoch(int64_t epoch);
 
  private:
+  DataLoader(std::shared_ptr<const Dataset> dataset,
+             std::shared_ptr<const BatchSampler> batch_sampler, DataLoaderOptions options,
+             int /*batch_sampler_tag*/);
   struct State;
   std::shared_ptr<const Dataset> dataset_;
   DataLoaderOptions options_;
-  std::shared_ptr<const Sampler> sampler_;
+  std::shared_ptr<const BatchSampler> batch_sampler_;
   std::unique_ptr<State> state_;
   LoaderStats stats_;
 };

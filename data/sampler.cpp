@@ -1,12 +1,13 @@
 // Samplers: torch_randperm (bit-exact torch.randperm on CPU), Sequential, Random and
 // Distributed samplers with PyTorch's padding/striding semantics, SubsetRandomSampler and
-// WeightedRandomSampler (torch.multinomial's CPU draws).
+// WeightedRandomSampler (torch.multinomial's CPU draws), and BatchSampler.
 #include "data/sampler.h"
 
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <random>
+#include <utility>
 
 #include "tensor/error.h"
 
@@ -176,6 +177,34 @@ std::vector<int64_t> WeightedRandomSampler::indices(int64_t epoch) const {
                    [&](int64_t a, int64_t b) { return q[size_t(a)] > q[size_t(b)]; });
   order.resize(size_t(num_samples_));
   return order;
+}
+
+// ---- BatchSampler
+
+BatchSampler::BatchSampler(std::shared_ptr<const Sampler> sampler, int64_t batch_size,
+                           bool drop_last)
+    : sampler_(std::move(sampler)), batch_size_(batch_size), drop_last_(drop_last) {
+  MINIDL_CHECK(sampler_ != nullptr, "BatchSampler: sampler is null");
+  MINIDL_CHECK(batch_size >= 1,
+               "batch_size should be a positive integer value, but got batch_size=", batch_size);
+}
+
+int64_t BatchSampler::size() const {
+  const int64_t n = sampler_->size();
+  return drop_last_ ? n / batch_size_ : (n + batch_size_ - 1) / batch_size_;
+}
+
+std::vector<std::vector<int64_t>> BatchSampler::batches(int64_t epoch) const {
+  const std::vector<int64_t> order = sampler_->indices(epoch);
+  const int64_t n = int64_t(order.size());
+  const int64_t count = drop_last_ ? n / batch_size_ : (n + batch_size_ - 1) / batch_size_;
+  std::vector<std::vector<int64_t>> out;
+  out.reserve(size_t(count));
+  for (int64_t b = 0; b < count; ++b) {
+    const int64_t begin = b * batch_size_, end = std::min(begin + batch_size_, n);
+    out.emplace_back(order.begin() + begin, order.begin() + end);
+  }
+  return out;
 }
 
 }  // namespace minidl::data

@@ -4,6 +4,7 @@
 // weighted draws reproduce torch.multinomial's CPU draws (PyTorch 1.13) the same way.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 namespace minidl::data {
@@ -96,6 +97,29 @@ class WeightedRandomSampler : public Sampler {
   int64_t num_samples_;
   bool replacement_;
   uint64_t seed_;
+};
+
+// torch.utils.data.BatchSampler(sampler, batch_size, drop_last): the sampler's indices of an
+// epoch in consecutive batches of batch_size (the last one shorter unless drop_last). A subclass
+// forms its own batches (bucketing by length, ...) by overriding size() and batches() and
+// constructing the base with the protected default constructor; the DataLoader takes either as
+// its batch_sampler.
+class BatchSampler {
+ public:
+  BatchSampler(std::shared_ptr<const Sampler> sampler, int64_t batch_size, bool drop_last);
+  virtual ~BatchSampler() = default;
+  // Batches per epoch (len(batch_sampler)).
+  virtual int64_t size() const;
+  // The batches of epoch `epoch`, each a non-empty list of dataset indices.
+  virtual std::vector<std::vector<int64_t>> batches(int64_t epoch) const;
+
+ protected:
+  BatchSampler() = default;
+
+ private:
+  std::shared_ptr<const Sampler> sampler_;
+  int64_t batch_size_ = 1;
+  bool drop_last_ = false;
 };
 
 }  // namespace minidl::data

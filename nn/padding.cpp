@@ -1,5 +1,6 @@
 // F::pad: constant padding as narrow (crop) + cat with filled blocks, reflect/replicate/circular
-// as one index_select per padded dim with PyTorch's source indices (gradients scatter-add back).
+// as one index_select per padded dim with PyTorch's source indices (gradients scatter-add back);
+// pad_sequence as a constant pad of each sequence's dim 0 and a stack.
 #include "nn/padding.h"
 
 #include <algorithm>
@@ -101,3 +102,46 @@ Tensor pad(const Tensor& x, const std::vector<int64_t>& pad, const std::string& 
 }
 
 }  // namespace minidl::nn::functional
+
+namespace minidl::nn::utils::rnn {
+
+Tensor pad_sequence(const std::vector<Tensor>& sequences, bool batch_first, double padding_value,
+                    const std::string& padding_side) {
+  MINIDL_CHECK(!sequences.empty(), "pad_sequence: received an empty list of sequences");
+  MINIDL_CHECK(padding_side == "right" || padding_side == "left",
+               "pad_sequence: Expected padding_side to be one of left or right, but got ",
+               padding_side, ".");
+  const Tensor& first = sequences[0];
+  MINIDL_CHECK(first.defined() && first.dim() >= 1,
+               "pad_sequence: sequence 0 must have at least one dim (its length), got ",
+               first.defined() ? first.shape_str() : std::string("an undefined tensor"));
+  int64_t max_len = 0;
+  for (size_t i = 0; i < sequences.size(); ++i) {
+    const Tensor& s = sequences[i];
+    MINIDL_CHECK(s.defined(), "pad_sequence: sequence ", i, " is undefined");
+    bool same_tail = s.dim() == first.dim();
+    for (int64_t d = 1; same_tail && d < s.dim(); ++d) same_tail = s.size(d) == first.size(d);
+    MINIDL_CHECK(same_tail, "pad_sequence: sequence ", i, " has shape ", s.shape_str(),
+                 "; every sequence must be [L, *] with the trailing dims of sequence 0, ",
+                 first.shape_str());
+    MINIDL_CHECK(s.device() == first.device(), "pad_sequence: sequence ", i, " is on ",
+                 s.device().str(), ", sequence 0 on ", first.device().str());
+    max_len = std::max(max_len, s.size(0));
+  }
+  std::vector<Tensor> padded;
+  padded.reserve(sequences.size());
+  for (const Tensor& s : sequences) {
+    Tensor t = s.dtype() == first.dtype() ? s : cast(s, first.dtype());
+    const int64_t extra = max_len - t.size(0);
+    if (extra > 0) {
+      // dim 0 is the last pair of F::pad's list (last dim first).
+      std::vector<int64_t> pads(size_t(2 * t.dim()), 0);
+      pads[size_t(2 * (t.dim() - 1) + (padding_side == "left" ? 0 : 1))] = extra;
+      t = functional::pad(t, pads, "constant", padding_value);
+    }
+    padded.push_back(t);
+  }
+  return stack(padded, batch_first ? 0 : 1);
+}
+
+}  // namespace minidl::nn::utils::rnn

@@ -1,13 +1,15 @@
 # Goldens for data/dataset_utils.cpp and the extra samplers of data/sampler.cpp, from PyTorch 1.13:
 # random_split with counts and fractions (torch.Generator().manual_seed(seed)), the orders of
-# SubsetRandomSampler and WeightedRandomSampler with seeded generators.
+# SubsetRandomSampler and WeightedRandomSampler with seeded generators, and BatchSampler over
+# Sequential and seeded Random samplers.
 # Run: /usr/bin/python3 tools/golden/data_utils.py  -> tests/data/data_utils.json
 import json
 import os
 import warnings
 
 import torch
-from torch.utils.data import SubsetRandomSampler, WeightedRandomSampler, random_split
+from torch.utils.data import (BatchSampler, RandomSampler, SequentialSampler, SubsetRandomSampler,
+                              WeightedRandomSampler, random_split)
 
 splits = []
 for n, lengths, seed in [(10, [3, 7], 0), (10, [7, 3], 42), (13, [0.8, 0.2], 1),
@@ -35,8 +37,19 @@ for weights, num_samples, replacement, seed in [
     weighted.append({"weights": [float(w) for w in weights], "num_samples": num_samples,
                      "replacement": replacement, "seed": seed, "order": list(iter(s))})
 
+batch = []
+for n, batch_size, drop_last, seed in [(10, 3, False, None), (10, 3, True, None), (9, 3, True, None),
+                                       (10, 4, False, 0), (10, 4, True, 17), (2, 5, False, 3),
+                                       (2, 5, True, 3), (0, 2, False, None)]:
+    base = (SequentialSampler(range(n)) if seed is None else
+            RandomSampler(range(n), generator=torch.Generator().manual_seed(seed)))
+    b = BatchSampler(base, batch_size, drop_last)
+    batch.append({"n": n, "batch_size": batch_size, "drop_last": drop_last,
+                  "seed": -1 if seed is None else seed, "size": len(b), "batches": list(iter(b))})
+
 path = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "data", "data_utils.json")
 with open(path, "w") as f:
     json.dump({"random_split": splits, "subset_random_sampler": subset_random,
-               "weighted_random_sampler": weighted, "torch_version": torch.__version__}, f)
+               "weighted_random_sampler": weighted, "batch_sampler": batch,
+               "torch_version": torch.__version__}, f)
 print("wrote", os.path.normpath(path))
