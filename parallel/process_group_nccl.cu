@@ -102,6 +102,21 @@ void floor_divide(void* p, DType t, int64_t n, int d, cudaStream_t s) {
   MINIDL_CUDA_CHECK(cudaGetLastError());
 }
 
+// ncclGroupStart/End around `body`. A throwing body (an NCCL call failing inside the group, e.g.
+// on a communicator with an async error) still ends the group: left open, it would defer every
+// later NCCL call of this thread, on any communicator, which then never runs (a hang).
+template <typename F>
+void nccl_group(F&& body) {
+  MINIDL_NCCL_CHECK(nccl_api().ncclGroupStart());
+  try {
+    body();
+  } catch (...) {
+    (void)nccl_api().ncclGroupEnd();
+    throw;
+  }
+  MINIDL_NCCL_CHECK(nccl_api().ncclGroupEnd());
+}
+
 std::string host_name() {
   char name[256] = {};
   ::gethostname(name, sizeof(name) - 1);
@@ -220,7 +235,10 @@ class NcclProcessGroup final : public detail::ProcessGroupBase {
     else
       (void)nccl_api().ncclCommAbort(comm_);
     (void)cudaFree(barrier_buf_);
-    (void)cudaStreamDestroy(stream_);
+    // stream_ is not destroyed (one stream per group is leaked, as c10d's stream pool never
+    // frees its streams): the caching allocator keeps it in the stream uses of the blocks
+    // record_stream'ed by our collectives, and records an event on it when such a tensor is
+    // freed, which may be long after this group is gone.
     if (previous >= 0) (void)cudaSetDevice(previous);
   }
 
@@ -237,6 +255,9 @@ class NcclProcessGroup final : public detail::ProcessGroupBase {
     for (;;) {
       cudaError_t q = cudaEventQuery(done);
       if (q == cudaSuccess) break;
+      // cudaErrorNotReady is also left as the thread's last error: clear it, or the next kernel
+      // launch check (cudaGetLastError) reports "device not ready" for a good launch.
+      (void)cudaGetLastError();
       MINIDL_CHECK(q == cudaErrorNotReady, where(op, seq), " failed: ", cudaGetErrorString(q));
       MINIDL_CHECK(comm_ != nullptr, where(op, seq),
                    " failed: the communicator was aborted after an earlier failure");
@@ -348,16 +369,16 @@ class NcclProcessGroup final : public detail::ProcessGroupBase {
         "allgather", detail::collective_desc("allgather", input.dtype(), input.numel()), keep, [&] {
           MINIDL_CUDA_CHECK(cudaMemcpyAsync(outputs[size_t(rank_)].data_ptr(), input.data_ptr(),
                                             input.nbytes(), cudaMemcpyDeviceToDevice, stream_));
-          MINIDL_NCCL_CHECK(nccl_api().ncclGroupStart());
-          for (int r = 0; r < size_; ++r) {
-            if (r == rank_) continue;
-            const Tensor& o = outputs[size_t(r)];
-            MINIDL_NCCL_CHECK(nccl_api().ncclSend(input.data_ptr(), size_t(input.numel()),
-                                                  nccl_dtype(input.dtype()), r, comm_, stream_));
-            MINIDL_NCCL_CHECK(nccl_api().ncclRecv(o.data_ptr(), size_t(o.numel()),
-                                                  nccl_dtype(o.dtype()), r, comm_, stream_));
-          }
-          MINIDL_NCCL_CHECK(nccl_api().ncclGroupEnd());
+          nccl_group([&] {
+            for (int r = 0; r < size_; ++r) {
+              if (r == rank_) continue;
+              const Tensor& o = outputs[size_t(r)];
+              MINIDL_NCCL_CHECK(nccl_api().ncclSend(input.data_ptr(), size_t(input.numel()),
+                                                    nccl_dtype(input.dtype()), r, comm_, stream_));
+              MINIDL_NCCL_CHECK(nccl_api().ncclRecv(o.data_ptr(), size_t(o.numel()),
+                                                    nccl_dtype(o.dtype()), r, comm_, stream_));
+            }
+          });
         });
   }
 
@@ -378,14 +399,14 @@ class NcclProcessGroup final : public detail::ProcessGroupBase {
         "reduce_scatter", detail::collective_desc("reduce_scatter", output.dtype(), output.numel()),
         keep,
         [&] {
-          MINIDL_NCCL_CHECK(nccl_api().ncclGroupStart());
-          for (int r = 0; r < size_; ++r) {
-            void* recv = r == rank_ ? output.data_ptr() : inputs[size_t(r)].data_ptr();
-            MINIDL_NCCL_CHECK(nccl_api().ncclReduce(
-                inputs[size_t(r)].data_ptr(), recv, size_t(output.numel()),
-                nccl_dtype(output.dtype()), nccl_op(op, output.dtype()), r, comm_, stream_));
-          }
-          MINIDL_NCCL_CHECK(nccl_api().ncclGroupEnd());
+          nccl_group([&] {
+            for (int r = 0; r < size_; ++r) {
+              void* recv = r == rank_ ? output.data_ptr() : inputs[size_t(r)].data_ptr();
+              MINIDL_NCCL_CHECK(nccl_api().ncclReduce(
+                  inputs[size_t(r)].data_ptr(), recv, size_t(output.numel()),
+                  nccl_dtype(output.dtype()), nccl_op(op, output.dtype()), r, comm_, stream_));
+            }
+          });
           if (op == ReduceOp::avg && !is_floating(output.dtype()))
             floor_divide(output.data_ptr(), output.dtype(), output.numel(), size_, stream_);
         },
@@ -411,16 +432,16 @@ class NcclProcessGroup final : public detail::ProcessGroupBase {
         "gather", detail::collective_desc("gather", input.dtype(), input.numel()), keep, [&] {
           const size_t n = size_t(input.numel());
           const ncclDataType_t dt = nccl_dtype(input.dtype());
-          MINIDL_NCCL_CHECK(nccl_api().ncclGroupStart());
-          if (rank_ != root) {
-            MINIDL_NCCL_CHECK(nccl_api().ncclSend(input.data_ptr(), n, dt, root, comm_, stream_));
-          } else {
-            for (int r = 0; r < size_; ++r)
-              if (r != rank_)
-                MINIDL_NCCL_CHECK(
-                    nccl_api().ncclRecv(outputs[size_t(r)].data_ptr(), n, dt, r, comm_, stream_));
-          }
-          MINIDL_NCCL_CHECK(nccl_api().ncclGroupEnd());
+          nccl_group([&] {
+            if (rank_ != root) {
+              MINIDL_NCCL_CHECK(nccl_api().ncclSend(input.data_ptr(), n, dt, root, comm_, stream_));
+            } else {
+              for (int r = 0; r < size_; ++r)
+                if (r != rank_)
+                  MINIDL_NCCL_CHECK(
+                      nccl_api().ncclRecv(outputs[size_t(r)].data_ptr(), n, dt, r, comm_, stream_));
+            }
+          });
           if (rank_ == root)
             MINIDL_CUDA_CHECK(cudaMemcpyAsync(outputs[size_t(rank_)].data_ptr(), input.data_ptr(),
                                               input.nbytes(), cudaMemcpyDeviceToDevice, stream_));
@@ -511,7 +532,10 @@ void NcclWork::wait() {
 }
 
 bool NcclWork::is_completed() {
-  if (cudaEventQuery(done_) != cudaSuccess) return false;
+  if (cudaEventQuery(done_) != cudaSuccess) {
+    (void)cudaGetLastError();  // not ready: no stale error for the next launch check
+    return false;
+  }
   pg_->observed_done(seq_);
   return true;
 }
