@@ -1,25 +1,16 @@
-// NCCL backend: a communicator per group (unique id shared through the store), its own CUDA
-// stream ordered after minidl's compute stream by events, and host-blocking wait() bounded by the
-// group timeout (the communicator is aborted on timeout). Refuses two ranks on one GPU. CPU
-// tensors (control values) are staged through the group's device.
+// NCCL backend, communicator side: one communicator per group (its unique id shared through the
+// store, after checking that no two ranks share a GPU), teardown (drained, else aborted), and the
+// host-blocking waits bounded by the group timeout. Collectives: process_group_nccl_collectives.cu.
 #include <cuda_runtime.h>
 #include <unistd.h>
 
-#include <algorithm>
+#include <chrono>
 #include <cstring>
-#include <optional>
 #include <thread>
-#include <type_traits>
 
-#include "autograd/grad_mode.h"
-#include "parallel/nccl_api.cuh"
-#include "parallel/process_group_detail.h"
 #include "parallel/process_group_nccl.h"
-#include "tensor/cuda.h"
+#include "parallel/process_group_nccl_impl.cuh"
 #include "tensor/error.h"
-
-#define MINIDL_NCCL_CHECK(call) ::minidl::dist::check_nccl((call), #call, __FILE__, __LINE__)
-#define MINIDL_CUDA_CHECK(call) ::minidl::dist::check_cuda((call), #call, __FILE__, __LINE__)
 
 namespace minidl::dist {
 
@@ -43,64 +34,8 @@ bool nccl_available() {
   }
 }
 
+namespace nccl_detail {
 namespace {
-
-ncclDataType_t nccl_dtype(DType t) {
-  switch (t) {
-    case DType::f32:
-      return ncclFloat32;
-    case DType::f64:
-      return ncclFloat64;
-    case DType::f16:
-      return ncclFloat16;
-    case DType::bf16:
-      return ncclBfloat16;
-    case DType::i32:
-      return ncclInt32;
-    case DType::i64:
-      return ncclInt64;
-    case DType::u8:
-      return ncclUint8;
-    default:
-      MINIDL_FAIL("nccl: dtype ", t, " is not supported");
-  }
-}
-
-ncclRedOp_t nccl_op(ReduceOp op, DType t) {
-  switch (op) {
-    case ReduceOp::sum:
-      return ncclSum;
-    case ReduceOp::avg:
-      return is_floating(t) ? ncclAvg : ncclSum;  // integers: sum, then floor-divide
-    case ReduceOp::max:
-      return ncclMax;
-    case ReduceOp::min:
-      return ncclMin;
-  }
-  return ncclSum;
-}
-
-template <typename T>
-__global__ void floor_divide_kernel(T* p, int64_t n, T d) {
-  int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= n) return;
-  T q = p[i] / d;
-  if constexpr (std::is_signed_v<T>)
-    if (p[i] % d != 0 && p[i] < 0) --q;
-  p[i] = q;
-}
-
-void floor_divide(void* p, DType t, int64_t n, int d, cudaStream_t s) {
-  if (n == 0) return;
-  const unsigned blocks = unsigned((n + 255) / 256);
-  if (t == DType::i32)
-    floor_divide_kernel<int32_t><<<blocks, 256, 0, s>>>(static_cast<int32_t*>(p), n, d);
-  else if (t == DType::i64)
-    floor_divide_kernel<int64_t><<<blocks, 256, 0, s>>>(static_cast<int64_t*>(p), n, d);
-  else
-    floor_divide_kernel<uint8_t><<<blocks, 256, 0, s>>>(static_cast<uint8_t*>(p), n, uint8_t(d));
-  MINIDL_CUDA_CHECK(cudaGetLastError());
-}
 
 std::string host_name() {
   char name[256] = {};
@@ -108,420 +43,134 @@ std::string host_name() {
   return name;
 }
 
-class NcclProcessGroup;
+}  // namespace
 
-// Done when its event has fired; wait() blocks the host, bounded by the group timeout.
-class NcclWork : public Work {
- public:
-  NcclWork(NcclProcessGroup* pg, uint64_t seq, std::string op, cudaEvent_t done,
-           std::vector<Tensor> keep)
-      : pg_(pg), seq_(seq), op_(std::move(op)), done_(done), keep_(std::move(keep)) {}
-  ~NcclWork() override { (void)cudaEventDestroy(done_); }
-  void wait() override;
-  bool is_completed() override;
-  uint64_t sequence_number() const override { return seq_; }
-
- private:
-  NcclProcessGroup* pg_;  // the group outlives its work in correct programs (as in c10d)
-  uint64_t seq_;
-  std::string op_;
-  cudaEvent_t done_;
-  std::vector<Tensor> keep_;  // tensors in use by the stream
-};
-
-// A collective on CPU tensors staged through the group's device: wait() copies the results back.
-class StagedWork : public Work {
- public:
-  StagedWork(std::shared_ptr<Work> inner, std::vector<std::pair<Tensor, Tensor>> back)
-      : inner_(std::move(inner)), back_(std::move(back)) {}
-  void wait() override {
-    inner_->wait();
-    NoGradGuard no_grad;
-    for (auto& [host, dev] : back_) host.copy_(dev);
-    back_.clear();
+NcclProcessGroup::NcclProcessGroup(std::shared_ptr<Store> store, int rank, int size,
+                                   const ProcessGroupOptions& options)
+    : ProcessGroupBase(std::move(store), rank, size, options) {
+  MINIDL_CUDA_CHECK(cudaGetDevice(&device_));
+  check_one_rank_per_gpu();
+  ncclUniqueId id;
+  if (rank_ == 0) {
+    MINIDL_NCCL_CHECK(nccl_api().ncclGetUniqueId(&id));
+    store_->set(prefix_ + "nccl_id", Bytes(reinterpret_cast<uint8_t*>(&id),
+                                           reinterpret_cast<uint8_t*>(&id) + sizeof(id)));
+  } else {
+    Bytes b = store_->get(prefix_ + "nccl_id");
+    MINIDL_CHECK(b.size() == sizeof(id), "nccl: malformed unique id in the store");
+    std::memcpy(&id, b.data(), sizeof(id));
   }
-  bool is_completed() override { return inner_->is_completed(); }
-  uint64_t sequence_number() const override { return inner_->sequence_number(); }
+  MINIDL_NCCL_CHECK(nccl_api().ncclCommInitRank(&comm_, size_, id, rank_));
+  MINIDL_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  MINIDL_CUDA_CHECK(cudaMalloc(&barrier_buf_, sizeof(float)));
+  stall_.start("nccl");
+}
 
- private:
-  std::shared_ptr<Work> inner_;
-  std::vector<std::pair<Tensor, Tensor>> back_;  // (CPU tensor, its device copy)
-};
-
-// CPU tensors (control values: counts, flags, step numbers from DDP and the metric helpers)
-// travel through the group's device, like c10d callers that allocate them there.
-class Staging {
- public:
-  explicit Staging(int device) : device_(device) {}
-  Tensor in(const Tensor& t) {
-    NoGradGuard no_grad;
-    return t.defined() && t.is_cpu() ? t.to(Device(DeviceType::cuda, device_)) : t;
-  }
-  Tensor out(const Tensor& t) {
-    Tensor d = in(t);
-    if (!d.is_same(t)) back_.emplace_back(t, d);
-    return d;
-  }
-  std::shared_ptr<Work> finish(std::shared_ptr<Work> w) {
-    if (back_.empty()) return w;
-    return std::make_shared<StagedWork>(std::move(w), std::move(back_));
-  }
-
- private:
-  int device_;
-  std::vector<std::pair<Tensor, Tensor>> back_;
-};
-
-class NcclProcessGroup final : public detail::ProcessGroupBase {
- public:
-  NcclProcessGroup(std::shared_ptr<Store> store, int rank, int size,
-                   const ProcessGroupOptions& options)
-      : ProcessGroupBase(std::move(store), rank, size, options) {
-    MINIDL_CUDA_CHECK(cudaGetDevice(&device_));
-    check_one_rank_per_gpu();
-    ncclUniqueId id;
-    if (rank_ == 0) {
-      MINIDL_NCCL_CHECK(nccl_api().ncclGetUniqueId(&id));
-      store_->set(prefix_ + "nccl_id", Bytes(reinterpret_cast<uint8_t*>(&id),
-                                             reinterpret_cast<uint8_t*>(&id) + sizeof(id)));
-    } else {
-      Bytes b = store_->get(prefix_ + "nccl_id");
-      MINIDL_CHECK(b.size() == sizeof(id), "nccl: malformed unique id in the store");
-      std::memcpy(&id, b.data(), sizeof(id));
-    }
-    MINIDL_NCCL_CHECK(nccl_api().ncclCommInitRank(&comm_, size_, id, rank_));
-    MINIDL_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    MINIDL_CUDA_CHECK(cudaMalloc(&barrier_buf_, sizeof(float)));
-    stall_.start("nccl");
-  }
-
-  ~NcclProcessGroup() override {
-    int previous = -1;
-    if (cudaGetDevice(&previous) != cudaSuccess) (void)cudaGetLastError();
-    (void)cudaSetDevice(device_);
-    // Queued collectives get the group timeout to finish (a dead peer must not hang the exit);
-    // otherwise the communicator is aborted instead of destroyed.
-    bool drained = !broken_ && comm_ != nullptr;
-    const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
-    while (drained) {
-      const cudaError_t q = cudaStreamQuery(stream_);
-      if (q == cudaSuccess) break;
-      (void)cudaGetLastError();
-      ncclResult_t async = ncclSuccess;
-      (void)nccl_api().ncclCommGetAsyncError(comm_, &async);
-      if (q != cudaErrorNotReady || async != ncclSuccess ||
-          std::chrono::steady_clock::now() > deadline)
-        drained = false;
-      else
-        std::this_thread::sleep_for(std::chrono::microseconds(200));
-    }
-    if (drained)
-      (void)nccl_api().ncclCommDestroy(comm_);
+NcclProcessGroup::~NcclProcessGroup() {
+  int previous = -1;
+  if (cudaGetDevice(&previous) != cudaSuccess) (void)cudaGetLastError();
+  (void)cudaSetDevice(device_);
+  // Queued collectives get the group timeout to finish (a dead peer must not hang the exit);
+  // otherwise the communicator is aborted instead of destroyed.
+  bool drained = !broken_ && comm_ != nullptr;
+  const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
+  while (drained) {
+    const cudaError_t q = cudaStreamQuery(stream_);
+    if (q == cudaSuccess) break;
+    (void)cudaGetLastError();
+    ncclResult_t async = ncclSuccess;
+    (void)nccl_api().ncclCommGetAsyncError(comm_, &async);
+    if (q != cudaErrorNotReady || async != ncclSuccess ||
+        std::chrono::steady_clock::now() > deadline)
+      drained = false;
     else
-      (void)nccl_api().ncclCommAbort(comm_);
-    (void)cudaFree(barrier_buf_);
-    (void)cudaStreamDestroy(stream_);
-    if (previous >= 0) (void)cudaSetDevice(previous);
-  }
-
-  std::string backend() const override { return "nccl"; }
-  uint64_t sequence_number() const override { return seq_; }
-
-  // For the stall inspector, a collective is in progress from its launch until a wait() or
-  // is_completed() sees it done.
-  void observed_done(uint64_t seq) { stall_.end(seq); }
-
-  // Blocks until `done` fires or the timeout passes (then aborts the communicator).
-  void wait_event(cudaEvent_t done, const std::string& op, uint64_t seq) {
-    const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
-    for (;;) {
-      cudaError_t q = cudaEventQuery(done);
-      if (q == cudaSuccess) break;
-      MINIDL_CHECK(q == cudaErrorNotReady, where(op, seq), " failed: ", cudaGetErrorString(q));
-      MINIDL_CHECK(comm_ != nullptr, where(op, seq),
-                   " failed: the communicator was aborted after an earlier failure");
-      ncclResult_t async = ncclSuccess;
-      (void)nccl_api().ncclCommGetAsyncError(comm_, &async);
-      if (async != ncclSuccess) {
-        broken_ = true;
-        MINIDL_FAIL(where(op, seq), " failed: ", nccl_api().ncclGetErrorString(async));
-      }
-      if (std::chrono::steady_clock::now() > deadline) {
-        broken_ = true;
-        const std::string missing = stall_.diagnose(seq);  // bounded, never throws
-        stall_.end(seq, /*completed=*/false);
-        (void)nccl_api().ncclCommAbort(comm_);
-        comm_ = nullptr;  // freed by the abort (ncclCommAbort/Destroy(nullptr) are no-ops)
-        MINIDL_FAIL(where(op, seq), " failed: timed out after ", format_seconds(options_.timeout),
-                    missing.empty() ? "; a peer may have died, be slow, or skipped this collective"
-                                    : missing);
-      }
       std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  if (drained)
+    (void)nccl_api().ncclCommDestroy(comm_);
+  else
+    (void)nccl_api().ncclCommAbort(comm_);
+  (void)cudaFree(barrier_buf_);
+  // stream_ is not destroyed (one stream per group is leaked, as c10d's stream pool never
+  // frees its streams): the caching allocator keeps it in the stream uses of the blocks
+  // record_stream'ed by our collectives, and records an event on it when such a tensor is
+  // freed, which may be long after this group is gone.
+  if (previous >= 0) (void)cudaSetDevice(previous);
+}
+
+void NcclProcessGroup::wait_event(cudaEvent_t done, const std::string& op, uint64_t seq) {
+  const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
+  for (;;) {
+    cudaError_t q = cudaEventQuery(done);
+    if (q == cudaSuccess) break;
+    // cudaErrorNotReady is also left as the thread's last error: clear it, or the next kernel
+    // launch check (cudaGetLastError) reports "device not ready" for a good launch.
+    (void)cudaGetLastError();
+    MINIDL_CHECK(q == cudaErrorNotReady, where(op, seq), " failed: ", cudaGetErrorString(q));
+    MINIDL_CHECK(comm_ != nullptr, where(op, seq),
+                 " failed: the communicator was aborted after an earlier failure");
+    ncclResult_t async = ncclSuccess;
+    (void)nccl_api().ncclCommGetAsyncError(comm_, &async);
+    if (async != ncclSuccess) {
+      broken_ = true;
+      MINIDL_FAIL(where(op, seq), " failed: ", nccl_api().ncclGetErrorString(async));
     }
-    stall_.end(seq);
-    // Later work on the compute stream is ordered after the collective.
-    MINIDL_CUDA_CHECK(cudaStreamWaitEvent(compute_stream(), done, 0));
-  }
-
-  std::shared_ptr<Work> allreduce(Tensor& t, ReduceOp op) override {
-    Staging st(device_);
-    Tensor d = st.out(t);
-    return st.finish(allreduce_dev(d, op));
-  }
-
-  std::shared_ptr<Work> broadcast(Tensor& t, int root) override {
-    Staging st(device_);
-    Tensor d = st.out(t);
-    return st.finish(broadcast_dev(d, root));
-  }
-
-  std::shared_ptr<Work> allgather(std::vector<Tensor>& outputs, const Tensor& input) override {
-    Staging st(device_);
-    std::vector<Tensor> d;
-    for (const Tensor& o : outputs) d.push_back(st.out(o));
-    return st.finish(allgather_dev(d, st.in(input)));
-  }
-
-  std::shared_ptr<Work> reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs,
-                                       ReduceOp op) override {
-    Staging st(device_);
-    Tensor d = st.out(output);
-    std::vector<Tensor> in;
-    for (const Tensor& i : inputs) in.push_back(st.in(i));
-    return st.finish(reduce_scatter_dev(d, in, op));
-  }
-
-  std::shared_ptr<Work> gather(std::vector<Tensor>& outputs, const Tensor& input,
-                               int root) override {
-    Staging st(device_);
-    std::vector<Tensor> d;
-    for (const Tensor& o : outputs) d.push_back(st.out(o));
-    return st.finish(gather_dev(d, st.in(input), root));
-  }
-
-  // An allreduce of one float (like c10d's NCCL barrier).
-  std::shared_ptr<Work> barrier() override {
-    return launch("barrier", "barrier()", {}, [&] {
-      MINIDL_NCCL_CHECK(nccl_api().ncclAllReduce(barrier_buf_, barrier_buf_, 1, ncclFloat32,
-                                                 ncclSum, comm_, stream_));
-    });
-  }
-
- private:
-  std::shared_ptr<Work> allreduce_dev(Tensor& t, ReduceOp op) {
-    check_cuda_tensor(t, "allreduce");
-    return launch(
-        "allreduce", detail::collective_desc("allreduce", t.dtype(), t.numel()), {t}, [&] {
-          MINIDL_NCCL_CHECK(nccl_api().ncclAllReduce(t.data_ptr(), t.data_ptr(), size_t(t.numel()),
-                                                     nccl_dtype(t.dtype()), nccl_op(op, t.dtype()),
-                                                     comm_, stream_));
-          if (op == ReduceOp::avg && !is_floating(t.dtype()))
-            floor_divide(t.data_ptr(), t.dtype(), t.numel(), size_, stream_);
-        });
-  }
-
-  std::shared_ptr<Work> broadcast_dev(Tensor& t, int root) {
-    check_cuda_tensor(t, "broadcast");
-    check_root(root, "broadcast");
-    return launch(
-        "broadcast", detail::collective_desc("broadcast", t.dtype(), t.numel()), {t}, [&] {
-          MINIDL_NCCL_CHECK(nccl_api().ncclBroadcast(t.data_ptr(), t.data_ptr(), size_t(t.numel()),
-                                                     nccl_dtype(t.dtype()), root, comm_, stream_));
-        });
-  }
-
-  // Grouped send/recv: works for equal and uneven sizes alike.
-  std::shared_ptr<Work> allgather_dev(std::vector<Tensor>& outputs, const Tensor& input) {
-    check_cuda_tensor(input, "allgather");
-    MINIDL_CHECK(outputs.size() == size_t(size_), "allgather: expected ", size_,
-                 " output tensors, got ", outputs.size());
-    for (const Tensor& o : outputs) {
-      check_cuda_tensor(o, "allgather output");
-      MINIDL_CHECK(o.dtype() == input.dtype(), "allgather: an output has dtype ", o.dtype(),
-                   " but the input has ", input.dtype());
+    if (std::chrono::steady_clock::now() > deadline) {
+      broken_ = true;
+      const std::string missing = stall_.diagnose(seq);  // bounded, never throws
+      stall_.end(seq, /*completed=*/false);
+      (void)nccl_api().ncclCommAbort(comm_);
+      comm_ = nullptr;  // freed by the abort (ncclCommAbort/Destroy(nullptr) are no-ops)
+      MINIDL_FAIL(where(op, seq), " failed: timed out after ", format_seconds(options_.timeout),
+                  missing.empty() ? "; a peer may have died, be slow, or skipped this collective"
+                                  : missing);
     }
-    MINIDL_CHECK(outputs[size_t(rank_)].numel() == input.numel(),
-                 "allgather: this rank's output and input sizes differ");
-    std::vector<Tensor> keep{input};  // first: its bytes are counted
-    keep.insert(keep.end(), outputs.begin(), outputs.end());
-    return launch(
-        "allgather", detail::collective_desc("allgather", input.dtype(), input.numel()), keep, [&] {
-          MINIDL_CUDA_CHECK(cudaMemcpyAsync(outputs[size_t(rank_)].data_ptr(), input.data_ptr(),
-                                            input.nbytes(), cudaMemcpyDeviceToDevice, stream_));
-          MINIDL_NCCL_CHECK(nccl_api().ncclGroupStart());
-          for (int r = 0; r < size_; ++r) {
-            if (r == rank_) continue;
-            const Tensor& o = outputs[size_t(r)];
-            MINIDL_NCCL_CHECK(nccl_api().ncclSend(input.data_ptr(), size_t(input.numel()),
-                                                  nccl_dtype(input.dtype()), r, comm_, stream_));
-            MINIDL_NCCL_CHECK(nccl_api().ncclRecv(o.data_ptr(), size_t(o.numel()),
-                                                  nccl_dtype(o.dtype()), r, comm_, stream_));
-          }
-          MINIDL_NCCL_CHECK(nccl_api().ncclGroupEnd());
-        });
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
+  stall_.end(seq);
+  // Later work on the compute stream is ordered after the collective.
+  MINIDL_CUDA_CHECK(cudaStreamWaitEvent(compute_stream(), done, 0));
+}
 
-  // One grouped ncclReduce per destination rank.
-  std::shared_ptr<Work> reduce_scatter_dev(Tensor& output, const std::vector<Tensor>& inputs,
-                                           ReduceOp op) {
-    check_cuda_tensor(output, "reduce_scatter");
-    MINIDL_CHECK(inputs.size() == size_t(size_), "reduce_scatter: expected ", size_,
-                 " input tensors, got ", inputs.size());
-    for (const Tensor& in : inputs) {
-      check_cuda_tensor(in, "reduce_scatter input");
-      MINIDL_CHECK(in.numel() == output.numel() && in.dtype() == output.dtype(),
-                   "reduce_scatter: inputs must match the output's size and dtype");
+void NcclProcessGroup::check_one_rank_per_gpu() {
+  char bus[64] = {};
+  MINIDL_CUDA_CHECK(cudaDeviceGetPCIBusId(bus, sizeof(bus), device_));
+  const std::string mine = host_name() + "|" + bus + "|" + std::to_string(device_);
+  store_->set(prefix_ + "nccl_dev/" + std::to_string(rank_), mine);
+  std::vector<std::string> all;
+  for (int r = 0; r < size_; ++r)
+    all.push_back(store_->get_string(prefix_ + "nccl_dev/" + std::to_string(r)));
+  for (int a = 0; a < size_; ++a)
+    for (int b = a + 1; b < size_; ++b) {
+      if (all[size_t(a)] != all[size_t(b)]) continue;
+      const std::string& s = all[size_t(a)];
+      const size_t p1 = s.find('|'), p2 = s.rfind('|');
+      MINIDL_FAIL("NCCL cannot run two ranks on one GPU (ranks ", a, " and ", b, " both on GPU ",
+                  s.substr(p2 + 1), " ", s.substr(p1 + 1, p2 - p1 - 1),
+                  "); use the gloo backend to share a GPU");
     }
-    std::vector<Tensor> keep(inputs);
-    keep.push_back(output);
-    return launch(
-        "reduce_scatter", detail::collective_desc("reduce_scatter", output.dtype(), output.numel()),
-        keep,
-        [&] {
-          MINIDL_NCCL_CHECK(nccl_api().ncclGroupStart());
-          for (int r = 0; r < size_; ++r) {
-            void* recv = r == rank_ ? output.data_ptr() : inputs[size_t(r)].data_ptr();
-            MINIDL_NCCL_CHECK(nccl_api().ncclReduce(
-                inputs[size_t(r)].data_ptr(), recv, size_t(output.numel()),
-                nccl_dtype(output.dtype()), nccl_op(op, output.dtype()), r, comm_, stream_));
-          }
-          MINIDL_NCCL_CHECK(nccl_api().ncclGroupEnd());
-          if (op == ReduceOp::avg && !is_floating(output.dtype()))
-            floor_divide(output.data_ptr(), output.dtype(), output.numel(), size_, stream_);
-        },
-        output.nbytes() * uint64_t(size_));
-  }
-
-  std::shared_ptr<Work> gather_dev(std::vector<Tensor>& outputs, const Tensor& input, int root) {
-    check_cuda_tensor(input, "gather");
-    check_root(root, "gather");
-    if (rank_ == root) {
-      MINIDL_CHECK(outputs.size() == size_t(size_), "gather: the root expects ", size_,
-                   " output tensors, got ", outputs.size());
-      for (const Tensor& o : outputs) {
-        check_cuda_tensor(o, "gather output");
-        MINIDL_CHECK(o.numel() == input.numel() && o.dtype() == input.dtype(), "gather: output ",
-                     o.shape_str(), " ", o.dtype(), " does not match the input ", input.shape_str(),
-                     " ", input.dtype(), " (gather needs equal sizes)");
-      }
-    }
-    std::vector<Tensor> keep{input};  // first: its bytes are counted
-    keep.insert(keep.end(), outputs.begin(), outputs.end());
-    return launch(
-        "gather", detail::collective_desc("gather", input.dtype(), input.numel()), keep, [&] {
-          const size_t n = size_t(input.numel());
-          const ncclDataType_t dt = nccl_dtype(input.dtype());
-          MINIDL_NCCL_CHECK(nccl_api().ncclGroupStart());
-          if (rank_ != root) {
-            MINIDL_NCCL_CHECK(nccl_api().ncclSend(input.data_ptr(), n, dt, root, comm_, stream_));
-          } else {
-            for (int r = 0; r < size_; ++r)
-              if (r != rank_)
-                MINIDL_NCCL_CHECK(
-                    nccl_api().ncclRecv(outputs[size_t(r)].data_ptr(), n, dt, r, comm_, stream_));
-          }
-          MINIDL_NCCL_CHECK(nccl_api().ncclGroupEnd());
-          if (rank_ == root)
-            MINIDL_CUDA_CHECK(cudaMemcpyAsync(outputs[size_t(rank_)].data_ptr(), input.data_ptr(),
-                                              input.nbytes(), cudaMemcpyDeviceToDevice, stream_));
-        });
-  }
-
-  void check_cuda_tensor(const Tensor& t, const std::string& what) const {
-    detail::check_tensor_arg(t, what);
-    MINIDL_CHECK(t.is_cuda() && t.device().index == device_, "nccl ", what,
-                 ": expected a tensor on cuda:", device_, ", got one on ", t.device(),
-                 " (CPU tensors are staged through it)");
-  }
-
-  // minidl's compute stream on this group's device (every minidl kernel runs there).
-  cudaStream_t compute_stream() const {
-    return static_cast<cudaStream_t>(cuda::current_stream(device_));
-  }
-
-  // Orders the group's stream after the compute stream, runs `enqueue` on it, and returns a
-  // work whose event fires when the collective is done. `bytes` (counted in
-  // collective_counts()): this rank's payload, by default keep[0]'s.
-  template <typename F>
-  std::shared_ptr<Work> launch(const std::string& op, const std::string& desc,
-                               std::vector<Tensor> keep, F&& enqueue,
-                               std::optional<uint64_t> bytes = std::nullopt) {
-    const uint64_t seq = ++seq_;
-    MINIDL_CHECK(!broken_, where(op, seq),
-                 " not run: the communicator was aborted after an "
-                 "earlier failure");
-    try {
-      if (debug_)
-        detail::check_same_collective(*store_, prefix_, rank_, size_, seq, desc, options_.timeout);
-      cuda::DeviceGuard guard(device_);  // events, kernels and NCCL calls on this device
-      cudaEvent_t ready = nullptr, done = nullptr;
-      MINIDL_CUDA_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
-      MINIDL_CUDA_CHECK(cudaEventRecord(ready, compute_stream()));
-      MINIDL_CUDA_CHECK(cudaStreamWaitEvent(stream_, ready, 0));
-      MINIDL_CUDA_CHECK(cudaEventDestroy(ready));
-      enqueue();
-      // The caching allocator must not hand these blocks to new tensors while NCCL still
-      // reads or writes them on the group's stream.
-      for (const Tensor& t : keep)
-        if (t.defined() && t.storage()->data()) cuda::record_stream(t.storage()->data(), stream_);
-      MINIDL_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
-      MINIDL_CUDA_CHECK(cudaEventRecord(done, stream_));
-      const uint64_t payload = bytes                                ? *bytes
-                               : keep.empty() || !keep[0].defined() ? 0
-                                                                    : uint64_t(keep[0].nbytes());
-      count_collective(payload);
-      stall_.begin(seq, op, payload);
-      return std::make_shared<NcclWork>(this, seq, op, done, std::move(keep));
-    } catch (const Error& e) {
-      MINIDL_FAIL(where(op, seq), " failed: ", e.what());
-    }
-  }
-
-  // Exchanges host name and PCI bus id through the store before NCCL init: NCCL would fail
-  // later with an obscure error when two ranks share a device.
-  void check_one_rank_per_gpu() {
-    char bus[64] = {};
-    MINIDL_CUDA_CHECK(cudaDeviceGetPCIBusId(bus, sizeof(bus), device_));
-    const std::string mine = host_name() + "|" + bus + "|" + std::to_string(device_);
-    store_->set(prefix_ + "nccl_dev/" + std::to_string(rank_), mine);
-    std::vector<std::string> all;
-    for (int r = 0; r < size_; ++r)
-      all.push_back(store_->get_string(prefix_ + "nccl_dev/" + std::to_string(r)));
-    for (int a = 0; a < size_; ++a)
-      for (int b = a + 1; b < size_; ++b) {
-        if (all[size_t(a)] != all[size_t(b)]) continue;
-        const std::string& s = all[size_t(a)];
-        const size_t p1 = s.find('|'), p2 = s.rfind('|');
-        MINIDL_FAIL("NCCL cannot run two ranks on one GPU (ranks ", a, " and ", b, " both on GPU ",
-                    s.substr(p2 + 1), " ", s.substr(p1 + 1, p2 - p1 - 1),
-                    "); use the gloo backend to share a GPU");
-      }
-  }
-
-  int device_ = 0;
-  ncclComm_t comm_ = nullptr;
-  cudaStream_t stream_ = nullptr;
-  void* barrier_buf_ = nullptr;
-  uint64_t seq_ = 0;
-  bool broken_ = false;
-};
+}
 
 void NcclWork::wait() {
   pg_->wait_event(done_, op_, seq_);
 }
 
 bool NcclWork::is_completed() {
-  if (cudaEventQuery(done_) != cudaSuccess) return false;
+  if (cudaEventQuery(done_) != cudaSuccess) {
+    (void)cudaGetLastError();  // not ready: no stale error for the next launch check
+    return false;
+  }
   pg_->observed_done(seq_);
   return true;
 }
 
-}  // namespace
+}  // namespace nccl_detail
 
 std::shared_ptr<ProcessGroup> make_nccl_process_group(std::shared_ptr<Store> store, int rank,
                                                       int world_size,
                                                       const ProcessGroupOptions& options) {
-  return std::make_shared<NcclProcessGroup>(std::move(store), rank, world_size, options);
+  return std::make_shared<nccl_detail::NcclProcessGroup>(std::move(store), rank, world_size,
+                                                         options);
 }
 
 }  // namespace minidl::dist

@@ -199,8 +199,11 @@ struct PendingCopy {
   cudaEvent_t done;
   std::shared_ptr<Storage> keep;
 };
-std::mutex g_pending_mutex;
-std::vector<PendingCopy> g_pending;
+// Never destroyed: at exit, destroying the last unreaped copies' storages would run
+// host_free_pinned on the pinned allocator's state, which is defined later in this file and so
+// destroyed first (and the CUDA runtime may be gone by then).
+std::mutex& g_pending_mutex = *new std::mutex;
+std::vector<PendingCopy>& g_pending = *new std::vector<PendingCopy>;
 
 // Destroys an event on scope exit (error paths included) unless released.
 struct OwnedEvent {
@@ -309,9 +312,11 @@ std::vector<float> smoke_iota(int n, float start) {
 // cudaFreeHost synchronises the device. A block is freed only once no copy reads it: the
 // host->device copy holds the source storage until its event fires (cross_device_copy_impl).
 namespace {
-std::mutex g_host_mutex;
-std::unordered_map<void*, size_t> g_host_sizes;              // every block we allocated
-std::unordered_map<size_t, std::vector<void*>> g_host_free;  // cached blocks by size
+// Never destroyed (as the device allocator): pinned tensors held by static objects are freed
+// after main returns.
+std::mutex& g_host_mutex = *new std::mutex;
+auto& g_host_sizes = *new std::unordered_map<void*, size_t>;  // every block we allocated
+auto& g_host_free = *new std::unordered_map<size_t, std::vector<void*>>;  // cached blocks by size
 
 size_t host_block_size(size_t nbytes) {
   size_t size = 4096;
