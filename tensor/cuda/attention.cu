@@ -8,6 +8,7 @@
 
 #include <cmath>
 
+#include "tensor/cuda.h"
 #include "tensor/cuda/common.cuh"
 #include "tensor/cuda/kernels.h"
 #include "tensor/dispatch.h"
@@ -392,9 +393,29 @@ void check_dims(const Tensor& q, const Tensor& v, std::string_view op) {
                " and v ", v.shape_str());
 }
 
+// Largest dynamic shared memory one block may opt in to on `device`: 227 KiB on sm_90, 163 KiB
+// on sm_80, but 99 KiB on sm_86 / sm_89 / sm_120 (A10, L4, L40S, RTX 30/40/50), which the
+// sm_80 binary also runs on.
+size_t smem_optin(int device) {
+  int v = 0;
+  MINIDL_CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  return size_t(v);
+}
+
+// The dropout stream is (seed, offset) by value, fixed when a graph is captured: every replay
+// would reuse the capture's mask (and not advance the generator). Refused until the kernels
+// read a replay-refreshed Philox slot (tensor/cuda/graph_rng.cuh).
+void check_dropout_not_captured(const SdpaParams& p, const Tensor& q, std::string_view op) {
+  MINIDL_CHECK(p.dropout_p == 0 || !is_capturing(q.device().index), "op `", op,
+               "`: dropout_p > 0 (got ", p.dropout_p, ") cannot be captured in a CUDA graph: ",
+               "every replay would draw the captured dropout mask again; capture with ",
+               "dropout_p = 0 (eval) or run this op eagerly");
+}
+
 void forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out, Tensor& lse,
              const SdpaParams& p) {
   check_dims(q, v, "scaled_dot_product_attention");
+  check_dropout_not_captured(p, q, "scaled_dot_product_attention");
   TensorDeviceGuard guard(q);
   dispatch_floating(q.dtype(), "scaled_dot_product_attention", [&]<typename T>() {
     using A = acc_t<T>;
@@ -402,8 +423,10 @@ void forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out, Ten
     const int64_t rows = a.BH * a.L;
     if (rows == 0) return;
     if constexpr (is_reduced_float_v<T>) {
-      if (a.E % 16 == 0 && a.Ev % 16 == 0) {  // tensor cores
-        const size_t smem = wmma_smem_bytes(a.E, a.Ev);
+      // tensor cores, where the tiles fit: E = Ev = 128 needs 104.5 KiB of shared memory, more
+      // than sm_86 / sm_89 allow (cudaFuncSetAttribute would fail): FMA kernel there
+      const size_t smem = wmma_smem_bytes(a.E, a.Ev);
+      if (a.E % 16 == 0 && a.Ev % 16 == 0 && smem <= smem_optin(q.device().index)) {
         MINIDL_CUDA_CHECK(cudaFuncSetAttribute(
             sdpa_forward_wmma_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
         const unsigned tiles = unsigned(a.BH * ((a.L + kTile - 1) / kTile));
@@ -423,6 +446,7 @@ void forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out, Ten
 void backward(const Tensor& g, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
               const Tensor& lse, Tensor& gq, Tensor& gk, Tensor& gv, const SdpaParams& p) {
   check_dims(q, v, "scaled_dot_product_attention_backward");
+  check_dropout_not_captured(p, q, "scaled_dot_product_attention_backward");
   TensorDeviceGuard guard(q);
   dispatch_floating(q.dtype(), "scaled_dot_product_attention_backward", [&]<typename T>() {
     using A = acc_t<T>;
@@ -431,8 +455,9 @@ void backward(const Tensor& g, const Tensor& q, const Tensor& k, const Tensor& v
     Tensor dk = empty(gk.shape(), adt, q.device());
     Tensor dv = empty(gv.shape(), adt, q.device());
     cudaStream_t st = stream_of(q);
-    MINIDL_CUDA_CHECK(cudaMemsetAsync(dk.data_ptr(), 0, size_t(dk.numel()) * sizeof(A), st));
-    MINIDL_CUDA_CHECK(cudaMemsetAsync(dv.data_ptr(), 0, size_t(dv.numel()) * sizeof(A), st));
+    // (S == 0 or E == 0 leaves dk / dv empty, with null data: no memset then)
+    if (dk.numel() > 0) MINIDL_CUDA_CHECK(cudaMemsetAsync(dk.data_ptr(), 0, dk.nbytes(), st));
+    if (dv.numel() > 0) MINIDL_CUDA_CHECK(cudaMemsetAsync(dv.data_ptr(), 0, dv.nbytes(), st));
     const int64_t rows = a.BH * a.L;
     if (rows > 0) {
       const unsigned blocks = unsigned((rows + kWarps - 1) / kWarps);
