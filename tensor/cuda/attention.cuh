@@ -1,0 +1,110 @@
+// CUDA scaled_dot_product_attention, shared by attention.cu (FMA kernels, host dispatch) and
+// attention_wmma.cu (tensor-core forward): the kernels' arguments, the mask / causal rule, the
+// dropout factors (the Philox stream of dropout_mask) and warp reductions.
+#pragma once
+#include <cmath>
+#include <type_traits>
+
+#include "tensor/cuda/common.cuh"
+#include "tensor/dispatch.h"
+#include "tensor/random.h"
+
+namespace minidl::cuda::attention_detail {
+
+inline constexpr unsigned kFull = 0xffffffffu;
+inline constexpr int kMaxDim = 128;  // head dims E, Ev supported by the kernels
+
+template <typename T>
+using acc_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+template <typename A>
+__device__ inline A dexp(A x) {
+  if constexpr (std::is_same_v<A, float>)
+    return expf(x);
+  else
+    return ::exp(x);
+}
+template <typename A>
+__device__ inline A dlog(A x) {
+  if constexpr (std::is_same_v<A, float>)
+    return logf(x);
+  else
+    return ::log(x);
+}
+template <typename A>
+__device__ inline A warp_max(A v) {
+#pragma unroll
+  for (int d = 16; d > 0; d >>= 1) v = fmax(v, __shfl_xor_sync(kFull, v, d));
+  return v;
+}
+template <typename A>
+__device__ inline A warp_sum(A v) {
+#pragma unroll
+  for (int d = 16; d > 0; d >>= 1) v += __shfl_xor_sync(kFull, v, d);
+  return v;
+}
+
+// Everything a kernel needs besides the tensors (see SdpaParams in tensor/dispatch.h).
+template <typename A>
+struct Args {
+  int64_t BH, L, S, E, Ev;
+  A scale;
+  bool causal;
+  const bool* mb;  // bool mask (true = takes part) or nullptr
+  const A* mf;     // floating mask (added) or nullptr
+  const int64_t* offs;
+  int64_t sl, ss;
+  uint64_t seed, offset, threshold;  // dropout: keep when word < threshold
+  A keep_scale;
+  bool dropout;
+};
+
+// q:[BH,L,E] k:[BH,S,E] v:[BH,S,Ev]
+template <typename A>
+Args<A> make_args(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaParams& p) {
+  Args<A> a{};
+  a.BH = q.size(0), a.L = q.size(1), a.E = q.size(2), a.S = k.size(1), a.Ev = v.size(2);
+  a.scale = A(p.scale);
+  a.causal = p.is_causal;
+  if (p.mask.defined()) {
+    a.offs = p.mask_offsets.data_ptr<int64_t>();
+    if (p.mask.dtype() == kBool)
+      a.mb = p.mask.data_ptr<bool>();
+    else
+      a.mf = p.mask.data_ptr<A>();
+    a.sl = p.mask_stride_l, a.ss = p.mask_stride_s;
+  }
+  a.dropout = p.dropout_p > 0;
+  if (a.dropout) {
+    a.seed = p.seed, a.offset = p.offset;
+    a.threshold = uint64_t(std::ceil((1.0 - p.dropout_p) * 4294967296.0));
+    a.keep_scale = p.dropout_p < 1 ? A(1.0 / (1.0 - p.dropout_p)) : A(0);
+  }
+  return a;
+}
+
+// Masked score: -inf when key j does not take part for query i; float mask added.
+template <typename A>
+__device__ inline A masked(const Args<A>& a, A s, int64_t bh, int64_t i, int64_t j) {
+  if (a.causal && j > i) return -INFINITY;
+  if (a.mb) return a.mb[a.offs[bh] + i * a.sl + j * a.ss] ? s : A(-INFINITY);
+  if (a.mf) return s + a.mf[a.offs[bh] + i * a.sl + j * a.ss];
+  return s;
+}
+
+// Dropout factor of element (bh, i, j): 0 or 1 / (1 - p), word bh*L*S + i*S + j of the stream.
+template <typename A>
+__device__ inline A drop_factor(const Args<A>& a, int64_t bh, int64_t i, int64_t j) {
+  const PhiloxStream st{a.seed, a.offset};
+  const uint64_t idx = uint64_t((bh * a.L + i) * a.S + j);
+  return uint64_t(st.word(idx)) < a.threshold ? a.keep_scale : A(0);
+}
+
+// Tensor-core forward (attention_wmma.cu) for T = Half / BFloat16: queues it and returns true
+// when the head dims are multiples of 16 and its shared memory fits the device; else false
+// (nothing queued: the caller runs the FMA kernel). q, k, v, out as above; lse:[BH,L] f32.
+template <typename T>
+bool sdpa_forward_wmma(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out, Tensor& lse,
+                       const Args<float>& a);
+
+}  // namespace minidl::cuda::attention_detail
