@@ -1,7 +1,10 @@
-// F::interpolate (nearest, bilinear) as index_select + weighted sums along H then W, with the
-// source indices and weights computed on the host exactly as PyTorch's CPU kernels do.
+// F::interpolate (nearest, nearest-exact, bilinear, bicubic, area) as index_select + weighted sums
+// along W then H, with the source indices and weights computed on the host exactly as PyTorch's
+// CPU kernels do; area is adaptive average pooling, as in torch.
 #include "nn/upsample.h"
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <sstream>
 #include <vector>
@@ -40,6 +43,15 @@ std::vector<int64_t> nearest_indices(int64_t in, int64_t out, std::optional<doub
   return idx;
 }
 
+// nearest_exact_idx (UpSample.h): floorf((dst + 0.5) * s), s = 1/scale (or in/out) in float.
+std::vector<int64_t> nearest_exact_indices(int64_t in, int64_t out, std::optional<double> scale) {
+  std::vector<int64_t> idx(static_cast<size_t>(out));
+  const float s = scales_value<float>(scale, in, out);
+  for (int64_t i = 0; i < out; ++i)
+    idx[size_t(i)] = std::min(int64_t(std::floor(float((double(i) + 0.5) * double(s)))), in - 1);
+  return idx;
+}
+
 struct Linear1d {
   std::vector<int64_t> i0, i1;
   std::vector<double> l0, l1;
@@ -69,6 +81,41 @@ Linear1d linear_weights(int64_t in, int64_t out, bool align_corners, std::option
   return r;
 }
 
+// Four taps per output index (cubic convolution): source indices and their weights.
+struct Cubic1d {
+  std::array<std::vector<int64_t>, 4> idx;
+  std::array<std::vector<double>, 4> w;
+};
+
+// HelperInterpCubic::compute_indices_weights (UpSampleKernel.cpp) in the opmath type T: the
+// source coordinate is not clamped at 0 (cubic), guard_index_and_lambda keeps the tap inside the
+// input and t in [0, 1], and the taps at i0-1 .. i0+2 are clamped to the input's border.
+template <typename T>
+Cubic1d cubic_weights(int64_t in, int64_t out, bool align_corners, std::optional<double> scale) {
+  Cubic1d r;
+  T s;
+  if (align_corners)
+    s = out > 1 ? T(in - 1) / T(out - 1) : T(0);
+  else
+    s = scales_value<T>(scale, in, out);
+  const T A = T(-0.75);  // get_cubic_upsample_coefficients
+  auto conv1 = [A](T x) { return ((A + T(2)) * x - (A + T(3))) * x * x + T(1); };  // |x| <= 1
+  auto conv2 = [A](T x) {
+    return ((A * x - T(5) * A) * x + T(8) * A) * x - T(4) * A;
+  };  // 1 < |x| < 2
+  for (int64_t i = 0; i < out; ++i) {
+    const T src = align_corners ? s * T(i) : s * (T(i) + T(0.5)) - T(0.5);
+    const int64_t i0 = std::min(int64_t(std::floor(src)), in - 1);
+    const T t = std::min(std::max(src - T(i0), T(0)), T(1));
+    const T c[4] = {conv2(t + T(1)), conv1(t), conv1(T(1) - t), conv2(T(2) - t)};
+    for (size_t j = 0; j < 4; ++j) {
+      r.idx[j].push_back(std::clamp<int64_t>(i0 - 1 + int64_t(j), 0, in - 1));
+      r.w[j].push_back(double(c[j]));
+    }
+  }
+  return r;
+}
+
 Tensor index_tensor(const std::vector<int64_t>& v, Device dev) {
   return tensor(v).to(dev);
 }
@@ -91,6 +138,26 @@ Tensor linear_along(const Tensor& x, int dim, int64_t out, bool align_corners,
   return add(mul(weight_tensor(r.l0, dim, x), a), mul(weight_tensor(r.l1, dim, x), b));
 }
 
+// x resampled along `dim` (2 or 3) to `out` entries by cubic convolution (4 taps).
+Tensor cubic_along(const Tensor& x, int dim, int64_t out, bool align_corners,
+                   std::optional<double> scale) {
+  const int64_t in = x.size(dim);
+  const Cubic1d r = x.dtype() == kFloat64 ? cubic_weights<double>(in, out, align_corners, scale)
+                                          : cubic_weights<float>(in, out, align_corners, scale);
+  Tensor sum;
+  for (size_t j = 0; j < 4; ++j) {
+    Tensor term = mul(weight_tensor(r.w[j], dim, x),
+                      index_select(x, dim, index_tensor(r.idx[j], x.device())));
+    sum = j == 0 ? term : add(sum, term);
+  }
+  return sum;
+}
+
+bool known_mode(const std::string& mode) {
+  return mode == "nearest" || mode == "nearest-exact" || mode == "bilinear" || mode == "bicubic" ||
+         mode == "area";
+}
+
 }  // namespace
 
 namespace functional {
@@ -98,11 +165,12 @@ namespace functional {
 Tensor interpolate(const Tensor& x, std::optional<Size2> size, std::optional<Scale2> scale_factor,
                    const std::string& mode, std::optional<bool> align_corners) {
   MINIDL_CHECK(x.defined(), "interpolate: undefined input");
-  MINIDL_CHECK(mode == "nearest" || mode == "bilinear", "interpolate: mode '", mode,
-               "' is not supported (nearest | bilinear)");
+  MINIDL_CHECK(known_mode(mode), "interpolate: mode '", mode,
+               "' is not supported (nearest | nearest-exact | bilinear | bicubic | area; 4-D "
+               "input)");
   MINIDL_CHECK(!(size && scale_factor), "only one of size or scale_factor should be defined");
   MINIDL_CHECK(size || scale_factor, "either size or scale_factor should be defined");
-  MINIDL_CHECK(mode != "nearest" || !align_corners,
+  MINIDL_CHECK(mode == "bilinear" || mode == "bicubic" || !align_corners,
                "align_corners option can only be set with the interpolating modes: linear | "
                "bilinear | bicubic | trilinear");
   MINIDL_CHECK(x.dim() == 4, "interpolate: got ", x.dim(), "D input of shape ", x.shape_str(),
@@ -132,7 +200,16 @@ Tensor interpolate(const Tensor& x, std::optional<Size2> size, std::optional<Sca
     if (ow != W) out = index_select(out, 3, index_tensor(nearest_indices(W, ow, sw), x.device()));
     return out;
   }
+  if (mode == "nearest-exact") {
+    Tensor rows = index_select(x, 2, index_tensor(nearest_exact_indices(H, oh, sh), x.device()));
+    return index_select(rows, 3, index_tensor(nearest_exact_indices(W, ow, sw), x.device()));
+  }
+  if (mode == "area") return adaptive_avg_pool2d(x, Size2(oh, ow));  // torch's definition
   const bool ac = align_corners.value_or(false);
+  if (mode == "bicubic") {
+    Tensor cols = cubic_along(x, 3, ow, ac, sw);  // [N,C,H,ow]
+    return cubic_along(cols, 2, oh, ac, sh);      // [N,C,oh,ow]
+  }
   Tensor cols = linear_along(x, 3, ow, ac, sw);  // [N,C,H,ow]
   return linear_along(cols, 2, oh, ac, sh);      // [N,C,oh,ow]
 }
@@ -142,8 +219,8 @@ Tensor interpolate(const Tensor& x, std::optional<Size2> size, std::optional<Sca
 Upsample::Upsample(std::optional<Size2> size_, std::optional<Scale2> scale, std::string mode_,
                    std::optional<bool> ac)
     : size(size_), scale_factor(scale), mode(std::move(mode_)), align_corners(ac) {
-  MINIDL_CHECK(mode == "nearest" || mode == "bilinear", "Upsample: mode '", mode,
-               "' is not supported (nearest | bilinear)");
+  MINIDL_CHECK(known_mode(mode), "Upsample: mode '", mode,
+               "' is not supported (nearest | nearest-exact | bilinear | bicubic | area)");
 }
 
 Tensor Upsample::forward(const Tensor& x) {
