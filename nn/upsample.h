@@ -1,5 +1,6 @@
-// torch.nn.Upsample and F::interpolate for 4-D inputs x:[N,C,H,W]: "nearest" and "bilinear"
-// with PyTorch 1.13's index and coordinate rules (align_corners false/true, given scales).
+// torch.nn.Upsample and F::interpolate for 4-D inputs x:[N,C,H,W]: "nearest", "nearest-exact",
+// "bilinear", "bicubic" and "area" with PyTorch 1.13's index and coordinate rules (align_corners
+// false/true, given scales).
 #pragma once
 
 #include <optional>
@@ -24,8 +25,13 @@ namespace functional {
 // Exactly one of size and scale_factor. Output size: `size`, or floor(in * scale) per dim; a
 // given scale is also used for the source coordinates (recompute_scale_factor=None), as torch.
 //  * nearest: src = min(floor(dst * s), in - 1) with s = 1/scale (or in/out) in float.
+//  * nearest-exact: src = min(floor((dst + 0.5) * s), in - 1) (float).
 //  * bilinear: align_corners: src = dst * (in-1)/(out-1); else src = max((dst + 0.5) * s - 0.5,
-//    0); out = h0*(w0*x00 + w1*x01) + h1*(w0*x10 + w1*x11). align_corners only with bilinear.
+//    0); out = h0*(w0*x00 + w1*x01) + h1*(w0*x10 + w1*x11).
+//  * bicubic: the same src without the clamp at 0; 4 taps floor(src)-1 .. +2 (clamped to the
+//    border) weighted by cubic convolution with A = -0.75.
+//  * area: adaptive_avg_pool2d to the output size.
+// align_corners only with bilinear and bicubic.
 // Composites of index_select, mul and add (gradients scatter-add back), any device.
 Tensor interpolate(const Tensor& x, std::optional<Size2> size,
                    std::optional<Scale2> scale_factor = std::nullopt,
