@@ -27,10 +27,11 @@ asan)
   BUILD_DIR=${BUILD_DIR:-build-asan}
   # Without oneDNN (Eigen only): tools/test.sh's build has oneDNN, so CI builds both CPU backends.
   # The test files themselves compile at -O0 (MINIDL_TEST_COMPILE_OPTIONS; the library keeps
-  # -O1): a test file compiles in ~35% less time, and every test file is built here.
+  # -O1): a test file compiles in ~35% less time, and every test file is built here. Their
+  # common headers are precompiled once (MINIDL_TEST_PCH): ~5 s less per test file.
   cmake -S . -B "$BUILD_DIR" "${common[@]}" -DMINIDL_ONEDNN=OFF \
     -DMINIDL_SANITIZE=address,undefined -DMINIDL_TEST_FILTER= \
-    -DMINIDL_TEST_COMPILE_OPTIONS=-O0 >/dev/null
+    -DMINIDL_TEST_COMPILE_OPTIONS=-O0 -DMINIDL_TEST_PCH=ON >/dev/null
   cmake --build "$BUILD_DIR" -j "$JOBS" --target minidl_tests mnist_ddp tensor_demo
   stamp "build"
   export ASAN_OPTIONS=detect_leaks=1:strict_string_checks=1:check_initialization_order=1
