@@ -52,6 +52,21 @@ std::vector<int64_t> nearest_exact_indices(int64_t in, int64_t out, std::optiona
   return idx;
 }
 
+// area_pixel_compute_scale (UpSample.h): (in-1)/(out-1) with align_corners (0 for one output),
+// else scales_value.
+template <typename T>
+T source_scale(int64_t in, int64_t out, bool align_corners, std::optional<double> scale) {
+  if (align_corners) return out > 1 ? T(in - 1) / T(out - 1) : T(0);
+  return scales_value<T>(scale, in, out);
+}
+
+// area_pixel_compute_source_index before its clamp at 0 (which the linear modes apply and
+// cubic does not): the source coordinate of output index i.
+template <typename T>
+T source_coordinate(T s, int64_t i, bool align_corners) {
+  return align_corners ? s * T(i) : s * (T(i) + T(0.5)) - T(0.5);
+}
+
 struct Linear1d {
   std::vector<int64_t> i0, i1;
   std::vector<double> l0, l1;
@@ -61,13 +76,9 @@ struct Linear1d {
 template <typename T>
 Linear1d linear_weights(int64_t in, int64_t out, bool align_corners, std::optional<double> scale) {
   Linear1d r;
-  T s;
-  if (align_corners)
-    s = out > 1 ? T(in - 1) / T(out - 1) : T(0);
-  else
-    s = scales_value<T>(scale, in, out);
+  const T s = source_scale<T>(in, out, align_corners, scale);
   for (int64_t i = 0; i < out; ++i) {
-    T src = align_corners ? s * T(i) : s * (T(i) + T(0.5)) - T(0.5);
+    T src = source_coordinate(s, i, align_corners);
     if (src < T(0)) src = T(0);
     const int64_t i0 = int64_t(src);
     const int64_t off = i0 < in - 1 ? 1 : 0;
@@ -93,18 +104,14 @@ struct Cubic1d {
 template <typename T>
 Cubic1d cubic_weights(int64_t in, int64_t out, bool align_corners, std::optional<double> scale) {
   Cubic1d r;
-  T s;
-  if (align_corners)
-    s = out > 1 ? T(in - 1) / T(out - 1) : T(0);
-  else
-    s = scales_value<T>(scale, in, out);
+  const T s = source_scale<T>(in, out, align_corners, scale);
   const T A = T(-0.75);  // get_cubic_upsample_coefficients
   auto conv1 = [A](T x) { return ((A + T(2)) * x - (A + T(3))) * x * x + T(1); };  // |x| <= 1
   auto conv2 = [A](T x) {
     return ((A * x - T(5) * A) * x + T(8) * A) * x - T(4) * A;
   };  // 1 < |x| < 2
   for (int64_t i = 0; i < out; ++i) {
-    const T src = align_corners ? s * T(i) : s * (T(i) + T(0.5)) - T(0.5);
+    const T src = source_coordinate(s, i, align_corners);
     const int64_t i0 = std::min(int64_t(std::floor(src)), in - 1);
     const T t = std::min(std::max(src - T(i0), T(0)), T(1));
     const T c[4] = {conv2(t + T(1)), conv1(t), conv1(T(1) - t), conv2(T(2) - t)};

@@ -4,7 +4,7 @@
 #include <doctest/doctest.h>
 
 #include "cuda_parity.h"
-#include "golden.h"
+#include "interpolate_golden.h"
 
 using namespace minidl;
 using namespace testutil;
@@ -158,19 +158,13 @@ TEST_CASE("GroupNorm: parameters, printing, gradcheck, errors") {
 TEST_CASE("interpolate matches PyTorch: nearest/bilinear x align_corners, scales and sizes") {
   int n = 0;
   for (const json& c : G()["interpolate"]) {
-    const std::string mode = c["mode"].get<std::string>();
-    const DType dt = c["dtype"].get<std::string>() == "f64" ? kFloat64 : kFloat32;
-    std::optional<bool> ac;
-    if (!c["align_corners"].is_null()) ac = c["align_corners"].get<bool>();
-    std::optional<nn::Size2> size;
-    std::optional<nn::Scale2> scale;
-    if (!c["size"].is_null())
-      size = nn::Size2(c["size"][0].get<int64_t>(), c["size"][1].get<int64_t>());
-    if (c["scale"].is_number()) scale = nn::Scale2(c["scale"].get<double>());
-    if (c["scale"].is_array())
-      scale = nn::Scale2(c["scale"][0].get<double>(), c["scale"][1].get<double>());
-    INFO(mode, " align_corners ", ac ? (*ac ? "true" : "false") : "none", " size ",
-         size ? size->str() : "-", " scale ", scale ? scale->str() : "-", " ", dtype_name(dt));
+    const InterpolateCase k(c);
+    const std::string& mode = k.mode;
+    const DType dt = k.dtype;
+    const std::optional<bool>& ac = k.align_corners;
+    const std::optional<nn::Size2>& size = k.size;
+    const std::optional<nn::Scale2>& scale = k.scale;
+    INFO(k.str());
     Tensor x = leaf_of(c["x"], dt);
     Tensor out = F::interpolate(x, size, scale, mode, ac);
     // f32: nearest picks the same elements (exact forward); sums to rounding otherwise
