@@ -1,8 +1,9 @@
-// Suite cuda: edge cases of the CUDA elementwise, copy, reduction, index, topk and random
-// kernels that the parity tables do not reach (pre-silicon review): float->int conversions of
-// NaN/inf/out-of-range values, 64-bit offsets past 2^31 elements, the global-memory topk path,
-// the deterministic scatter_add line path, embedding_backward runs, misaligned row copies and
-// random fills into misaligned views. Every result is compared with the CPU kernel's.
+// Suite cuda_review_elementwise (its own process in tools/gpu/verify.sh): edge cases of the CUDA
+// elementwise, copy, reduction, index, topk and random kernels that the parity tables do not reach
+// (pre-silicon review): float->int conversions of NaN/inf/out-of-range values, 64-bit offsets past
+// 2^31 elements, the global-memory topk path, the deterministic scatter_add line path,
+// embedding_backward runs, misaligned row copies and random fills into misaligned views. Every
+// result is compared with the CPU kernel's.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -24,7 +25,7 @@ const Device kGpu{DeviceType::cuda, 0};
 
 }  // namespace
 
-TEST_SUITE("cuda") {
+TEST_SUITE("cuda_review_elementwise") {
   TEST_CASE(
       "cuda review: float to integer casts of NaN, inf and out-of-range values match the cpu") {
     const double nan = std::numeric_limits<double>::quiet_NaN(), inf = INFINITY;
