@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "tensor/dispatch.h"
 #include "tensor/error.h"
 
 namespace minidl {
@@ -170,6 +171,9 @@ Allocator* g_allocators[kNumDeviceTypes] = {nullptr, nullptr};
 }  // namespace
 
 Allocator& get_allocator(DeviceType type) {
+  // The CUDA allocator is installed with the CUDA kernels: a program whose first op allocates a
+  // CUDA tensor (rand(..., kCUDA), pin_memory(x).to(kCUDA)) must install them first.
+  if (type != DeviceType::cpu && !g_allocators[int(type)]) ensure_kernels_registered();
   Allocator* a =
       type == DeviceType::cpu && !g_allocators[0] ? &cpu_allocator() : g_allocators[int(type)];
   MINIDL_CHECK(a, "no allocator for ", device_type_name(type),

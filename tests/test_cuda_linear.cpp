@@ -74,8 +74,9 @@ void check_linear_grads(Device other) {
   std::vector<Tensor> grads[2];
   for (int d = 0; d < 2; ++d) {
     const Device dev = d == 0 ? kCPU : other;
-    Tensor xd = x.to(dev).requires_grad_(), wd = w.to(dev).requires_grad_();
-    Tensor bd = b.to(dev).requires_grad_();
+    // detach(): x.to(kCPU) is x itself, and its requires_grad must not leak into the CUDA pass
+    Tensor xd = x.detach().to(dev).requires_grad_(), wd = w.detach().to(dev).requires_grad_();
+    Tensor bd = b.detach().to(dev).requires_grad_();
     sum(mul(linear(xd, wd, bd), r.to(dev))).backward();
     for (const Tensor& l : {xd, wd, bd}) grads[d].push_back(l.grad().to(kCPU));
   }
