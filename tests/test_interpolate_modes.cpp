@@ -15,11 +15,7 @@ TEST_CASE("interpolate matches PyTorch: bicubic, nearest-exact and area") {
   int n = 0;
   for (const json& c : golden("interpolate_modes.json")["interpolate"]) {
     const InterpolateCase k(c);
-    const std::string& mode = k.mode;
-    const DType dt = k.dtype;
-    const std::optional<bool>& ac = k.align_corners;
-    const std::optional<nn::Size2>& size = k.size;
-    const std::optional<nn::Scale2>& scale = k.scale;
+    const auto& [mode, dt, ac, size, scale] = k;
     INFO(k.str());
     Tensor x = golden_tensor(c["x"], dt);
     x.requires_grad_();

@@ -159,11 +159,7 @@ TEST_CASE("interpolate matches PyTorch: nearest/bilinear x align_corners, scales
   int n = 0;
   for (const json& c : G()["interpolate"]) {
     const InterpolateCase k(c);
-    const std::string& mode = k.mode;
-    const DType dt = k.dtype;
-    const std::optional<bool>& ac = k.align_corners;
-    const std::optional<nn::Size2>& size = k.size;
-    const std::optional<nn::Scale2>& scale = k.scale;
+    const auto& [mode, dt, ac, size, scale] = k;
     INFO(k.str());
     Tensor x = leaf_of(c["x"], dt);
     Tensor out = F::interpolate(x, size, scale, mode, ac);
