@@ -92,6 +92,7 @@ int main(int argc, char** argv) {
   try {
     cuda::set_device(index);
     cuda::set_allow_tf32(tf32);
+    cuda::set_cudnn_benchmark(true);  // timed algorithms, as the torch side's benchmark mode
     const std::string name = cuda::get_device_properties(index).name;
     for (int64_t batch : {64, 512})
       for (bool graph : {false, true}) {

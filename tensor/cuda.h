@@ -83,6 +83,12 @@ bool allow_tf32();
 // like torch.backends.cudnn.deterministic = False: the fastest algorithm may use atomics).
 void set_cudnn_deterministic(bool deterministic);
 bool cudnn_deterministic();
+// Convolutions time cuDNN's algorithms once per shape (cudnnFind) and keep the fastest (default
+// off, like torch.backends.cudnn.benchmark = False: cuDNN's heuristics choose). The timed choice
+// can differ between runs, and in f32 it may be an FFT or Winograd algorithm whose rounding
+// differs from a direct convolution's.
+void set_cudnn_benchmark(bool benchmark);
+bool cudnn_benchmark();
 
 // ---- CUDA graphs (torch.cuda.CUDAGraph): capture the work queued on the current device's
 // compute stream between capture_begin and capture_end, then replay it. Allocations made

@@ -55,6 +55,10 @@ void set_cudnn_deterministic(bool) {}
 bool cudnn_deterministic() {
   return false;
 }
+void set_cudnn_benchmark(bool) {}
+bool cudnn_benchmark() {
+  return false;
+}
 struct CUDAGraph::Impl {};
 CUDAGraph::CUDAGraph() {
   no_cuda("cuda::CUDAGraph");

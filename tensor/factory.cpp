@@ -55,6 +55,8 @@ Tensor arange(Scalar start, Scalar end, Scalar step, DType dtype, Device device)
 
 Tensor linspace(double start, double end, int64_t steps, DType dtype, Device device) {
   MINIDL_CHECK(steps >= 0, "linspace: number of steps must be non-negative, got ", steps);
+  // PyTorch: "linspace_cpu" not implemented for 'Bool' (a value near 0 would decide the bit)
+  MINIDL_CHECK(dtype != kBool, "linspace: dtype bool is not supported");
   Tensor out = empty({steps}, dtype, device);
   if (steps == 0) return out;
   if (steps == 1) return native::fill_(out, start);

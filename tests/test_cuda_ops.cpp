@@ -96,7 +96,8 @@ std::vector<Case> cases_elementwise() {
           }};
   ar.variants = 5;
   ar.layouts = false;
-  ar.rejects = {{{kBool}, {}, "arange: dtype bool is not supported"},
+  ar.rejects = {{{kBool}, {0, 1, 2, 3}, "arange: dtype bool is not supported"},
+                {{kBool}, {4}, "linspace: dtype bool is not supported"},
                 {{kInt32, kInt64, kUInt8}, {2}, "floating-point bounds with integer dtype"}};
   cs.push_back(ar);
 

@@ -420,6 +420,25 @@ TEST_CASE("batch_norm: zero-size and mixed-dtype parameters") {
   check_close(rv, ref.rv);
 }
 
+// A constant channel (zero variance): its mean is its value exactly, so x - mean = 0 and no
+// rounding is amplified by invstd = 1/sqrt(eps) into grad_w (the corrected two-pass mean; the
+// CUDA kernel does the same, and cuda_ops compares the two on such inputs).
+TEST_CASE("batch_norm: a constant channel has x - mean = 0 exactly (f32, f64)") {
+  for (DType dt : {kFloat32, kFloat64}) {
+    CAPTURE(dt);
+    // 64 rows of one random row (the parity suite's stride-0 layout, made contiguous), C = 5
+    Tensor x = random_tensor({1, 5}, dt, 11).expand({64, 5}).contiguous();
+    Tensor w = random_tensor({5}, dt, 12), b = random_tensor({5}, dt, 13);
+    BatchNormResult r = batch_norm(x, w, b, Tensor(), Tensor(), true, 0.1, 1e-5);
+    CHECK(equal(r.save_mean.to(dt), x[0]));
+    check_close(r.save_invstd, std::vector<double>(5, 1 / std::sqrt(1e-5)));
+    Tensor g = random_tensor({64, 5}, dt, 14);
+    BatchNormGrads gr =
+        batch_norm_backward(g, x, w, Tensor(), Tensor(), r.save_mean, r.save_invstd, true, 1e-5);
+    CHECK(equal(gr.grad_w, zeros({5}, dt)));
+  }
+}
+
 TEST_CASE("batch_norm: errors name the op and shapes") {
   Tensor x = empty({4, 3});
   Tensor c3 = from_f64({0, 0, 0}, {3}), c4 = from_f64({0, 0, 0, 0}, {4});

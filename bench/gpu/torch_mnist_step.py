@@ -176,8 +176,8 @@ def main():
     # minidl's default: no TF32 (torch enables it for cuDNN convolutions by default).
     torch.backends.cuda.matmul.allow_tf32 = args.tf32
     torch.backends.cudnn.allow_tf32 = args.tf32
-    # minidl times cuDNN's algorithms (cudnnFind) once per shape; torch's equivalent is
-    # benchmark mode (the default, heuristics only, would compare different algorithms).
+    # Both sides time cuDNN's algorithms once per shape (bench_cuda_step sets minidl's
+    # cuda::set_cudnn_benchmark(true)); the default, heuristics only, may pick others.
     torch.backends.cudnn.benchmark = True
     for batch in (64, 512):
         for graph in (False, True):

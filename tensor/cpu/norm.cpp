@@ -233,6 +233,14 @@ void batch_norm_kernel(const Tensor& x, const Tensor& w, const Tensor& b, Tensor
     if (training) {
       mean = channel_sum(d, [&](int64_t, int64_t i) { return double(A(xp[i])); });
       for (double& m : mean) m /= double(M);
+      if constexpr (std::is_same_v<A, double>) {
+        // f64 sums round: add the mean of the residuals (corrected two-pass), so a constant
+        // channel gets its value as the mean, zero variance and x - mean = 0 exactly (for f32
+        // and narrower inputs the double sum of a constant channel is exact already).
+        const std::vector<double> r =
+            channel_sum(d, [&](int64_t c, int64_t i) { return double(xp[i]) - mean[c]; });
+        for (int64_t c = 0; c < C; ++c) mean[c] += r[c] / double(M);
+      }
       std::vector<double> var = channel_sum(d, [&](int64_t c, int64_t i) {
         const double v = double(A(xp[i])) - mean[c];
         return v * v;

@@ -26,12 +26,12 @@ struct SumX {  // {x, -}
   }
 };
 template <typename T>
-struct SumSq {  // {(x - mean)^2, -}
+struct SumSq {  // {(x - mean)^2, x - mean}: the second sum corrects the mean (two-pass)
   const T* x;
   const opmath_t<T>* mean;
   __device__ Pair<opmath_t<T>> operator()(int64_t, int64_t c, int64_t i) const {
     const opmath_t<T> d = to_op(x[i]) - mean[c];
-    return {d * d, opmath_t<T>(0)};
+    return {d * d, d};
   }
 };
 template <typename T>
@@ -49,14 +49,12 @@ struct SumGrad {  // {g, g * (x - mean)}
   for (int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; c < (C); \
        c += int64_t(gridDim.x) * blockDim.x)
 
-// mean[c] = sum / M (NaN when M == 0, like the CPU kernel), in double and as A.
+// First-pass mean[c] = sum / M as A (NaN when M == 0, like the CPU kernel).
 template <typename A>
 __global__ void bn_mean_finalize(const Pair<A>* __restrict__ partial, int64_t splits, int64_t C,
-                                 int64_t M, double* __restrict__ md, A* __restrict__ ma) {
+                                 int64_t M, A* __restrict__ ma) {
   MINIDL_FOR_CHANNELS(c, C) {
-    const double m = merge_splits(partial, splits, C, c).a / double(M);
-    md[c] = m;
-    ma[c] = A(m);
+    ma[c] = A(merge_splits(partial, splits, C, c).a / double(M));
   }
 }
 
@@ -69,15 +67,21 @@ __device__ inline void bn_scale_shift(int64_t c, int64_t C, double mean, double 
   p[C + c] = A(bv - mean * invstd * wv);
 }
 
-// Training: var = sum / M, invstd, save_mean / save_invstd, running stats (unbiased var).
+// Training: the corrected two-pass statistics from the sums of d = x - m0 (m0: the first-pass
+// mean as A, in p[2C..3C)): mean = m0 + sum(d)/M, var = (sum(d^2) - sum(d)^2/M)/M. The first
+// pass sums in A and rounds; the correction makes a constant channel's mean its value exactly
+// (zero variance, x - mean = 0), as the CPU kernel's. Then invstd, save_mean / save_invstd and
+// the running stats (unbiased var).
 template <typename A>
 __global__ void bn_train_finalize(const Pair<A>* __restrict__ partial, int64_t splits, int64_t C,
-                                  int64_t M, const double* __restrict__ md, double momentum,
-                                  double eps, Param w, Param b, Param save_mean, Param save_invstd,
-                                  Param rm, Param rv, A* __restrict__ p) {
+                                  int64_t M, double momentum, double eps, Param w, Param b,
+                                  Param save_mean, Param save_invstd, Param rm, Param rv,
+                                  A* __restrict__ p) {
   MINIDL_FOR_CHANNELS(c, C) {
-    const double mean = md[c];
-    const double var = merge_splits(partial, splits, C, c).a / double(M);
+    const Pair<double> s = merge_splits(partial, splits, C, c);  // {sum d^2, sum d}
+    const double mean = double(p[2 * C + c]) + s.b / double(M);
+    const double v = (s.a - s.b * (s.b / double(M))) / double(M);
+    const double var = v < 0.0 ? 0.0 : v;  // rounding can go below 0; NaN stays NaN
     const double invstd = 1.0 / sqrt(var + eps);
     save_mean.store(c, mean);
     save_invstd.store(c, invstd);
@@ -202,17 +206,14 @@ void batch_norm_kernel(const Tensor& x, const Tensor& w, const Tensor& b, Tensor
     Tensor pbuf = empty({3 * C}, adt, x.device());  // scale, shift, mean (as A)
     A* p = static_cast<A*>(pbuf.data_ptr());
     if (training) {
-      Tensor mbuf = empty({C}, kFloat64, x.device());
-      double* md = static_cast<double*>(mbuf.data_ptr());
       int64_t sp = 0;
       Tensor part = channel_sums<A>(SumX<T>{xp}, d.N, C, d.S, adt, dev, &sp);
-      bn_mean_finalize<A><<<cgrid, kBlock, 0, st>>>(pairs<A>(part), sp, C, M, md, p + 2 * C);
+      bn_mean_finalize<A><<<cgrid, kBlock, 0, st>>>(pairs<A>(part), sp, C, M, p + 2 * C);
       MINIDL_CUDA_LAUNCH_CHECK();
       part = channel_sums<A>(SumSq<T>{xp, p + 2 * C}, d.N, C, d.S, adt, dev, &sp);
-      bn_train_finalize<A><<<cgrid, kBlock, 0, st>>>(pairs<A>(part), sp, C, M, md, momentum, eps,
-                                                     param_of(w), param_of(b), param_of(save_mean),
-                                                     param_of(save_invstd), param_of(running_mean),
-                                                     param_of(running_var), p);
+      bn_train_finalize<A><<<cgrid, kBlock, 0, st>>>(
+          pairs<A>(part), sp, C, M, momentum, eps, param_of(w), param_of(b), param_of(save_mean),
+          param_of(save_invstd), param_of(running_mean), param_of(running_var), p);
     } else {
       bn_eval_finalize<A><<<cgrid, kBlock, 0, st>>>(
           C, eps, param_of(w), param_of(b), param_of(running_mean), param_of(running_var), p);

@@ -1,6 +1,7 @@
 // CUDA kernels: conv2d forward and both backward passes through cuDNN's legacy convolution API
 // (NCHW, groups, stride, padding, dilation), mirroring tensor/cpu/conv.cpp. The algorithm comes
-// from cudnnFind*AlgorithmEx once per shape and is cached; the bias is added by a small kernel.
+// once per shape from cuDNN's heuristics (or, with cudnn_benchmark(), from timing them) and is
+// cached; the bias is added by a small kernel.
 // Without cuDNN (MINIDL_WITH_CUDNN unset) no conv kernels are registered.
 #include "tensor/cuda/kernels.h"
 
@@ -174,12 +175,13 @@ std::vector<Choice> candidates(cudnnHandle_t h, Pass pass, const Plan& pl, Bufs 
 
 constexpr size_t kMaxWorkspace = size_t(1) << 30;  // per-algorithm cap (1 GiB)
 
-// Builds a plan: descriptors, then the fastest algorithm that fits the workspace cap (and, for
-// f32 without TF32, runs on FMA units only). Find overwrites its output, so it writes into a
-// temporary of the output's size; the workspace for it comes from the caching allocator.
+// Builds a plan: descriptors, then the first algorithm that fits the workspace cap (and, for
+// f32 without TF32, runs on FMA units only), in cuDNN's heuristic order or, in benchmark mode,
+// timed (Find). Find overwrites its output, so it writes into a temporary of the output's size;
+// the workspace for it comes from the caching allocator. No timing while a graph is captured.
 void choose_algo(Plan& pl, Pass pass, DType dt, const Geom& g, int64_t n, Bufs b, Device dev) {
   cudnnHandle_t h = cudnn_handle(dev.index);
-  const bool find = !is_capturing(dev.index);
+  const bool find = cudnn_benchmark() && !is_capturing(dev.index);
   Tensor out_tmp, ws;
   size_t wsb = 0;
   if (find) {
@@ -220,7 +222,7 @@ void choose_algo(Plan& pl, Pass pass, DType dt, const Geom& g, int64_t n, Bufs b
               need_deterministic ? ", deterministic ones only" : "", ")");
 }
 
-using PlanKey = std::array<int64_t, 23>;
+using PlanKey = std::array<int64_t, 24>;
 
 Plan& get_plan(Pass pass, DType dt, const Geom& g, int64_t n, const Conv2dParams& p, Bufs b,
                Device dev) {
@@ -229,7 +231,7 @@ Plan& get_plan(Pass pass, DType dt, const Geom& g, int64_t n, const Conv2dParams
                     g.C, g.H, g.W, g.O, g.Cg, g.kh, g.kw,
                     p.stride[0], p.stride[1], p.padding[0], p.padding[1], p.dilation[0],
                     p.dilation[1], p.groups, align16(b.x), align16(b.w), align16(b.y),
-                    cudnn_deterministic()};
+                    cudnn_deterministic(), cudnn_benchmark()};
   // clang-format on
   static std::mutex mu;
   static std::map<PlanKey, Plan> cache;

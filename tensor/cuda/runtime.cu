@@ -88,6 +88,7 @@ PropsSlot g_props[kMaxDevices];
 
 std::atomic<bool> g_allow_tf32{false};
 std::atomic<bool> g_cudnn_deterministic{false};
+std::atomic<bool> g_cudnn_benchmark{false};
 }  // namespace
 
 bool is_built() {
@@ -190,6 +191,12 @@ void set_cudnn_deterministic(bool deterministic) {
 }
 bool cudnn_deterministic() {
   return g_cudnn_deterministic.load();
+}
+void set_cudnn_benchmark(bool benchmark) {
+  g_cudnn_benchmark.store(benchmark);
+}
+bool cudnn_benchmark() {
+  return g_cudnn_benchmark.load();
 }
 
 // ---- host <-> device copies. src and dst: same shape and dtype, both contiguous.
