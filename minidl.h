@@ -9,6 +9,7 @@
 #include "tensor/safetensors.h"
 #include "autograd/autocast.h"
 #include "tensor/cuda.h"
+#include "tensor/profiler.h"
 #include "tensor/device.h"
 #include "tensor/dtype.h"
 #include "autograd/ops.h"

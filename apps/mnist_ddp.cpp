@@ -10,6 +10,7 @@
 #include "apps/common/ddp_features.h"
 #include "apps/mnist_graph.h"
 #include "apps/mnist_trainer.h"
+#include "tensor/profiler.h"
 
 int main(int argc, char** argv) {
   mnist::Options o;
@@ -96,6 +97,8 @@ int main(int argc, char** argv) {
                        : ("the last complete checkpoint is in " + o.checkpoint_dir).c_str());
       return 130;
     }
+    if (minidl::profiler::enabled())  // MINIDL_PROFILE=1: the op table before the summary
+      std::printf("op profile, rank 0 (all iterations):\n%s", minidl::profiler::table().c_str());
     std::printf(
         "mnist_ddp: test accuracy %.2f%% (%lld/%lld), test loss %.4f, %lld epoch(s) in "
         "%.1f s, %.0f train samples/s (%s), loader wait %.1f%% of train time, peak memory "

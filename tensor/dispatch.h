@@ -6,8 +6,10 @@
 #include <functional>
 #include <memory>
 #include <string_view>
+#include <utility>
 #include <vector>
 
+#include "tensor/profiler.h"
 #include "tensor/tensor.h"
 
 namespace minidl {
@@ -217,12 +219,30 @@ void register_kernel(DeviceType device, typename OpSignature<op>::type fn) {
 
 bool has_kernel(Op op, DeviceType device);
 
-// The kernel for `op` on `device`; throws "op `gelu` has no CUDA kernel" when missing.
+namespace detail {
+// The kernel of `op` on `dev`, called inside a profiler scope (tensor/profiler.h).
+template <Op op, DeviceType dev, typename Fn>
+struct Profiled;
+template <Op op, DeviceType dev, typename R, typename... Args>
+struct Profiled<op, dev, R (*)(Args...)> {
+  static R call(Args... args) {
+    profiler::detail::Scope scope(op, dev);
+    return reinterpret_cast<R (*)(Args...)>(kernel_slot(op, dev))(std::forward<Args>(args)...);
+  }
+};
+}  // namespace detail
+
+// The kernel for `op` on `device`; throws "op `gelu` has no CUDA kernel" when missing. While
+// the profiler is on, a wrapper that times the call.
 template <Op op>
 typename OpSignature<op>::type kernel(Device device) {
+  using Fn = typename OpSignature<op>::type;
   void* fn = detail::kernel_slot(op, device.type);
   if (!fn) detail::missing_kernel(op, device.type);
-  return reinterpret_cast<typename OpSignature<op>::type>(fn);
+  if (profiler::enabled()) [[unlikely]]
+    return device.type == DeviceType::cuda ? &detail::Profiled<op, DeviceType::cuda, Fn>::call
+                                           : &detail::Profiled<op, DeviceType::cpu, Fn>::call;
+  return reinterpret_cast<Fn>(fn);
 }
 
 // Copy between devices (installed by the CUDA backend): src and dst have the same shape and

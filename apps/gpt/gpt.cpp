@@ -11,6 +11,7 @@
 #include "apps/common/ddp_features.h"
 #include "apps/gpt/gpt_checkpoint.h"
 #include "apps/gpt/gpt_trainer.h"
+#include "tensor/profiler.h"
 
 namespace {
 
@@ -139,6 +140,8 @@ int main(int argc, char** argv) {
                        : ("the last complete checkpoint is in " + o.checkpoint_dir).c_str());
       return 130;
     }
+    if (minidl::profiler::enabled())  // MINIDL_PROFILE=1: the op table before the summary
+      std::printf("op profile, rank 0 (all iterations):\n%s", minidl::profiler::table().c_str());
     char mfu[48] = "";
     if (r.mfu >= 0) std::snprintf(mfu, sizeof mfu, ", MFU %.1f%%", 100.0 * r.mfu);
     std::printf(

@@ -32,7 +32,8 @@ int cuda_device_count_impl() {
 }
 
 namespace cuda {
-void install_allocator();  // allocator.cu
+void install_allocator();       // allocator.cu
+void install_profiler_timer();  // profiler_timer.cu
 void cross_device_copy_impl(const Tensor& src, Tensor& dst);
 }  // namespace cuda
 
@@ -43,6 +44,7 @@ void register_cuda_kernels() {
 #undef MINIDL_KERNEL_FAMILY
   set_cross_device_copy(&cuda::cross_device_copy_impl);
   cuda::install_allocator();
+  cuda::install_profiler_timer();
 }
 
 const std::vector<KernelFamily>& cuda_kernel_families() {
