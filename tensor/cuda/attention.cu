@@ -1,6 +1,7 @@
 // CUDA scaled_dot_product_attention: a warp per query row with FMA, forward (flash-style,
-// saving only out and the log-sum-exp) and backward (recomputing the probabilities; dK/dV by
-// atomics in f32/f64), and the host dispatch; bf16/f16 forwards try attention_wmma.cu first.
+// saving only out and the log-sum-exp) and backward (recomputing the probabilities: a warp per
+// query row for dQ, a warp per key row for dK/dV, no atomics), and the host dispatch; bf16/f16
+// forwards try attention_wmma.cu first.
 #include "tensor/cuda.h"
 #include "tensor/cuda/attention.cuh"
 #include "tensor/cuda/kernels.h"
@@ -73,13 +74,16 @@ __global__ void sdpa_forward_kernel(const T* __restrict__ q, const T* __restrict
   if (lane == 0) lse[row] = l > 0 ? m + dlog(l) : A(INFINITY);
 }
 
-// One warp per query row: dQ of the row directly, dK/dV atomically into A workspaces.
+// The backward recomputes the probabilities p = exp(s - lse) twice, with no atomics:
+// sdpa_backward_dq_kernel, one warp per query row i, writes dQ_i and D_i = rowsum(dO_i * O_i);
+// sdpa_backward_dkv_kernel, one warp per key row j, then writes dK_j and dV_j. With z the
+// dropout factor: dV_j = sum_i p z dO_i, dS = p (z dO_i.V_j - D_i), dQ_i = scale sum_j dS K_j,
+// dK_j = scale sum_i dS Q_i.
 template <typename T, typename A>
-__global__ void sdpa_backward_kernel(const T* __restrict__ g, const T* __restrict__ q,
-                                     const T* __restrict__ k, const T* __restrict__ v,
-                                     const T* __restrict__ o, const A* __restrict__ lse,
-                                     T* __restrict__ gq, A* __restrict__ dk, A* __restrict__ dv,
-                                     Args<A> a) {
+__global__ void sdpa_backward_dq_kernel(const T* __restrict__ g, const T* __restrict__ q,
+                                        const T* __restrict__ k, const T* __restrict__ v,
+                                        const T* __restrict__ o, const A* __restrict__ lse,
+                                        T* __restrict__ gq, A* __restrict__ dsum, Args<A> a) {
   __shared__ A qsh[kWarps][kMaxDim];
   __shared__ A dosh[kWarps][kMaxDim];
   const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
@@ -95,6 +99,7 @@ __global__ void sdpa_backward_kernel(const T* __restrict__ g, const T* __restric
     dpart += dos[e] * to_op(o[row * a.Ev + e]);
   }
   const A D = warp_sum(dpart);  // rowsum(dO * O)
+  if (lane == 0) dsum[row] = D;
   __syncwarp();
   const A li = lse[row];
   const T* kb = k + bh * a.S * a.E;
@@ -105,7 +110,7 @@ __global__ void sdpa_backward_kernel(const T* __restrict__ g, const T* __restric
   const int64_t kend = a.causal ? (i + 1 < a.S ? i + 1 : a.S) : a.S;
   for (int64_t j0 = 0; j0 < kend; j0 += 32) {
     const int64_t j = j0 + lane;
-    A ds = 0, pz = 0;
+    A ds = 0;
     if (j < kend) {
       A s = 0, dp = 0;
       for (int64_t e = 0; e < a.E; ++e) s += qs[e] * to_op(kb[j * a.E + e]);
@@ -113,25 +118,18 @@ __global__ void sdpa_backward_kernel(const T* __restrict__ g, const T* __restric
       s = masked(a, s * a.scale, bh, i, j);
       const A p = s == A(-INFINITY) ? A(0) : dexp(s - li);
       const A z = a.dropout ? drop_factor(a, bh, i, j) : A(1);
-      pz = p * z;
       ds = p * (dp * z - D);
     }
     const int nj = int(kend - j0 < 32 ? kend - j0 : 32);
     for (int jj = 0; jj < nj; ++jj) {
-      const A dsj = __shfl_sync(kFull, ds, jj), pzj = __shfl_sync(kFull, pz, jj);
-      const int64_t jr = bh * a.S + j0 + jj;
-      if (dsj != A(0)) {
+      const A dsj = __shfl_sync(kFull, ds, jj);
+      if (dsj == A(0)) continue;  // uniform over the warp
+      const T* kr = kb + (j0 + jj) * a.E;
 #pragma unroll
-        for (int x = 0; x < kPer; ++x) {
-          const int64_t e = lane + 32 * x;
-          if (e < a.E) {
-            dq[x] += dsj * to_op(kb[(j0 + jj) * a.E + e]);
-            atomicAdd(dk + jr * a.E + e, a.scale * dsj * qs[e]);
-          }
-        }
+      for (int x = 0; x < kPer; ++x) {
+        const int64_t e = lane + 32 * x;
+        if (e < a.E) dq[x] += dsj * to_op(kr[e]);
       }
-      if (pzj != A(0))
-        for (int64_t e = lane; e < a.Ev; e += 32) atomicAdd(dv + jr * a.Ev + e, pzj * dos[e]);
     }
   }
 #pragma unroll
@@ -141,11 +139,71 @@ __global__ void sdpa_backward_kernel(const T* __restrict__ g, const T* __restric
   }
 }
 
+// One warp per key row j (over BH*S): lanes take 32 query rows at a time (causal: i >= j).
 template <typename T, typename A>
-__global__ void cast_kernel(const A* __restrict__ in, T* __restrict__ out, int64_t n) {
-  for (int64_t x = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; x < n;
-       x += int64_t(gridDim.x) * blockDim.x)
-    out[x] = from_op<T>(in[x]);
+__global__ void sdpa_backward_dkv_kernel(const T* __restrict__ g, const T* __restrict__ q,
+                                         const T* __restrict__ k, const T* __restrict__ v,
+                                         const A* __restrict__ lse, const A* __restrict__ dsum,
+                                         T* __restrict__ gk, T* __restrict__ gv, Args<A> a) {
+  __shared__ A ksh[kWarps][kMaxDim];
+  __shared__ A vsh[kWarps][kMaxDim];
+  const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
+  const int64_t col = int64_t(blockIdx.x) * kWarps + warp;
+  if (col >= a.BH * a.S) return;
+  const int64_t bh = col / a.S, j = col % a.S;
+  A* ks = ksh[warp];
+  A* vs = vsh[warp];
+  for (int64_t e = lane; e < a.E; e += 32) ks[e] = to_op(k[col * a.E + e]);
+  for (int64_t e = lane; e < a.Ev; e += 32) vs[e] = to_op(v[col * a.Ev + e]);
+  __syncwarp();
+  const T* qb = q + bh * a.L * a.E;
+  const T* gb = g + bh * a.L * a.Ev;
+  const A* lb = lse + bh * a.L;
+  const A* db = dsum + bh * a.L;
+  A dk[kPer], dv[kPer];
+#pragma unroll
+  for (int x = 0; x < kPer; ++x) dk[x] = dv[x] = 0;
+  const int64_t ibegin = a.causal ? (j < a.L ? j : a.L) : 0;  // causal: key j serves rows i >= j
+  for (int64_t i0 = ibegin; i0 < a.L; i0 += 32) {
+    const int64_t i = i0 + lane;
+    A ds = 0, pz = 0;
+    if (i < a.L) {
+      A s = 0, dp = 0;
+      for (int64_t e = 0; e < a.E; ++e) s += to_op(qb[i * a.E + e]) * ks[e];
+      for (int64_t e = 0; e < a.Ev; ++e) dp += to_op(gb[i * a.Ev + e]) * vs[e];
+      s = masked(a, s * a.scale, bh, i, j);
+      const A p = s == A(-INFINITY) ? A(0) : dexp(s - lb[i]);
+      const A z = a.dropout ? drop_factor(a, bh, i, j) : A(1);
+      pz = p * z;
+      ds = p * (dp * z - db[i]);
+    }
+    const int ni = int(a.L - i0 < 32 ? a.L - i0 : 32);
+    for (int ii = 0; ii < ni; ++ii) {
+      const A dsi = __shfl_sync(kFull, ds, ii), pzi = __shfl_sync(kFull, pz, ii);
+      if (dsi != A(0)) {  // uniform over the warp
+        const T* qr = qb + (i0 + ii) * a.E;
+#pragma unroll
+        for (int x = 0; x < kPer; ++x) {
+          const int64_t e = lane + 32 * x;
+          if (e < a.E) dk[x] += dsi * to_op(qr[e]);
+        }
+      }
+      if (pzi != A(0)) {
+        const T* gr = gb + (i0 + ii) * a.Ev;
+#pragma unroll
+        for (int x = 0; x < kPer; ++x) {
+          const int64_t e = lane + 32 * x;
+          if (e < a.Ev) dv[x] += pzi * to_op(gr[e]);
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int x = 0; x < kPer; ++x) {
+    const int64_t e = lane + 32 * x;
+    if (e < a.E) gk[col * a.E + e] = from_op<T>(dk[x] * a.scale);
+    if (e < a.Ev) gv[col * a.Ev + e] = from_op<T>(dv[x]);
+  }
 }
 
 void check_dims(const Tensor& q, const Tensor& v, std::string_view op) {
@@ -192,29 +250,24 @@ void backward(const Tensor& g, const Tensor& q, const Tensor& k, const Tensor& v
   dispatch_floating(q.dtype(), "scaled_dot_product_attention_backward", [&]<typename T>() {
     using A = acc_t<T>;
     const Args<A> a = make_args<A>(q, k, v, p);
+    if constexpr (is_reduced_float_v<T>) {  // tensor cores where they apply and fit
+      if (sdpa_backward_wmma<T>(g, q, k, v, o, lse, gq, gk, gv, a)) return;
+    }
     const DType adt = std::is_same_v<A, double> ? kFloat64 : kFloat32;
-    Tensor dk = empty(gk.shape(), adt, q.device());
-    Tensor dv = empty(gv.shape(), adt, q.device());
     cudaStream_t st = stream_of(q);
-    // (S == 0 or E == 0 leaves dk / dv empty, with null data: no memset then)
-    if (dk.numel() > 0) MINIDL_CUDA_CHECK(cudaMemsetAsync(dk.data_ptr(), 0, dk.nbytes(), st));
-    if (dv.numel() > 0) MINIDL_CUDA_CHECK(cudaMemsetAsync(dv.data_ptr(), 0, dv.nbytes(), st));
-    const int64_t rows = a.BH * a.L;
+    Tensor dsum = empty({a.BH * a.L}, adt, q.device());  // D_i = rowsum(dO_i * O_i)
+    const int64_t rows = a.BH * a.L, cols = a.BH * a.S;
     if (rows > 0) {
-      const unsigned blocks = unsigned((rows + kWarps - 1) / kWarps);
-      sdpa_backward_kernel<T, A>
-          <<<blocks, kWarps * 32, 0, st>>>(ptr<T>(g), ptr<T>(q), ptr<T>(k), ptr<T>(v), ptr<T>(o),
-                                           ptr<A>(lse), ptr<T>(gq), ptr<A>(dk), ptr<A>(dv), a);
+      sdpa_backward_dq_kernel<T, A><<<unsigned((rows + kWarps - 1) / kWarps), kWarps * 32, 0, st>>>(
+          ptr<T>(g), ptr<T>(q), ptr<T>(k), ptr<T>(v), ptr<T>(o), ptr<A>(lse), ptr<T>(gq),
+          ptr<A>(dsum), a);
       MINIDL_CUDA_LAUNCH_CHECK();
     }
-    if (dk.numel() > 0) {
-      cast_kernel<T, A>
-          <<<grid_for(dk.numel()), kBlock, 0, st>>>(ptr<A>(dk), ptr<T>(gk), dk.numel());
-      MINIDL_CUDA_LAUNCH_CHECK();
-    }
-    if (dv.numel() > 0) {
-      cast_kernel<T, A>
-          <<<grid_for(dv.numel()), kBlock, 0, st>>>(ptr<A>(dv), ptr<T>(gv), dv.numel());
+    if (cols > 0) {  // after the dQ kernel (same stream): it reads D
+      sdpa_backward_dkv_kernel<T, A>
+          <<<unsigned((cols + kWarps - 1) / kWarps), kWarps * 32, 0, st>>>(
+              ptr<T>(g), ptr<T>(q), ptr<T>(k), ptr<T>(v), ptr<A>(lse), ptr<A>(dsum), ptr<T>(gk),
+              ptr<T>(gv), a);
       MINIDL_CUDA_LAUNCH_CHECK();
     }
   });

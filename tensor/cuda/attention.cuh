@@ -107,4 +107,11 @@ template <typename T>
 bool sdpa_forward_wmma(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out, Tensor& lse,
                        const Args<float>& a);
 
+// Tensor-core backward (attention_wmma_backward.cu), same conditions: queues its two kernels and
+// returns true, or returns false with nothing queued. g, o:[BH,L,Ev]; gq, gk, gv contiguous.
+template <typename T>
+bool sdpa_backward_wmma(const Tensor& g, const Tensor& q, const Tensor& k, const Tensor& v,
+                        const Tensor& o, const Tensor& lse, Tensor& gq, Tensor& gk, Tensor& gv,
+                        const Args<float>& a);
+
 }  // namespace minidl::cuda::attention_detail
