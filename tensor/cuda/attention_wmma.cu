@@ -1,27 +1,12 @@
 // CUDA scaled_dot_product_attention forward on tensor cores (WMMA) for bf16/f16 with head dims
 // multiple of 16: a block of 4 warps owns 64 query rows; per 64-key tile S = Q K^T, an online
 // softmax per row in f32, O += P V. Falls back (returns false) where its shared memory won't fit.
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <mma.h>
 
 #include "tensor/cuda/attention.cuh"
 
 namespace minidl::cuda::attention_detail {
 namespace {
-
-template <typename T>
-struct Wmma;
-template <>
-struct Wmma<Half> {
-  using type = __half;
-  __device__ static type from(float x) { return __float2half(x); }
-};
-template <>
-struct Wmma<BFloat16> {
-  using type = __nv_bfloat16;
-  __device__ static type from(float x) { return __float2bfloat16(x); }
-};
 
 constexpr int kTile = 64;  // query rows per block and keys per tile
 constexpr int kTcWarps = 4;
@@ -154,15 +139,6 @@ __global__ void __launch_bounds__(kTcWarps * 32)
       out[(bh * a.L + i) * Ev + e] = from_op<T>(Ow[r * Ev + e] * inv);
     if (lane == 0) lse[bh * a.L + i] = l > 0.f ? Ms[warp * 16 + r] + logf(l) : INFINITY;
   }
-}
-
-// Largest dynamic shared memory one block may opt in to on `device`: 227 KiB on sm_90, 163 KiB
-// on sm_80, but 99 KiB on sm_86 / sm_89 / sm_120 (A10, L4, L40S, RTX 30/40/50), which the
-// sm_80 binary also runs on.
-size_t smem_optin(int device) {
-  int v = 0;
-  MINIDL_CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  return size_t(v);
 }
 
 }  // namespace

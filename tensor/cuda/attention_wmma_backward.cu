@@ -2,8 +2,6 @@
 // multiple of 16, flash-attention-2 style without atomics: a dQ kernel (a block per 64 query
 // rows, over the key tiles) and then a dK/dV kernel (a block per 64 key rows, over the query
 // tiles), both recomputing P = exp(S - lse); P and dS are rounded to T for the MMAs.
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <mma.h>
 
 #include "tensor/cuda/attention.cuh"
@@ -12,19 +10,6 @@ namespace minidl::cuda::attention_detail {
 namespace {
 
 namespace wm = nvcuda::wmma;
-
-template <typename T>
-struct WmmaType;
-template <>
-struct WmmaType<Half> {
-  using type = __half;
-  __device__ static type from(float x) { return __float2half(x); }
-};
-template <>
-struct WmmaType<BFloat16> {
-  using type = __nv_bfloat16;
-  __device__ static type from(float x) { return __float2bfloat16(x); }
-};
 
 constexpr int kTile = 64;  // rows per block and per tile of the other side
 constexpr int kWarps = 4;  // 16 rows each
@@ -108,7 +93,7 @@ __global__ void __launch_bounds__(kThreads)
                                  const T* __restrict__ k, const T* __restrict__ v,
                                  const T* __restrict__ o, const float* __restrict__ lse,
                                  T* __restrict__ gq, float* __restrict__ dsum, Args<float> a) {
-  using W = typename WmmaType<T>::type;
+  using W = typename Wmma<T>::type;
   extern __shared__ __align__(128) unsigned char smem[];
   const int E = int(a.E), Ev = int(a.Ev);
   W* Qs = reinterpret_cast<W*>(smem);                         // [64][E]
@@ -164,7 +149,7 @@ __global__ void __launch_bounds__(kThreads)
       for (int c = lane; c < kTile; c += 32) {
         const PdS x = p_ds(a, Sw[r * kTile + c], dPw[r * kTile + c], Lse[ri], Ds[ri], bh, i0 + ri,
                            j0 + c < kend ? j0 + c : a.S);
-        dSw[r * kTile + c] = WmmaType<T>::from(x.ds);
+        dSw[r * kTile + c] = Wmma<T>::from(x.ds);
       }
     }
     __syncwarp();
@@ -186,7 +171,7 @@ __global__ void __launch_bounds__(kThreads)
                                   const T* __restrict__ k, const T* __restrict__ v,
                                   const float* __restrict__ lse, const float* __restrict__ dsum,
                                   T* __restrict__ gk, T* __restrict__ gv, Args<float> a) {
-  using W = typename WmmaType<T>::type;
+  using W = typename Wmma<T>::type;
   extern __shared__ __align__(128) unsigned char smem[];
   const int E = int(a.E), Ev = int(a.Ev);
   W* Ks = reinterpret_cast<W*>(smem);                         // [64][E]
@@ -235,8 +220,8 @@ __global__ void __launch_bounds__(kThreads)
       const int64_t j = j0 + warp * 16 + r;
       for (int c = lane; c < kTile; c += 32) {
         const PdS x = p_ds(a, Sw[r * kTile + c], dPw[r * kTile + c], Lse[c], Ds[c], bh, i0 + c, j);
-        Pw[r * kTile + c] = WmmaType<T>::from(x.pz);
-        dSw[r * kTile + c] = WmmaType<T>::from(x.ds);
+        Pw[r * kTile + c] = Wmma<T>::from(x.pz);
+        dSw[r * kTile + c] = Wmma<T>::from(x.ds);
       }
     }
     __syncwarp();
@@ -255,12 +240,6 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-size_t smem_optin_bytes(int device) {
-  int v = 0;
-  MINIDL_CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  return size_t(v);
-}
-
 }  // namespace
 
 template <typename T>
@@ -269,7 +248,7 @@ bool sdpa_backward_wmma(const Tensor& g, const Tensor& q, const Tensor& k, const
                         const Args<float>& a) {
   if (a.E % 16 != 0 || a.Ev % 16 != 0 || a.E == 0 || a.Ev == 0) return false;
   const size_t dq_smem = dq_smem_bytes(a.E, a.Ev), dkv_smem = dkv_smem_bytes(a.E, a.Ev);
-  const size_t optin = smem_optin_bytes(q.device().index);
+  const size_t optin = smem_optin(q.device().index);
   if (dq_smem > optin || dkv_smem > optin) return false;
   MINIDL_CUDA_CHECK(cudaFuncSetAttribute(
       sdpa_backward_dq_wmma_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(dq_smem)));
