@@ -2,9 +2,6 @@
 // attention_wmma.cu (tensor-core forward): the kernels' arguments, the mask / causal rule, the
 // dropout factors (the Philox stream of dropout_mask) and warp reductions.
 #pragma once
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
 #include <cmath>
 #include <type_traits>
 
@@ -102,20 +99,6 @@ __device__ inline A drop_factor(const Args<A>& a, int64_t bh, int64_t i, int64_t
   const uint64_t idx = uint64_t((bh * a.L + i) * a.S + j);
   return uint64_t(st.word(idx)) < a.threshold ? a.keep_scale : A(0);
 }
-
-// The WMMA element type of T = Half / BFloat16 and the conversion from f32 (tensor-core kernels).
-template <typename T>
-struct Wmma;
-template <>
-struct Wmma<Half> {
-  using type = __half;
-  __device__ static type from(float x) { return __float2half(x); }
-};
-template <>
-struct Wmma<BFloat16> {
-  using type = __nv_bfloat16;
-  __device__ static type from(float x) { return __float2bfloat16(x); }
-};
 
 // Largest dynamic shared memory one block may opt in to on `device`: 227 KiB on sm_90, 163 KiB
 // on sm_80, but 99 KiB on sm_86 / sm_89 / sm_120 (A10, L4, L40S, RTX 30/40/50), which the

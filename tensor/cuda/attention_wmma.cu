@@ -1,15 +1,10 @@
 // CUDA scaled_dot_product_attention forward on tensor cores (WMMA) for bf16/f16 with head dims
 // multiple of 16: a block of 4 warps owns 64 query rows; per 64-key tile S = Q K^T, an online
 // softmax per row in f32, O += P V. Falls back (returns false) where its shared memory won't fit.
-#include <mma.h>
-
-#include "tensor/cuda/attention.cuh"
+#include "tensor/cuda/attention_wmma.cuh"
 
 namespace minidl::cuda::attention_detail {
 namespace {
-
-constexpr int kTile = 64;  // query rows per block and keys per tile
-constexpr int kTcWarps = 4;
 
 size_t wmma_smem_bytes(int64_t E, int64_t Ev) {
   return size_t(2 * (kTile * E + kTile * E + kTile * Ev + kTile * kTile) +
@@ -20,11 +15,10 @@ size_t wmma_smem_bytes(int64_t E, int64_t Ev) {
 // (WMMA), the online softmax of each row in f32 (S, running max / sum and the O accumulator live
 // in shared memory), O += P V (WMMA).
 template <typename T>
-__global__ void __launch_bounds__(kTcWarps * 32)
+__global__ void __launch_bounds__(kTcThreads)
     sdpa_forward_wmma_kernel(const T* __restrict__ q, const T* __restrict__ k,
                              const T* __restrict__ v, T* __restrict__ out, float* __restrict__ lse,
                              Args<float> a) {
-  namespace wm = nvcuda::wmma;
   using W = typename Wmma<T>::type;
   extern __shared__ __align__(128) unsigned char smem[];
   const int E = int(a.E), Ev = int(a.Ev);
@@ -45,12 +39,9 @@ __global__ void __launch_bounds__(kTcWarps * 32)
   uint16_t* Qb = reinterpret_cast<uint16_t*>(Qs);
   uint16_t* Kb = reinterpret_cast<uint16_t*>(Ks);
   uint16_t* Vb = reinterpret_cast<uint16_t*>(Vs);
-  for (int x = tid; x < kTile * E; x += kTcWarps * 32) {
-    const int64_t i = i0 + x / E;
-    Qb[x] = i < a.L ? qbits[i * E + x % E] : uint16_t(0);
-  }
-  for (int x = tid; x < kTile * Ev; x += kTcWarps * 32) Os[x] = 0.f;
-  for (int x = tid; x < kTile; x += kTcWarps * 32) {
+  load_tile(Qb, qbits, i0, a.L, E);
+  for (int x = tid; x < kTile * Ev; x += kTcThreads) Os[x] = 0.f;
+  for (int x = tid; x < kTile; x += kTcThreads) {
     Ms[x] = -INFINITY;
     Ls[x] = 0.f;
   }
@@ -62,27 +53,10 @@ __global__ void __launch_bounds__(kTcWarps * 32)
   const int64_t kend = a.causal ? (i0 + kTile < a.S ? i0 + kTile : a.S) : a.S;
   for (int64_t j0 = 0; j0 < kend; j0 += kTile) {
     __syncthreads();  // the previous tile's K/V are no longer read
-    for (int x = tid; x < kTile * E; x += kTcWarps * 32) {
-      const int64_t j = j0 + x / E;
-      Kb[x] = j < a.S ? kbits[j * E + x % E] : uint16_t(0);
-    }
-    for (int x = tid; x < kTile * Ev; x += kTcWarps * 32) {
-      const int64_t j = j0 + x / Ev;
-      Vb[x] = j < a.S ? vbits[j * Ev + x % Ev] : uint16_t(0);
-    }
+    load_tile(Kb, kbits, j0, a.S, E);
+    load_tile(Vb, vbits, j0, a.S, Ev);
     __syncthreads();
-    for (int nt = 0; nt < kTile / 16; ++nt) {  // S_w = Q_w K^T
-      wm::fragment<wm::accumulator, 16, 16, 16, float> c;
-      wm::fill_fragment(c, 0.f);
-      for (int kk = 0; kk < E / 16; ++kk) {
-        wm::fragment<wm::matrix_a, 16, 16, 16, W, wm::row_major> fa;
-        wm::fragment<wm::matrix_b, 16, 16, 16, W, wm::col_major> fb;
-        wm::load_matrix_sync(fa, Qw + kk * 16, E);
-        wm::load_matrix_sync(fb, Ks + nt * 16 * E + kk * 16, E);
-        wm::mma_sync(c, fa, fb, c);
-      }
-      wm::store_matrix_sync(Sw + nt * 16, c, kTile, wm::mem_row_major);
-    }
+    warp_abt(Sw, Qw, E, Ks, E, E);  // S_w = Q_w K^T
     __syncwarp();
     for (int r = 0; r < 16; ++r) {  // online softmax of row r; P_w in half, O_w rescaled
       const int64_t i = i0 + warp * 16 + r;
@@ -115,18 +89,7 @@ __global__ void __launch_bounds__(kTcWarps * 32)
       }
     }
     __syncwarp();
-    for (int nt = 0; nt < Ev / 16; ++nt) {  // O_w += P_w V
-      wm::fragment<wm::accumulator, 16, 16, 16, float> c;
-      wm::load_matrix_sync(c, Ow + nt * 16, Ev, wm::mem_row_major);
-      for (int kk = 0; kk < kTile / 16; ++kk) {
-        wm::fragment<wm::matrix_a, 16, 16, 16, W, wm::row_major> fa;
-        wm::fragment<wm::matrix_b, 16, 16, 16, W, wm::row_major> fb;
-        wm::load_matrix_sync(fa, Pw + kk * 16, kTile);
-        wm::load_matrix_sync(fb, Vs + kk * 16 * Ev + nt * 16, Ev);
-        wm::mma_sync(c, fa, fb, c);
-      }
-      wm::store_matrix_sync(Ow + nt * 16, c, Ev, wm::mem_row_major);
-    }
+    warp_acc_ab(Ow, Pw, Vs, Ev);  // O_w += P_w V
     __syncwarp();
   }
   __syncwarp();
@@ -153,7 +116,7 @@ bool sdpa_forward_wmma(const Tensor& q, const Tensor& k, const Tensor& v, Tensor
   MINIDL_CUDA_CHECK(cudaFuncSetAttribute(sdpa_forward_wmma_kernel<T>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   const unsigned tiles = unsigned(a.BH * ((a.L + kTile - 1) / kTile));
-  sdpa_forward_wmma_kernel<T><<<tiles, kTcWarps * 32, smem, stream_of(q)>>>(
+  sdpa_forward_wmma_kernel<T><<<tiles, kTcThreads, smem, stream_of(q)>>>(
       ptr<T>(q), ptr<T>(k), ptr<T>(v), ptr<T>(out), ptr<float>(lse), a);
   MINIDL_CUDA_LAUNCH_CHECK();
   return true;

@@ -2,18 +2,10 @@
 // multiple of 16, flash-attention-2 style without atomics: a dQ kernel (a block per 64 query
 // rows, over the key tiles) and then a dK/dV kernel (a block per 64 key rows, over the query
 // tiles), both recomputing P = exp(S - lse); P and dS are rounded to T for the MMAs.
-#include <mma.h>
-
-#include "tensor/cuda/attention.cuh"
+#include "tensor/cuda/attention_wmma.cuh"
 
 namespace minidl::cuda::attention_detail {
 namespace {
-
-namespace wm = nvcuda::wmma;
-
-constexpr int kTile = 64;  // rows per block and per tile of the other side
-constexpr int kWarps = 4;  // 16 rows each
-constexpr int kThreads = kWarps * 32;
 
 // Shared memory of each kernel: four T tiles (two [64][E], two [64][Ev]) and two [64][64] T
 // tiles (P, dS; the dQ kernel uses only dS), then f32: S and dP [64][64], the accumulators and
@@ -25,51 +17,6 @@ size_t dq_smem_bytes(int64_t E, int64_t Ev) {
 size_t dkv_smem_bytes(int64_t E, int64_t Ev) {
   return size_t(2 * (2 * kTile * E + 2 * kTile * Ev + 2 * kTile * kTile) +
                 4 * (2 * kTile * kTile + kTile * E + kTile * Ev + 2 * kTile));
-}
-
-// Copies rows [r0, r0 + 64) of a [rows][cols] matrix of 16-bit values into a [64][cols] tile,
-// zeros past `rows`.
-__device__ inline void load_tile(uint16_t* dst, const uint16_t* src, int64_t r0, int64_t rows,
-                                 int cols) {
-  for (int x = int(threadIdx.x); x < kTile * cols; x += kThreads) {
-    const int64_t r = r0 + x / cols;
-    dst[x] = r < rows ? src[r * cols + x % cols] : uint16_t(0);
-  }
-}
-
-// C[16][64] (row-major, ld kTile) = A[16][K] B[64][K]^T for a warp: A row-major (ld lda), B
-// row-major [64][K] read as col-major (ld ldb).
-template <typename W>
-__device__ inline void warp_abt(float* c, const W* a, int lda, const W* b, int ldb, int K) {
-  for (int nt = 0; nt < kTile / 16; ++nt) {
-    wm::fragment<wm::accumulator, 16, 16, 16, float> acc;
-    wm::fill_fragment(acc, 0.f);
-    for (int kk = 0; kk < K / 16; ++kk) {
-      wm::fragment<wm::matrix_a, 16, 16, 16, W, wm::row_major> fa;
-      wm::fragment<wm::matrix_b, 16, 16, 16, W, wm::col_major> fb;
-      wm::load_matrix_sync(fa, a + kk * 16, lda);
-      wm::load_matrix_sync(fb, b + nt * 16 * ldb + kk * 16, ldb);
-      wm::mma_sync(acc, fa, fb, acc);
-    }
-    wm::store_matrix_sync(c + nt * 16, acc, kTile, wm::mem_row_major);
-  }
-}
-
-// C[16][N] (f32, row-major, ld N) += A[16][64] (row-major, ld kTile) B[64][N] (row-major, ld N).
-template <typename W>
-__device__ inline void warp_acc_ab(float* c, const W* a, const W* b, int N) {
-  for (int nt = 0; nt < N / 16; ++nt) {
-    wm::fragment<wm::accumulator, 16, 16, 16, float> acc;
-    wm::load_matrix_sync(acc, c + nt * 16, N, wm::mem_row_major);
-    for (int kk = 0; kk < kTile / 16; ++kk) {
-      wm::fragment<wm::matrix_a, 16, 16, 16, W, wm::row_major> fa;
-      wm::fragment<wm::matrix_b, 16, 16, 16, W, wm::row_major> fb;
-      wm::load_matrix_sync(fa, a + kk * 16, kTile);
-      wm::load_matrix_sync(fb, b + kk * 16 * N + nt * 16, N);
-      wm::mma_sync(acc, fa, fb, acc);
-    }
-    wm::store_matrix_sync(c + nt * 16, acc, N, wm::mem_row_major);
-  }
 }
 
 // P and dS of query row i and key column j from S = q.k and dP = dO.v (unscaled), the row's lse
@@ -88,7 +35,7 @@ __device__ inline PdS p_ds(const Args<float>& a, float s, float dp, float lse, f
 
 // dQ (and D): a block per 64 query rows i0.. of one batch-head, over the key tiles.
 template <typename T>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kTcThreads)
     sdpa_backward_dq_wmma_kernel(const T* __restrict__ g, const T* __restrict__ q,
                                  const T* __restrict__ k, const T* __restrict__ v,
                                  const T* __restrict__ o, const float* __restrict__ lse,
@@ -113,7 +60,7 @@ __global__ void __launch_bounds__(kThreads)
             i0, a.L, E);
   load_tile(reinterpret_cast<uint16_t*>(dOs), reinterpret_cast<const uint16_t*>(g) + bh * a.L * Ev,
             i0, a.L, Ev);
-  for (int x = tid; x < kTile * E; x += kThreads) dQs[x] = 0.f;
+  for (int x = tid; x < kTile * E; x += kTcThreads) dQs[x] = 0.f;
   for (int r = warp * 16; r < warp * 16 + 16; ++r) {  // D and lse of the warp's rows
     const int64_t i = i0 + r;
     float part = 0.f;
@@ -157,7 +104,7 @@ __global__ void __launch_bounds__(kThreads)
     __syncwarp();
   }
   __syncthreads();
-  for (int x = tid; x < kTile * E; x += kThreads) {
+  for (int x = tid; x < kTile * E; x += kTcThreads) {
     const int64_t i = i0 + x / E;
     if (i < a.L) gq[(bh * a.L + i) * E + x % E] = from_op<T>(dQs[x] * a.scale);
   }
@@ -166,7 +113,7 @@ __global__ void __launch_bounds__(kThreads)
 // dK and dV: a block per 64 key rows j0.. of one batch-head, over the query tiles (causal: from
 // the tile of row j0 on). Reads D from the dQ kernel (queued before it).
 template <typename T>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kTcThreads)
     sdpa_backward_dkv_wmma_kernel(const T* __restrict__ g, const T* __restrict__ q,
                                   const T* __restrict__ k, const T* __restrict__ v,
                                   const float* __restrict__ lse, const float* __restrict__ dsum,
@@ -193,8 +140,8 @@ __global__ void __launch_bounds__(kThreads)
             j0, a.S, E);
   load_tile(reinterpret_cast<uint16_t*>(Vs), reinterpret_cast<const uint16_t*>(v) + bh * a.S * Ev,
             j0, a.S, Ev);
-  for (int x = tid; x < kTile * E; x += kThreads) dKs[x] = 0.f;
-  for (int x = tid; x < kTile * Ev; x += kThreads) dVs[x] = 0.f;
+  for (int x = tid; x < kTile * E; x += kTcThreads) dKs[x] = 0.f;
+  for (int x = tid; x < kTile * Ev; x += kTcThreads) dVs[x] = 0.f;
   const W* Kw = Ks + warp * 16 * E;
   const W* Vw = Vs + warp * 16 * Ev;
   float* Sw = Ss + warp * 16 * kTile;
@@ -207,7 +154,7 @@ __global__ void __launch_bounds__(kThreads)
               i0, a.L, E);
     load_tile(reinterpret_cast<uint16_t*>(dOs),
               reinterpret_cast<const uint16_t*>(g) + bh * a.L * Ev, i0, a.L, Ev);
-    for (int x = tid; x < kTile; x += kThreads) {
+    for (int x = tid; x < kTile; x += kTcThreads) {
       const int64_t i = i0 + x;
       Lse[x] = i < a.L ? lse[bh * a.L + i] : INFINITY;
       Ds[x] = i < a.L ? dsum[bh * a.L + i] : 0.f;
@@ -230,11 +177,11 @@ __global__ void __launch_bounds__(kThreads)
     __syncwarp();
   }
   __syncthreads();
-  for (int x = tid; x < kTile * E; x += kThreads) {
+  for (int x = tid; x < kTile * E; x += kTcThreads) {
     const int64_t j = j0 + x / E;
     if (j < a.S) gk[(bh * a.S + j) * E + x % E] = from_op<T>(dKs[x] * a.scale);
   }
-  for (int x = tid; x < kTile * Ev; x += kThreads) {
+  for (int x = tid; x < kTile * Ev; x += kTcThreads) {
     const int64_t j = j0 + x / Ev;
     if (j < a.S) gv[(bh * a.S + j) * Ev + x % Ev] = from_op<T>(dVs[x]);
   }
@@ -260,13 +207,13 @@ bool sdpa_backward_wmma(const Tensor& g, const Tensor& q, const Tensor& k, const
   if (a.BH * a.L > 0) {
     const unsigned blocks = unsigned(a.BH * ((a.L + kTile - 1) / kTile));
     sdpa_backward_dq_wmma_kernel<T>
-        <<<blocks, kThreads, dq_smem, st>>>(ptr<T>(g), ptr<T>(q), ptr<T>(k), ptr<T>(v), ptr<T>(o),
-                                            ptr<float>(lse), ptr<T>(gq), ptr<float>(dsum), a);
+        <<<blocks, kTcThreads, dq_smem, st>>>(ptr<T>(g), ptr<T>(q), ptr<T>(k), ptr<T>(v), ptr<T>(o),
+                                              ptr<float>(lse), ptr<T>(gq), ptr<float>(dsum), a);
     MINIDL_CUDA_LAUNCH_CHECK();
   }
   if (a.BH * a.S > 0) {
     const unsigned blocks = unsigned(a.BH * ((a.S + kTile - 1) / kTile));
-    sdpa_backward_dkv_wmma_kernel<T><<<blocks, kThreads, dkv_smem, st>>>(
+    sdpa_backward_dkv_wmma_kernel<T><<<blocks, kTcThreads, dkv_smem, st>>>(
         ptr<T>(g), ptr<T>(q), ptr<T>(k), ptr<T>(v), ptr<float>(lse), ptr<float>(dsum), ptr<T>(gk),
         ptr<T>(gv), a);
     MINIDL_CUDA_LAUNCH_CHECK();
