@@ -1,6 +1,7 @@
 // GPU kernel benchmarks: bf16 GEMM through minidl::matmul against raw cuBLASLt calls written
-// here (same process, same stream), and memory-bound kernels (add, layer_norm, softmax and its
-// backward, reductions, AdamW step) against the measured cudaMemcpy device-to-device bandwidth.
+// here (same process, same stream), memory-bound kernels (add, layer_norm, softmax and its
+// backward, reductions, AdamW step) against the measured cudaMemcpy device-to-device bandwidth,
+// and the fused causal attention at GPT-2's shape (the PyTorch side times its SDPA).
 // One JSON line per metric.
 // Usage: bench_cuda_kernels [--reps 7] [--iters 20] [--mb 64] [--device 0]
 #include <cublasLt.h>
@@ -136,6 +137,38 @@ void report_bw(const char* kernel, const std::string& shape, double bytes, doubl
   std::fflush(stdout);
 }
 
+// Causal scaled_dot_product_attention, bf16, q/k/v:[B,H,T,hd]: the forward alone and forward +
+// backward (the gradient of sum(out * g)), in ms and in TFLOP/s of the causal half (forward
+// 2 products of 2*T*T/2*hd FLOPs per head, backward 2.5 times that, as FlashAttention counts).
+void bench_sdpa(int64_t B, int64_t H, int64_t T, int64_t hd, Device dev, cudaStream_t s, int reps,
+                int iters) {
+  Tensor q = randn({B, H, T, hd}, kFloat32, dev).to(kBFloat16).requires_grad_();
+  Tensor k = randn({B, H, T, hd}, kFloat32, dev).to(kBFloat16).requires_grad_();
+  Tensor v = randn({B, H, T, hd}, kFloat32, dev).to(kBFloat16).requires_grad_();
+  Tensor g = randn({B, H, T, hd}, kFloat32, dev).to(kBFloat16);
+  Tensor out;
+  const double fwd_ms = time_ms(
+      [&] {
+        NoGradGuard no_grad;
+        out = scaled_dot_product_attention(q, k, v, Tensor(), 0.0, true);
+      },
+      s, reps, iters);
+  const double fwd_bwd_ms = time_ms(
+      [&] {
+        out = scaled_dot_product_attention(q, k, v, Tensor(), 0.0, true);
+        sum(out * g).backward();
+      },
+      s, reps, iters);
+  const double fwd_flops = 4.0 * double(B * H) * double(T) * double(T) / 2 * double(hd);
+  std::printf(
+      "{\"bench\":\"sdpa\",\"impl\":\"minidl\",\"dtype\":\"bf16\",\"B\":%lld,\"H\":%lld,"
+      "\"T\":%lld,\"hd\":%lld,\"causal\":true,\"fwd_ms\":%.4f,\"fwd_bwd_ms\":%.4f,"
+      "\"fwd_tflops\":%.1f,\"fwd_bwd_tflops\":%.1f}\n",
+      (long long)B, (long long)H, (long long)T, (long long)hd, fwd_ms, fwd_bwd_ms,
+      fwd_flops / fwd_ms * 1e-9, 3.5 * fwd_flops / fwd_bwd_ms * 1e-9);
+  std::fflush(stdout);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -218,6 +251,9 @@ int main(int argc, char** argv) {
     optim::AdamW opt({p}, 1e-3, {0.9, 0.999}, 1e-8, 1e-2);
     report_bw("adamw_step", flat, 7 * bytes, time_ms([&] { opt.step(); }, s, reps, iters),
               copy_gbps);
+
+    // Attention at gpt --preset gpt2-124m's shape (batch 12, 12 heads, 1024 tokens, head 64).
+    bench_sdpa(12, 12, 1024, 64, dev, s, reps, std::max(1, iters / 4));
     cuda::synchronize(index);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_cuda_kernels: error: %s\n", e.what());

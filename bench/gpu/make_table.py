@@ -80,6 +80,15 @@ def build(rows):
         t.add(f"GEMM {r['dtype']} {shape} (TFLOP/s)", r["minidl_tflops"],
               p["tflops"] if p else None, torch_name, "", True, 0.95)
 
+    sdpa = {("minidl" if r["impl"] == "minidl" else "torch"): r for r in rows
+            if r.get("bench") == "sdpa"}
+    if "minidl" in sdpa:
+        m, p = sdpa["minidl"], sdpa.get("torch")
+        shape = f"[{m['B']},{m['H']},{m['T']},{m['hd']}] bf16 causal"
+        for key, what in (("fwd_ms", "forward"), ("fwd_bwd_ms", "forward + backward")):
+            t.add(f"SDPA {shape}, {what} (ms)", m[key], p[key] if p else None,
+                  p["impl"] if p else torch_name, " ms", False, 1.0)
+
     torch_bw = {r["kernel"]: r for r in rows
                 if r.get("bench") == "membw" and r.get("impl", "").startswith("torch")}
     for r in rows:

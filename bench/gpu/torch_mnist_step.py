@@ -127,6 +127,29 @@ def time_events(fn, reps, iters):
     return statistics.median(out)
 
 
+def bench_sdpa(args, dev, B=12, H=12, T=1024, hd=64):
+    """Causal SDPA in bf16 at GPT-2's shape, as bench_cuda_kernels' bench_sdpa."""
+    q, k, v = (torch.randn(B, H, T, hd, device=dev).bfloat16().requires_grad_()
+               for _ in range(3))
+    g = torch.randn(B, H, T, hd, device=dev).bfloat16()
+
+    def fwd():
+        with torch.no_grad():
+            F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    def fwd_bwd():
+        (F.scaled_dot_product_attention(q, k, v, is_causal=True) * g).sum().backward()
+
+    iters = max(1, args.iters // 4)
+    fwd_ms = time_events(fwd, args.reps, iters)
+    fwd_bwd_ms = time_events(fwd_bwd, args.reps, iters)
+    fwd_flops = 4.0 * B * H * T * T / 2 * hd
+    emit(bench="sdpa", impl=f"torch {torch.__version__}", dtype="bf16", B=B, H=H, T=T, hd=hd,
+         causal=True, fwd_ms=round(fwd_ms, 4), fwd_bwd_ms=round(fwd_bwd_ms, 4),
+         fwd_tflops=round(fwd_flops / fwd_ms * 1e-9, 1),
+         fwd_bwd_tflops=round(3.5 * fwd_flops / fwd_bwd_ms * 1e-9, 1))
+
+
 def bench_kernels(args, dev):
     for m, n, k, iters in [(8192, 8192, 8192, 5), (8192, 3072, 768, args.iters),
                            (8192, 768, 3072, args.iters)]:
@@ -154,6 +177,7 @@ def bench_kernels(args, dev):
               lambda: F.layer_norm(x, (1024,), w, bias)),
              ("softmax", 2 * nbytes, lambda: torch.softmax(x, -1)),
              ("adamw_step", 7 * nbytes, opt.step)]
+    bench_sdpa(args, dev)
     with torch.no_grad():
         for name, moved, fn in cases:
             ms = time_events(fn, args.reps, args.iters)
