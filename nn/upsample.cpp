@@ -1,6 +1,7 @@
-// F::interpolate (nearest, nearest-exact, bilinear, bicubic, area) as index_select + weighted sums
-// along W then H, with the source indices and weights computed on the host exactly as PyTorch's
-// CPU kernels do; area is adaptive average pooling, as in torch.
+// F::interpolate (nearest, nearest-exact, linear, bilinear, bicubic, trilinear, area) for 1 to 3
+// spatial dims as index_select + weighted sums along one dim after the other (W, then H, then D),
+// with the source indices and weights computed on the host exactly as PyTorch's CPU kernels do;
+// area is adaptive average pooling, as in torch.
 #include "nn/upsample.h"
 
 #include <algorithm>
@@ -127,14 +128,14 @@ Tensor index_tensor(const std::vector<int64_t>& v, Device dev) {
   return tensor(v).to(dev);
 }
 
-// Weights broadcast along `dim` of a 4-D tensor.
+// Weights broadcast along `dim` of a tensor shaped like `like` (1 in every other dim).
 Tensor weight_tensor(const std::vector<double>& v, int dim, const Tensor& like) {
-  Shape s{1, 1, 1, 1};
+  Shape s(size_t(like.dim()), 1);
   s[size_t(dim)] = int64_t(v.size());
   return tensor(v, s).to(like.device(), like.dtype());
 }
 
-// x resampled along `dim` (2 or 3) to `out` entries.
+// x resampled along `dim` to `out` entries by linear interpolation (2 taps).
 Tensor linear_along(const Tensor& x, int dim, int64_t out, bool align_corners,
                     std::optional<double> scale) {
   const int64_t in = x.size(dim);
@@ -145,7 +146,7 @@ Tensor linear_along(const Tensor& x, int dim, int64_t out, bool align_corners,
   return add(mul(weight_tensor(r.l0, dim, x), a), mul(weight_tensor(r.l1, dim, x), b));
 }
 
-// x resampled along `dim` (2 or 3) to `out` entries by cubic convolution (4 taps).
+// x resampled along `dim` to `out` entries by cubic convolution (4 taps).
 Tensor cubic_along(const Tensor& x, int dim, int64_t out, bool align_corners,
                    std::optional<double> scale) {
   const int64_t in = x.size(dim);
@@ -160,84 +161,193 @@ Tensor cubic_along(const Tensor& x, int dim, int64_t out, bool align_corners,
   return sum;
 }
 
+// x averaged along `dim` over adaptive pooling's windows [floor(o*in/out), ceil((o+1)*in/out)):
+// x (dim moved last) times the [in, out] matrix of window weights 1/len.
+Tensor adaptive_avg_along(const Tensor& x, int dim, int64_t out) {
+  const int64_t in = x.size(dim);
+  std::vector<double> m(static_cast<size_t>(in * out), 0.0);
+  for (int64_t o = 0; o < out; ++o) {
+    const int64_t a = o * in / out, b = ((o + 1) * in + out - 1) / out;
+    for (int64_t i = a; i < b; ++i) m[size_t(i * out + o)] = 1.0 / double(b - a);
+  }
+  const Tensor w = tensor(m, Shape{in, out}).to(x.device(), x.dtype());
+  return matmul(x.transpose(dim, -1), w).transpose(dim, -1);
+}
+
+constexpr const char* kModes =
+    "nearest | nearest-exact | linear | bilinear | bicubic | trilinear | area";
+
 bool known_mode(const std::string& mode) {
-  return mode == "nearest" || mode == "nearest-exact" || mode == "bilinear" || mode == "bicubic" ||
-         mode == "area";
+  return mode == "nearest" || mode == "nearest-exact" || mode == "linear" || mode == "bilinear" ||
+         mode == "bicubic" || mode == "trilinear" || mode == "area";
+}
+
+// The spatial rank a mode requires (0: any).
+int mode_rank(const std::string& mode) {
+  if (mode == "linear") return 1;
+  if (mode == "bilinear" || mode == "bicubic") return 2;
+  if (mode == "trilinear") return 3;
+  return 0;
+}
+
+template <typename T>
+std::string list_str(const std::vector<T>& v) {
+  std::ostringstream os;
+  os << "[";
+  for (size_t i = 0; i < v.size(); ++i) os << (i ? ", " : "") << v[i];
+  os << "]";
+  return os.str();
+}
+
+// "5" / "(5, 7)" and "2.0" / "(2.0, 1.5)": one value as given, several as a tuple.
+template <typename F>
+std::string tuple_or_scalar(size_t n, F item) {
+  if (n == 1) return item(0);
+  std::string s = "(";
+  for (size_t i = 0; i < n; ++i) s += (i ? ", " : "") + item(i);
+  return s + ")";
 }
 
 }  // namespace
 
 namespace functional {
 
-Tensor interpolate(const Tensor& x, std::optional<Size2> size, std::optional<Scale2> scale_factor,
-                   const std::string& mode, std::optional<bool> align_corners) {
+Tensor interpolate(const Tensor& x, const InterpolateOptions& o) {
+  const std::string& mode = o.mode;
   MINIDL_CHECK(x.defined(), "interpolate: undefined input");
-  MINIDL_CHECK(known_mode(mode), "interpolate: mode '", mode,
-               "' is not supported (nearest | nearest-exact | bilinear | bicubic | area; 4-D "
-               "input)");
-  MINIDL_CHECK(!(size && scale_factor), "only one of size or scale_factor should be defined");
-  MINIDL_CHECK(size || scale_factor, "either size or scale_factor should be defined");
-  MINIDL_CHECK(mode == "bilinear" || mode == "bicubic" || !align_corners,
+  MINIDL_CHECK(known_mode(mode), "interpolate: mode '", mode, "' is not supported (", kModes, ")");
+  MINIDL_CHECK(o.size.empty() || o.scale_factor.empty(),
+               "only one of size or scale_factor should be defined");
+  MINIDL_CHECK(!o.size.empty() || !o.scale_factor.empty(),
+               "either size or scale_factor should be defined");
+  MINIDL_CHECK(mode_rank(mode) > 0 || !o.align_corners,
                "align_corners option can only be set with the interpolating modes: linear | "
                "bilinear | bicubic | trilinear");
-  MINIDL_CHECK(x.dim() == 4, "interpolate: got ", x.dim(), "D input of shape ", x.shape_str(),
-               ", but ", mode, " mode needs 4D input [N, C, H, W]");
+  MINIDL_CHECK(x.dim() >= 3 && x.dim() <= 5, "Input Error: Only 3D, 4D and 5D input Tensors ",
+               "supported (got ", x.dim(), "D, shape ", x.shape_str(), ") for the modes: ", kModes,
+               " (got ", mode, ")");
+  const int k = int(x.dim()) - 2;
+  MINIDL_CHECK(mode_rank(mode) == 0 || mode_rank(mode) == k, "Got ", x.dim(), "D input, but ", mode,
+               " mode needs ", mode_rank(mode) + 2, "D input (shape ", x.shape_str(), ")");
   MINIDL_CHECK(x.is_floating_point(), "interpolate: expected a floating tensor, got ",
                dtype_name(x.dtype()));
-  const int64_t H = x.size(2), W = x.size(3);
-  int64_t oh, ow;
-  std::optional<double> sh, sw;
-  if (size) {
-    oh = size->h;
-    ow = size->w;
-  } else {
-    sh = scale_factor->h;
-    sw = scale_factor->w;
-    MINIDL_CHECK(*sh > 0 && *sw > 0, "interpolate: scale_factor must be positive, got ",
-                 scale_factor->str());
-    oh = int64_t(std::floor(double(H) * *sh));
-    ow = int64_t(std::floor(double(W) * *sw));
+  std::vector<int64_t> in(static_cast<size_t>(k)), out(static_cast<size_t>(k));
+  std::vector<std::optional<double>> scale(static_cast<size_t>(k));
+  for (int d = 0; d < k; ++d) in[size_t(d)] = x.size(2 + d);
+  const bool by_size = !o.size.empty();
+  const size_t given = by_size ? o.size.size() : o.scale_factor.size();
+  MINIDL_CHECK(given == 1 || given == size_t(k), "Input and output must have the same number of ",
+               "spatial dimensions, but got input with spatial dimensions of ", list_str(in),
+               " and ",
+               by_size ? "output size of " + list_str(o.size)
+                       : "scale_factor of " + list_str(o.scale_factor),
+               ". Please provide input tensor in (N, C, d1, d2, ...,dK) format and output size in ",
+               "(o1, o2, ...,oK) format.");
+  for (size_t d = 0; d < size_t(k); ++d) {
+    if (by_size) {
+      out[d] = o.size[given == 1 ? 0 : d];
+    } else {
+      const double sf = o.scale_factor[given == 1 ? 0 : d];
+      MINIDL_CHECK(sf > 0, "interpolate: scale_factor must be positive, got ",
+                   list_str(o.scale_factor));
+      scale[d] = sf;
+      out[d] = int64_t(std::floor(double(in[d]) * sf));
+    }
   }
-  MINIDL_CHECK(H > 0 && W > 0 && oh > 0 && ow > 0, "Input and output sizes should be greater ",
-               "than 0, but got input (H: ", H, ", W: ", W, ") output (H: ", oh, ", W: ", ow, ")");
+  bool positive = true;
+  std::string ins, outs;
+  const char* names[] = {"D", "H", "W"};
+  for (int d = 0; d < k; ++d) {
+    positive = positive && in[size_t(d)] > 0 && out[size_t(d)] > 0;
+    const std::string name = names[3 - k + d];
+    ins += (d ? ", " : "") + name + ": " + std::to_string(in[size_t(d)]);
+    outs += (d ? ", " : "") + name + ": " + std::to_string(out[size_t(d)]);
+  }
+  MINIDL_CHECK(positive, "Input and output sizes should be greater than 0, but got input (", ins,
+               ") output (", outs, ")");
   if (mode == "nearest") {
-    if (oh == H && ow == W) return x.clone();
-    Tensor out = x;
-    if (oh != H) out = index_select(out, 2, index_tensor(nearest_indices(H, oh, sh), x.device()));
-    if (ow != W) out = index_select(out, 3, index_tensor(nearest_indices(W, ow, sw), x.device()));
-    return out;
+    if (in == out) return x.clone();
+    Tensor r = x;
+    for (int d = 0; d < k; ++d)
+      if (out[size_t(d)] != in[size_t(d)])
+        r = index_select(
+            r, 2 + d,
+            index_tensor(nearest_indices(in[size_t(d)], out[size_t(d)], scale[size_t(d)]),
+                         x.device()));
+    return r;
   }
   if (mode == "nearest-exact") {
-    Tensor rows = index_select(x, 2, index_tensor(nearest_exact_indices(H, oh, sh), x.device()));
-    return index_select(rows, 3, index_tensor(nearest_exact_indices(W, ow, sw), x.device()));
+    Tensor r = x;
+    for (int d = 0; d < k; ++d)
+      r = index_select(
+          r, 2 + d,
+          index_tensor(nearest_exact_indices(in[size_t(d)], out[size_t(d)], scale[size_t(d)]),
+                       x.device()));
+    return r;
   }
-  if (mode == "area") return adaptive_avg_pool2d(x, Size2(oh, ow));  // torch's definition
-  const bool ac = align_corners.value_or(false);
-  if (mode == "bicubic") {
-    Tensor cols = cubic_along(x, 3, ow, ac, sw);  // [N,C,H,ow]
-    return cubic_along(cols, 2, oh, ac, sh);      // [N,C,oh,ow]
+  if (mode == "area") {  // adaptive average pooling to the output size, torch's definition
+    if (k == 2) return adaptive_avg_pool2d(x, Size2(out[0], out[1]));
+    if (k == 1) return adaptive_avg_pool2d(x.unsqueeze(2), Size2(1, out[0])).squeeze(2);
+    Tensor r = x;
+    for (int d = k - 1; d >= 0; --d) r = adaptive_avg_along(r, 2 + d, out[size_t(d)]);
+    return r;
   }
-  Tensor cols = linear_along(x, 3, ow, ac, sw);  // [N,C,H,ow]
-  return linear_along(cols, 2, oh, ac, sh);      // [N,C,oh,ow]
+  const bool ac = o.align_corners.value_or(false);
+  Tensor r = x;  // one dim after the other from the last, as torch nests the weights
+  for (int d = k - 1; d >= 0; --d)
+    r = mode == "bicubic" ? cubic_along(r, 2 + d, out[size_t(d)], ac, scale[size_t(d)])
+                          : linear_along(r, 2 + d, out[size_t(d)], ac, scale[size_t(d)]);
+  return r;
+}
+
+Tensor interpolate(const Tensor& x, std::optional<Size2> size, std::optional<Scale2> scale_factor,
+                   const std::string& mode, std::optional<bool> align_corners) {
+  InterpolateOptions o;
+  if (size) o.size = size->scalar ? std::vector<int64_t>{size->h} : std::vector{size->h, size->w};
+  if (scale_factor)
+    o.scale_factor = scale_factor->scalar ? std::vector<double>{scale_factor->h}
+                                          : std::vector{scale_factor->h, scale_factor->w};
+  o.mode = mode;
+  o.align_corners = align_corners;
+  return interpolate(x, o);
 }
 
 }  // namespace functional
 
-Upsample::Upsample(std::optional<Size2> size_, std::optional<Scale2> scale, std::string mode_,
-                   std::optional<bool> ac)
-    : size(size_), scale_factor(scale), mode(std::move(mode_)), align_corners(ac) {
-  MINIDL_CHECK(known_mode(mode), "Upsample: mode '", mode,
-               "' is not supported (nearest | nearest-exact | bilinear | bicubic | area)");
+Upsample::Upsample(std::optional<Size2> size, std::optional<Scale2> scale, std::string mode,
+                   std::optional<bool> ac) {
+  if (size)
+    options.size = size->scalar ? std::vector<int64_t>{size->h} : std::vector{size->h, size->w};
+  if (scale)
+    options.scale_factor =
+        scale->scalar ? std::vector<double>{scale->h} : std::vector{scale->h, scale->w};
+  options.mode = std::move(mode);
+  options.align_corners = ac;
+  MINIDL_CHECK(known_mode(options.mode), "Upsample: mode '", options.mode, "' is not supported (",
+               kModes, ")");
+}
+
+Upsample::Upsample(InterpolateOptions o) : options(std::move(o)) {
+  MINIDL_CHECK(known_mode(options.mode), "Upsample: mode '", options.mode, "' is not supported (",
+               kModes, ")");
 }
 
 Tensor Upsample::forward(const Tensor& x) {
-  return functional::interpolate(x, size, scale_factor, mode, align_corners);
+  return functional::interpolate(x, options);
 }
 
 std::string Upsample::extra_repr() const {
-  std::string info = scale_factor ? "scale_factor=" + scale_factor->str()
-                                  : "size=" + (size ? size->str() : std::string("None"));
-  return info + ", mode=" + mode;
+  const InterpolateOptions& o = options;
+  std::string info;
+  if (!o.scale_factor.empty())
+    info = "scale_factor=" + tuple_or_scalar(o.scale_factor.size(),
+                                             [&](size_t i) { return py_float(o.scale_factor[i]); });
+  else if (!o.size.empty())
+    info = "size=" +
+           tuple_or_scalar(o.size.size(), [&](size_t i) { return std::to_string(o.size[i]); });
+  else
+    info = "size=None";
+  return info + ", mode=" + o.mode;
 }
 
 }  // namespace minidl::nn

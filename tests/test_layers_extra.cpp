@@ -204,7 +204,9 @@ TEST_CASE("Upsample/interpolate: printing, gradcheck, errors") {
       F::interpolate(random_tensor({1, 3, 4}), nn::Size2(5), std::nullopt, "bilinear"),
       doctest::Contains("needs 4D input"), Error);
   CHECK_THROWS_WITH_AS(F::interpolate(y, nn::Size2(5), std::nullopt, "trilinear"),
-                       doctest::Contains("mode 'trilinear' is not supported"), Error);
+                       doctest::Contains("Got 4D input, but trilinear mode needs 5D input"), Error);
+  CHECK_THROWS_WITH_AS(F::interpolate(y, nn::Size2(5), std::nullopt, "lanczos"),
+                       doctest::Contains("mode 'lanczos' is not supported"), Error);
 }
 
 TEST_CASE("pad matches PyTorch: constant, reflect, replicate, circular, negative pads") {
