@@ -190,8 +190,7 @@ int mode_rank(const std::string& mode) {
   return 0;
 }
 
-template <typename T>
-std::string list_str(const std::vector<T>& v) {
+std::string list_str(const std::vector<double>& v) {
   std::ostringstream os;
   os << "[";
   for (size_t i = 0; i < v.size(); ++i) os << (i ? ", " : "") << v[i];
@@ -237,9 +236,9 @@ Tensor interpolate(const Tensor& x, const InterpolateOptions& o) {
   const bool by_size = !o.size.empty();
   const size_t given = by_size ? o.size.size() : o.scale_factor.size();
   MINIDL_CHECK(given == 1 || given == size_t(k), "Input and output must have the same number of ",
-               "spatial dimensions, but got input with spatial dimensions of ", list_str(in),
+               "spatial dimensions, but got input with spatial dimensions of ", shape_str(in),
                " and ",
-               by_size ? "output size of " + list_str(o.size)
+               by_size ? "output size of " + shape_str(o.size)
                        : "scale_factor of " + list_str(o.scale_factor),
                ". Please provide input tensor in (N, C, d1, d2, ...,dK) format and output size in ",
                "(o1, o2, ...,oK) format.");

@@ -21,7 +21,7 @@ std::atomic<bool> g_enabled{[] {
 
 namespace {
 
-constexpr int kDevices = 2;  // DeviceType::cpu, DeviceType::cuda
+constexpr int kDevices = kNumDeviceTypes;
 constexpr size_t kPendingFlush = 4096;
 
 struct Slot {
