@@ -1,11 +1,11 @@
 // minidl-run: torchrun-like launcher. `minidl-run -n 2 ./mnist_ddp --epochs 1` starts 2 ranks
 // with RANK/WORLD_SIZE/LOCAL_RANK/LOCAL_WORLD_SIZE/MASTER_ADDR/MASTER_PORT set, prefixes their
-// output, logs it per rank and stops all ranks when one fails (parallel/launcher.h).
+// output, logs it per rank and stops all ranks when one fails (parallel/launch/launcher.h).
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
 
-#include "parallel/launcher.h"
+#include "parallel/launch/launcher.h"
 #include "tensor/error.h"
 
 int main(int argc, char** argv) {

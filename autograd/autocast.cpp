@@ -5,7 +5,7 @@
 #include <memory>
 #include <unordered_map>
 
-#include "tensor/cuda.h"
+#include "tensor/cuda_api.h"
 #include "autograd/ops.h"
 
 namespace minidl::amp {

@@ -9,9 +9,10 @@
 #include <cstdio>
 
 #include "bench_common.h"
-#include "parallel/process_group.h"
-#include "parallel/process_group_gloo.h"
-#include "parallel/tcp_store.h"
+#include "parallel/distributed.h"
+#include "parallel/process_group/process_group.h"
+#include "parallel/gloo/process_group_gloo.h"
+#include "parallel/store/tcp_store.h"
 #include "autograd/ops.h"
 
 using namespace minidl;

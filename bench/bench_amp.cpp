@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <memory>
 
-#include "../apps/mnist_model.h"
+#include "../apps/mnist/model.h"
 #include "bench_common.h"
 #include "minidl.h"
 #include "optim/amp.h"

@@ -20,7 +20,7 @@ torch.set_num_threads(args.threads)
 torch.manual_seed(0)
 
 
-class Net(nn.Module):  # PyTorch's examples/mnist Net, as apps/mnist_model.h
+class Net(nn.Module):  # PyTorch's examples/mnist Net, as apps/mnist/model.h
     def __init__(self):
         super().__init__()
         self.conv1, self.conv2 = nn.Conv2d(1, 32, 3, 1), nn.Conv2d(32, 64, 3, 1)

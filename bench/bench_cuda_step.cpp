@@ -1,6 +1,6 @@
-// The mnist_ddp training step on a GPU (apps/mnist_model.h Net, NLL loss on its log_softmax,
+// The mnist_ddp training step on a GPU (apps/mnist/model.h Net, NLL loss on its log_softmax,
 // AdamW lr 2e-3 as mnist_ddp's defaults), data already on the device: eager ms/step and
-// --cuda-graph ms/step (apps/mnist_graph.h, the code mnist_ddp runs) at batch 64 and 512, and
+// --cuda-graph ms/step (apps/mnist/graph.h, the code mnist_ddp runs) at batch 64 and 512, and
 // the peak GPU memory of each. One JSON line per configuration.
 // Usage: bench_cuda_step [--steps 50] [--rounds 7] [--warmup 5] [--device 0] [--tf32]
 #include <chrono>
@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "apps/mnist_graph.h"
-#include "apps/mnist_model.h"
+#include "apps/mnist/graph.h"
+#include "apps/mnist/model.h"
 #include "bench_common.h"
 
 using namespace minidl;

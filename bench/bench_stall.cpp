@@ -14,11 +14,12 @@
 #include <memory>
 #include <string>
 
-#include "apps/mnist_model.h"
+#include "apps/mnist/model.h"
 #include "bench_common.h"
-#include "parallel/ddp.h"
-#include "parallel/stall_inspector.h"
-#include "parallel/tcp_store.h"
+#include "parallel/distributed.h"
+#include "parallel/ddp/ddp.h"
+#include "parallel/process_group/stall_inspector.h"
+#include "parallel/store/tcp_store.h"
 
 using namespace minidl;
 using std::chrono::milliseconds;

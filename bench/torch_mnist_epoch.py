@@ -46,7 +46,7 @@ xtr, ytr = images("train-images-idx3-ubyte"), torch.from_numpy(idx("train-labels
 xte, yte = images("t10k-images-idx3-ubyte"), torch.from_numpy(idx("t10k-labels-idx1-ubyte").astype(np.int64))
 
 
-class Net(nn.Module):  # PyTorch's examples/mnist Net = apps/mnist_model.h
+class Net(nn.Module):  # PyTorch's examples/mnist Net = apps/mnist/model.h
     def __init__(self):
         super().__init__()
         self.conv1, self.conv2 = nn.Conv2d(1, 32, 3, 1), nn.Conv2d(32, 64, 3, 1)

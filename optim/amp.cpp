@@ -6,7 +6,7 @@
 #include <unordered_map>
 
 #include "autograd/grad_mode.h"
-#include "tensor/cuda.h"
+#include "tensor/cuda_api.h"
 #include "autograd/ops.h"
 
 namespace minidl::amp {

@@ -11,7 +11,7 @@
 #include "autograd/grad_mode.h"
 #include "optim/clip_grad.h"
 #include "optim/fused.h"
-#include "tensor/cuda.h"
+#include "tensor/cuda_api.h"
 #include "tensor/error.h"
 #include "autograd/ops.h"
 

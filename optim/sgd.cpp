@@ -4,7 +4,7 @@
 
 #include "autograd/grad_mode.h"
 #include "optim/fused.h"
-#include "tensor/optim_update.h"
+#include "tensor/update_rules.h"
 #include "tensor/error.h"
 #include "autograd/ops.h"
 

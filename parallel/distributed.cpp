@@ -11,7 +11,8 @@
 #include <mutex>
 
 #include "autograd/grad_mode.h"
-#include "parallel/process_group_nccl.h"
+#include "parallel/gloo/process_group_gloo.h"
+#include "parallel/nccl/process_group_nccl.h"
 #include "tensor/error.h"
 #include "autograd/ops.h"
 
@@ -38,6 +39,21 @@ uint64_t splitmix64(uint64_t z) {
 }
 
 }  // namespace
+
+std::shared_ptr<ProcessGroup> make_process_group(const std::string& backend,
+                                                 std::shared_ptr<Store> store, int rank,
+                                                 int world_size,
+                                                 const ProcessGroupOptions& options) {
+  MINIDL_CHECK(store != nullptr, "make_process_group: the store is null");
+  MINIDL_CHECK(world_size >= 1 && rank >= 0 && rank < world_size, "make_process_group: rank ", rank,
+               " is not in [0, ", world_size, ")");
+  MINIDL_CHECK(options.timeout.count() > 0, "make_process_group: the timeout must be positive");
+  if (backend == "gloo")
+    return make_gloo_process_group(std::move(store), rank, world_size, options);
+  if (backend == "nccl")
+    return make_nccl_process_group(std::move(store), rank, world_size, options);
+  MINIDL_FAIL("make_process_group: unknown backend '", backend, "' (expected gloo or nccl)");
+}
 
 void init_process_group(const InitOptions& options) {
   State& s = state();

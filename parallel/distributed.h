@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "parallel/process_group.h"
-#include "parallel/rendezvous.h"
+#include "parallel/process_group/process_group.h"
+#include "parallel/rendezvous/rendezvous.h"
 
 namespace minidl::dist {
 
@@ -24,6 +24,12 @@ struct InitOptions {
   // MINIDL_STALL_WARN seconds, else 60 s).
   std::optional<std::chrono::milliseconds> stall_warn = std::nullopt;
 };
+
+// Creates a group of backend "gloo" or "nccl" over `store` (all ranks call it together).
+std::shared_ptr<ProcessGroup> make_process_group(const std::string& backend,
+                                                 std::shared_ptr<Store> store, int rank,
+                                                 int world_size,
+                                                 const ProcessGroupOptions& options = {});
 
 // Rendezvous + default process group. Throws on a second call without destroy_process_group().
 void init_process_group(const InitOptions& options = {});

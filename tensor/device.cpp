@@ -7,7 +7,7 @@
 namespace minidl {
 
 #ifdef MINIDL_WITH_CUDA
-int cuda_device_count_impl();  // tensor/cuda/runtime.cu
+int cuda_device_count_impl();  // tensor/cuda/runtime/device.cu
 #endif
 
 Device::Device(const std::string& spec) {

@@ -6,22 +6,12 @@
 namespace minidl {
 namespace {
 
-constexpr std::string_view kOpNames[] = {
-#define MINIDL_OP(name, sig) #name,
-#include "tensor/ops.def"
-#undef MINIDL_OP
-};
-
 void* g_table[kNumOps][kNumDeviceTypes] = {};
 // While ops_registered_by runs: the (op, device) pairs being registered.
 std::mutex g_record_mutex;
 std::vector<std::pair<Op, DeviceType>>* g_recording = nullptr;
 
 }  // namespace
-
-std::string_view op_name(Op op) {
-  return kOpNames[int(op)];
-}
 
 void ensure_kernels_registered() {
   static std::once_flag once;

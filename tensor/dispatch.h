@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "tensor/kernel_registration.h"
+#include "tensor/op.h"
 #include "tensor/profiler.h"
 #include "tensor/tensor.h"
 
@@ -105,7 +107,7 @@ using TopkKernel = void (*)(const Tensor& in, int64_t k, int64_t dim, bool large
                             Tensor& values, Tensor& indices);
 // Fills a contiguous `out` from the generator's Philox stream (see tensor/random.h).
 using RandomKernel = void (*)(Tensor& out, double a, double b, Generator& gen);
-// ---- masking, scans, rounding division, multinomial (tensor/ops_mask.cpp, ops_scan.cpp,
+// ---- masking, scans, rounding division, multinomial (tensor/ops/mask.cpp, ops_scan.cpp,
 // ops_binary.cpp, random.cpp).
 // tril/triu: in any strides, out contiguous of in's shape and dtype (rank >= 2).
 using TriKernel = void (*)(const Tensor& in, Tensor& out, int64_t diagonal);
@@ -116,7 +118,7 @@ using CumsumKernel = void (*)(const Tensor& in, Tensor& out, int64_t dim, bool r
 // the kernel overwrites it) -> out:[B,S] int64 contiguous. Mapping in tensor/random.h.
 using MultinomialKernel = void (*)(Tensor& w, Tensor& out, bool replacement, Generator& gen);
 
-// ---- scaled_dot_product_attention (tensor/ops_attention.cpp). q:[BH,L,E] k:[BH,S,E]
+// ---- scaled_dot_product_attention (tensor/ops/attention.cpp). q:[BH,L,E] k:[BH,S,E]
 // v:[BH,S,Ev] contiguous, one floating dtype; out:[BH,L,Ev] (q's dtype), lse:[BH,L] (f32; f64
 // for f64) = log-sum-exp of each row's scaled, masked scores (+inf for a fully masked row,
 // whose output and gradients are 0). Backward: grad_out:[BH,L,Ev] contiguous in q's dtype;
@@ -186,16 +188,6 @@ struct FusedAdamArgs {
 using FusedSgdKernel = void (*)(const FusedSgdArgs& args);
 using FusedAdamKernel = void (*)(const FusedAdamArgs& args);
 
-enum class Op : uint16_t {
-#define MINIDL_OP(name, sig) name,
-#include "tensor/ops.def"
-#undef MINIDL_OP
-  kCount
-};
-inline constexpr int kNumOps = int(Op::kCount);
-
-std::string_view op_name(Op op);
-
 template <Op op>
 struct OpSignature;
 #define MINIDL_OP(name, sig)     \
@@ -251,10 +243,6 @@ using CrossDeviceCopyFn = void (*)(const Tensor& src, Tensor& dst);
 void set_cross_device_copy(CrossDeviceCopyFn fn);
 CrossDeviceCopyFn cross_device_copy();  // nullptr without a CUDA backend
 
-// Called once (lazily, on first dispatch) to fill the table; idempotent.
-void register_cpu_kernels();
-void register_cuda_kernels();  // no-op in CPU-only builds
-void ensure_kernels_registered();
 
 // The kernel families of each device, in tensor/kernel_families.def's order (CUDA: empty in a
 // CPU-only build), and the ops one family's registration function fills for `device` (it is

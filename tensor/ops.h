@@ -9,12 +9,13 @@
 #include <vector>
 
 #include "tensor/dispatch.h"
+#include "tensor/parallel_for.h"
 #include "tensor/random.h"
 #include "tensor/tensor.h"
 
 namespace minidl {
 
-// ---- device checks shared by the frontends (tensor/ops_binary.cpp): throw
+// ---- device checks shared by the frontends (tensor/ops/binary.cpp): throw
 // "op `add`: expected all tensors on one device, got cpu and cuda:0"; undefined tensors are
 // skipped.
 void check_same_device(std::string_view op, Device a, Device b);
@@ -22,7 +23,7 @@ inline void check_same_device(std::string_view op, const Tensor& a, const Tensor
   if (a.defined() && b.defined()) check_same_device(op, a.device(), b.device());
 }
 
-// ---- factories (tensor/factory.cpp)
+// ---- factories (tensor/ops/factory.cpp)
 Tensor zeros(const Shape& shape, DType dtype = kFloat32, Device device = kCPU);
 Tensor ones(const Shape& shape, DType dtype = kFloat32, Device device = kCPU);
 Tensor full(const Shape& shape, Scalar value, DType dtype = kFloat32, Device device = kCPU);
@@ -66,7 +67,7 @@ Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement = 
 Tensor dropout_mask(const Shape& shape, double p, DType dtype, Device device,
                     Generator* gen = nullptr);
 
-// ---- type promotion helpers (tensor/promote.cpp)
+// ---- type promotion helpers (tensor/ops/promote.cpp)
 DType result_type(const Tensor& a, const Tensor& b);  // PyTorch rules incl. 0-d tensors
 DType result_type(const Tensor& a, Scalar b);
 Shape broadcast_shapes(const Shape& a, const Shape& b, std::string_view op = "broadcast");
@@ -100,19 +101,15 @@ struct SdpaGrads {
   Tensor grad_q, grad_k, grad_v;
 };
 
-// ---- shapes (tensor/view.cpp)
+// ---- shapes (tensor/ops/view.cpp)
 // The shape flatten(start_dim, end_dim) gives (0-d: [1]); throws naming flatten on bad dims.
 Shape flatten_shape(const Shape& shape, int64_t start_dim, int64_t end_dim);
-
-// ---- threading (tensor/parallel.cpp)
-void set_num_threads(int n);  // OpenMP + Eigen threads
-int get_num_threads();
 
 // ---- the raw ops: the same names, signatures and results as the differentiable ops of
 // autograd/ops.h, without history (implemented in tensor/ops_<family>.cpp).
 namespace native {
 
-// ---- unary (tensor/ops_unary.cpp). Integer inputs of exp/log/... promote to f32.
+// ---- unary (tensor/ops/unary.cpp). Integer inputs of exp/log/... promote to f32.
 Tensor neg(const Tensor& x);
 Tensor abs(const Tensor& x);
 Tensor sign(const Tensor& x);
@@ -139,7 +136,7 @@ Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> m
 Tensor square(const Tensor& x);             // x * x
 Tensor cast(const Tensor& x, DType dtype);  // always a new tensor
 
-// ---- binary with broadcasting (tensor/ops_binary.cpp)
+// ---- binary with broadcasting (tensor/ops/binary.cpp)
 Tensor add(const Tensor& a, const Tensor& b, Scalar alpha = 1);  // a + alpha*b
 Tensor sub(const Tensor& a, const Tensor& b, Scalar alpha = 1);
 Tensor mul(const Tensor& a, const Tensor& b);
@@ -190,7 +187,7 @@ Tensor& clamp_(Tensor& self, std::optional<Scalar> min, std::optional<Scalar> ma
 bool equal(const Tensor& a, const Tensor& b);  // same shape and values
 bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8);
 
-// ---- reductions (tensor/ops_reduce.cpp). Empty dims = all dims.
+// ---- reductions (tensor/ops/reduce.cpp). Empty dims = all dims.
 Tensor sum(const Tensor& x, const DimList& dims = {}, bool keepdim = false,
            std::optional<DType> dtype = std::nullopt);  // ints/bool sum to int64
 Tensor mean(const Tensor& x, const DimList& dims = {}, bool keepdim = false);
@@ -209,19 +206,19 @@ Tensor logsumexp(const Tensor& x, const DimList& dims, bool keepdim = false);
 // Sums x down to `shape` (the inverse of broadcasting; autograd's un-broadcast).
 Tensor sum_to_shape(const Tensor& x, const Shape& shape);
 
-// ---- softmax (tensor/ops_softmax.cpp)
+// ---- softmax (tensor/ops/softmax.cpp)
 Tensor softmax(const Tensor& x, int64_t dim);
 Tensor log_softmax(const Tensor& x, int64_t dim);
 Tensor softmax_backward(const Tensor& grad_out, const Tensor& out, int64_t dim);
 Tensor log_softmax_backward(const Tensor& grad_out, const Tensor& out, int64_t dim);
 
-// ---- linear algebra (tensor/ops_linalg.cpp)
+// ---- linear algebra (tensor/ops/linalg.cpp)
 Tensor matmul(const Tensor& a, const Tensor& b);  // torch.matmul semantics (1-D, batch bcast)
 Tensor mm(const Tensor& a, const Tensor& b);      // [M,K] x [K,N]
 Tensor bmm(const Tensor& a, const Tensor& b);     // [B,M,K] x [B,K,N]
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b = {});  // x @ w.T + b
 
-// ---- convolution and pooling (tensor/ops_conv.cpp); NCHW
+// ---- convolution and pooling (tensor/ops/conv.cpp); NCHW
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias = {},
               const Conv2dParams& p = {});
 Tensor conv2d_backward_input(const Tensor& grad_out, const Tensor& w, const Shape& x_shape,
@@ -235,7 +232,7 @@ Tensor max_pool2d_backward(const Tensor& grad_out, const Tensor& indices, const 
 Tensor avg_pool2d(const Tensor& x, const Pool2dParams& p);
 Tensor avg_pool2d_backward(const Tensor& grad_out, const Shape& x_shape, const Pool2dParams& p);
 
-// ---- normalisation (tensor/ops_norm.cpp)
+// ---- normalisation (tensor/ops/norm.cpp)
 LayerNormResult layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& w = {},
                            const Tensor& b = {}, double eps = 1e-5);
 LayerNormGrads layer_norm_backward(const Tensor& grad_out, const Tensor& x,
@@ -250,7 +247,7 @@ BatchNormGrads batch_norm_backward(const Tensor& grad_out, const Tensor& x, cons
                                    const Tensor& save_mean, const Tensor& save_invstd,
                                    bool training, double eps = 1e-5);
 
-// ---- losses (tensor/ops_loss.cpp)
+// ---- losses (tensor/ops/loss.cpp)
 // logits:[N,C] or [N,C,d1..]; target int64 [N] or [N,d1..], or floating class probabilities
 // of the logits' shape (composite, gradients to logits and target; lse left undefined)
 CrossEntropyResult cross_entropy_forward(const Tensor& logits, const Tensor& target,
@@ -264,7 +261,7 @@ Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& logits, con
                               const Tensor& lse, Reduction reduction, int64_t ignore_index = -100,
                               double label_smoothing = 0.0);
 
-// ---- attention (tensor/ops_attention.cpp)
+// ---- attention (tensor/ops/attention.cpp)
 // torch.nn.functional.scaled_dot_product_attention (PyTorch 2.x): q:[..., L, E] k:[..., S, E]
 // v:[..., S, Ev] (leading dims broadcast) -> [..., L, Ev]. attn_mask broadcasts to [..., L, S]:
 // bool with true = takes part (attends), or floating (added to the scores). is_causal: query i
@@ -293,7 +290,7 @@ std::optional<SdpaParams> scaled_dot_product_attention_params(
     const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask, double dropout_p,
     bool is_causal, std::optional<double> scale, Generator* gen);
 
-// ---- indexing (tensor/ops_index.cpp)
+// ---- indexing (tensor/ops/index.cpp)
 Tensor embedding(const Tensor& weight, const Tensor& indices);  // -> [*indices, D]
 Tensor embedding_backward(const Tensor& grad_out, const Tensor& indices, int64_t num_weights,
                           int64_t padding_idx = -1);
@@ -305,14 +302,14 @@ Tensor one_hot(const Tensor& indices, int64_t num_classes = -1);  // int64
 std::pair<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim = -1, bool largest = true,
                                bool sorted = true);
 
-// ---- joining and splitting (tensor/ops_join.cpp)
+// ---- joining and splitting (tensor/ops/join.cpp)
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
 std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0);
 std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim = 0);
 std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);
 
-// ---- masking (tensor/ops_mask.cpp)
+// ---- masking (tensor/ops/mask.cpp)
 // x:[..., R, C]: keeps elements with j - i <= diagonal (tril) / >= diagonal (triu), zeros the
 // rest; batched over the leading dims. The gradient is masked the same way.
 Tensor tril(const Tensor& x, int64_t diagonal = 0);
@@ -323,13 +320,13 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, Scalar value);
 Tensor masked_fill(const Tensor& x, const Tensor& mask, const Tensor& value);
 Tensor& masked_fill_(Tensor& self, const Tensor& mask, Scalar value);
 
-// ---- scans (tensor/ops_scan.cpp)
+// ---- scans (tensor/ops/scan.cpp)
 // Running sum along dim; bool/integer inputs give int64 unless dtype is given.
 Tensor cumsum(const Tensor& x, int64_t dim, std::optional<DType> dtype = std::nullopt);
 // cumsum's gradient: the reverse running sum of grad_out along dim (0-d: grad_out itself).
 Tensor cumsum_backward(const Tensor& grad_out, int64_t dim);
 
-// ---- the Tensor methods' raw forms (tensor/view.cpp, tensor/copy.cpp): what the methods of the
+// ---- the Tensor methods' raw forms (tensor/ops/view.cpp, tensor/ops/copy.cpp): what the methods of the
 // same name compute, without history. Code under tensor/ calls these, never the methods.
 Tensor view(const Tensor& x, const Shape& shape);
 Tensor reshape(const Tensor& x, const Shape& shape);

@@ -1,12 +1,12 @@
 // Pinned host tensors: cudaHostAlloc'd storage wrapped with a cudaFreeHost deleter when built
-// with CUDA (tensor/cuda/runtime.cu); clear errors otherwise.
+// with CUDA (tensor/cuda/runtime/device.cu); clear errors otherwise.
 #include "tensor/pinned.h"
 
 #include "tensor/error.h"
 #include "tensor/ops.h"
 
 #ifdef MINIDL_WITH_CUDA
-#include "tensor/cuda/runtime.h"
+#include "tensor/cuda/runtime/device.h"
 #endif
 
 namespace minidl {

@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <mutex>
 
-#include "tensor/dispatch.h"
+#include "tensor/op.h"
 
 namespace minidl::profiler {
 namespace detail {

@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "tensor/device.h"
+#include "tensor/op.h"
 
 namespace minidl {
-enum class Op : uint16_t;  // tensor/dispatch.h
 }
 
 namespace minidl::profiler {

@@ -11,7 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "tensor/dispatch.h"
+#include "tensor/kernel_registration.h"
 #include "tensor/error.h"
 
 namespace minidl {

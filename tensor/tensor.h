@@ -75,7 +75,7 @@ class Tensor {
     return static_cast<T*>(data_ptr());
   }
 
-  // ---- views (share storage; see tensor/view.cpp)
+  // ---- views (share storage; see tensor/ops/view.cpp)
   Tensor view(const Shape& shape) const;     // one dim may be -1; needs compatible strides
   Tensor reshape(const Shape& shape) const;  // view when possible, else a contiguous copy
   Tensor permute(const DimList& dims) const;

@@ -10,8 +10,9 @@
 #include <thread>
 
 #include "dist_test_util.h"
-#include "parallel/ddp.h"
-#include "parallel/tcp_store.h"
+#include "parallel/distributed.h"
+#include "parallel/ddp/ddp.h"
+#include "parallel/store/tcp_store.h"
 #include "autograd/ops.h"
 
 namespace ddptest {

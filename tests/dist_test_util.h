@@ -18,7 +18,7 @@
 #include <string>
 #include <thread>
 
-#include "parallel/tcp_store.h"
+#include "parallel/store/tcp_store.h"
 #include "tensor/error.h"
 
 namespace disttest {

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "dist_test_util.h"
-#include "parallel/tcp_store.h"
+#include "parallel/store/tcp_store.h"
 
 namespace pgtest {
 

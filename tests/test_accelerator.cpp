@@ -1,4 +1,4 @@
-// The Accelerator (parallel/accelerator.h): in every mode it trains bitwise like the hand-written
+// The Accelerator (parallel/accelerator/accelerator.h): in every mode it trains bitwise like the hand-written
 // single / DataParallel / DDP loop it replaces; accumulation equals the large batch; save_state /
 // load_state resume bitwise; the collectives and the errors.
 #include <doctest/doctest.h>
@@ -7,10 +7,10 @@
 #include <filesystem>
 
 #include "dist_test_util.h"
-#include "parallel/accelerator.h"
-#include "parallel/data_parallel.h"
+#include "parallel/accelerator/accelerator.h"
+#include "parallel/data_parallel/data_parallel.h"
 #include "parallel/distributed.h"
-#include "parallel/tcp_store.h"
+#include "parallel/store/tcp_store.h"
 #include "parallel_test_models.h"
 #include "pg_test_util.h"
 #include "skip.h"

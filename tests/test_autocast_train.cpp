@@ -10,7 +10,7 @@
 #include "nn/attention_functional.h"
 #include "nn/linear_conv.h"
 #include "nn/loss.h"
-#include "parallel/data_parallel.h"
+#include "parallel/data_parallel/data_parallel.h"
 #include "parallel_test_models.h"
 #include "autograd/autocast.h"
 #include "autograd/ops.h"

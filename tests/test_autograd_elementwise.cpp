@@ -1,4 +1,4 @@
-// Autograd of the elementwise frontends (tensor/ops_unary.cpp, tensor/ops_binary.cpp): f64
+// Autograd of the elementwise frontends (tensor/ops/unary.cpp, tensor/ops/binary.cpp): f64
 // gradchecks with broadcasting, 0-d and non-contiguous operands, hand-worked gradients (ties,
 // masks, dtype casts), no history under NoGradGuard, and the in-place errors.
 #include <doctest/doctest.h>

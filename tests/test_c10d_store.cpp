@@ -1,4 +1,4 @@
-// C10dStore (parallel/c10d_store.h) against a real c10d TCPStore hosted by PyTorch in a child
+// C10dStore (parallel/store/c10d_store.h) against a real c10d TCPStore hosted by PyTorch in a child
 // `python3 -c` (Debian 12's python3-torch is 1.13; MINIDL_TORCH_PYTHON names another
 // interpreter, e.g. PyTorch 2.6's, to test the 2.x protocol by hand). Skipped with the reason
 // when no interpreter imports torch. Every operation, a bounded wait timeout after which the
@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "dist_test_util.h"
-#include "parallel/c10d_store.h"
+#include "parallel/store/c10d_store.h"
 #include "skip.h"
 
 using namespace minidl::dist;

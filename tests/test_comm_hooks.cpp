@@ -8,9 +8,9 @@
 #include <cstring>
 
 #include "ddp_test_util.h"
-#include "parallel/broadcast_coalesced.h"
-#include "parallel/comm_hooks.h"
-#include "parallel/ddp.h"
+#include "parallel/ddp/broadcast_coalesced.h"
+#include "parallel/ddp/comm_hooks.h"
+#include "parallel/ddp/ddp.h"
 #include "parallel_test_models.h"
 
 #if MINIDL_WITH_GLOO

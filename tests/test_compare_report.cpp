@@ -6,7 +6,7 @@
 #include <cmath>
 #include <limits>
 
-#include "apps/compare/compare_report.h"
+#include "apps/compare/report.h"
 
 using namespace minidl::compare;
 

@@ -5,7 +5,7 @@
 
 #include <array>
 
-#include "apps/mnist_model.h"
+#include "apps/mnist/model.h"
 #include "tensor/cpu/kernels.h"
 #include "test_util.h"
 

@@ -11,7 +11,7 @@
 #include "optim/fused.h"
 #include "optim/grad_scaler.h"
 #include "optim/sgd.h"
-#include "tensor/cuda.h"
+#include "tensor/cuda_api.h"
 #include "autograd/ops.h"
 
 using namespace minidl;

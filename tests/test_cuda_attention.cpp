@@ -9,7 +9,7 @@
 #include <string>
 #include <utility>
 
-#include "tensor/cuda.h"
+#include "tensor/cuda_api.h"
 #include "autograd/ops.h"
 #include "test_util.h"
 

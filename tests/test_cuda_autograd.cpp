@@ -3,7 +3,7 @@
 // and every leaf's .grad must agree (f64: 1e-10 relative to the tensor's scale).
 #include <functional>
 
-#include "apps/mnist_model.h"
+#include "apps/mnist/model.h"
 #include "cuda_parity.h"
 
 using namespace minidl;

@@ -7,7 +7,7 @@
 
 #include <cmath>
 
-#include "tensor/cuda.h"
+#include "tensor/cuda_api.h"
 #include "autograd/ops.h"
 #include "test_util.h"
 #ifdef MINIDL_TEST_WITH_CUDA

@@ -5,7 +5,7 @@
 #include <set>
 
 #include "cuda_parity.h"
-#include "tensor/cuda.h"
+#include "tensor/cuda_api.h"
 
 using namespace minidl;
 using namespace parity;

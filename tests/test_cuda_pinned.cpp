@@ -3,7 +3,7 @@
 // it, and empty_cache() gives cached blocks back. Skipped without a GPU.
 #include <doctest/doctest.h>
 
-#include "tensor/cuda.h"
+#include "tensor/cuda_api.h"
 #include "autograd/ops.h"
 #include "tensor/pinned.h"
 #include "test_util.h"

@@ -8,7 +8,7 @@
 #include <functional>
 #include <limits>
 
-#include "tensor/cuda.h"
+#include "tensor/cuda_api.h"
 #include "autograd/ops.h"
 #include "test_util.h"
 

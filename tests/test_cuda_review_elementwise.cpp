@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "autograd/ops.h"
-#include "tensor/cuda.h"
+#include "tensor/cuda_api.h"
 #include "test_util.h"
 
 using namespace minidl;

@@ -7,9 +7,10 @@
 #include <chrono>
 
 #include "autograd/ops.h"
-#include "parallel/process_group.h"
-#include "parallel/tcp_store.h"
-#include "tensor/cuda.h"
+#include "parallel/distributed.h"
+#include "parallel/process_group/process_group.h"
+#include "parallel/store/tcp_store.h"
+#include "tensor/cuda_api.h"
 #include "test_util.h"
 
 using namespace minidl;

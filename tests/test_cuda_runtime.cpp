@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <string>
 
-#include "apps/mnist_model.h"
-#include "tensor/cuda.h"
+#include "apps/mnist/model.h"
+#include "tensor/cuda_api.h"
 #include "test_util.h"
 
 using namespace minidl;

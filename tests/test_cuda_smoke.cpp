@@ -3,7 +3,7 @@
 
 #include "tensor/device.h"
 #ifdef MINIDL_TEST_WITH_CUDA
-#include "tensor/cuda/runtime.h"
+#include "tensor/cuda/runtime/device.h"
 #endif
 
 TEST_SUITE("cuda") {

@@ -1,7 +1,7 @@
 // Suite cuda_training: the PyTorch golden training trajectories of test_training_golden.cpp
 // (MLP and MNIST CNN, SGD(momentum) and AdamW, f32 and f64) reproduced on the GPU with TF32
 // off, under the CPU test's tolerances (helpers in training_golden_util.h).
-#include "tensor/cuda.h"
+#include "tensor/cuda_api.h"
 #include "training_golden_util.h"
 
 using namespace minidl;

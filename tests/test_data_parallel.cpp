@@ -3,7 +3,7 @@
 // threads, replica errors are named, and the wrapper's names carry no "module." prefix.
 #include <doctest/doctest.h>
 
-#include "parallel/data_parallel.h"
+#include "parallel/data_parallel/data_parallel.h"
 #include "parallel_test_models.h"
 
 using namespace minidl;

@@ -15,8 +15,8 @@
 
 #include "ddp_test_util.h"
 #include "dist_test_util.h"
-#include "parallel/ddp.h"
-#include "parallel/tcp_store.h"
+#include "parallel/ddp/ddp.h"
+#include "parallel/store/tcp_store.h"
 #include "parallel_test_models.h"
 #include "skip.h"
 

@@ -7,7 +7,7 @@
 #include <cmath>
 
 #include "optim/fused.h"
-#include "tensor/cuda.h"
+#include "tensor/cuda_api.h"
 #include "test_util.h"
 
 using namespace minidl;

@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "dist_test_util.h"
-#include "parallel/ddp.h"
+#include "parallel/ddp/ddp.h"
 #include "parallel/distributed.h"
 #include "parallel_test_models.h"
 #include "pg_test_util.h"

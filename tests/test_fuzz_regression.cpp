@@ -12,7 +12,7 @@
 #include "fuzz/fuzz_targets.h"
 #include "optim/checkpoint.h"
 #include "tensor/safetensors.h"
-#include "parallel/tcp_store_server.h"
+#include "parallel/store/tcp_store_server.h"
 
 using namespace minidl;
 namespace fs = std::filesystem;

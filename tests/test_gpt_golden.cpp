@@ -1,4 +1,4 @@
-// The gpt app's model (apps/gpt/gpt_model.h) against PyTorch 1.13 (tools/golden/gen_gpt.py): a
+// The gpt app's model (apps/gpt/model.h) against PyTorch 1.13 (tools/golden/gen_gpt.py): a
 // 2-layer GPT's logits, loss and every gradient (f64 to 1e-10, f32 to 1e-5) and a 20-step
 // AdamW trajectory with weight-decay groups, clipping and the warm-up + cosine schedule; plus
 // KV-cached decoding equal to the full forward, and tied-weight handling.
@@ -7,7 +7,7 @@
 #include <cmath>
 #include <numbers>
 
-#include "apps/gpt/gpt_model.h"
+#include "apps/gpt/model.h"
 #include "golden.h"
 #include "minidl.h"
 

@@ -7,7 +7,7 @@
 #include <map>
 #include <string>
 
-#include "tensor/cuda.h"
+#include "tensor/cuda_api.h"
 #include "tensor/dispatch.h"
 
 using namespace minidl;

@@ -16,7 +16,7 @@
 #include <iterator>
 #include <optional>
 
-#include "parallel/launcher.h"
+#include "parallel/launch/launcher.h"
 #include "tensor/error.h"
 
 using namespace minidl::dist;

@@ -1,5 +1,5 @@
-// cuBLAS / cuBLASLt, cuDNN and NCCL are dlopen'ed on first use (tensor/cuda/dynlib.h,
-// parallel/nccl_library.h), not linked, and the CUDA runtime is static: the test binary names no
+// cuBLAS / cuBLASLt, cuDNN and NCCL are dlopen'ed on first use (tensor/cuda/runtime/dynlib.h,
+// parallel/nccl/library.h), not linked, and the CUDA runtime is static: the test binary names no
 // CUDA library as needed, the loader resolves every symbol minidl uses from those libraries, and
 // a missing library or symbol fails with an error naming it. Runs without a GPU (dlopen needs
 // none).
@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
-#include "parallel/nccl_library.h"
+#include "parallel/nccl/library.h"
 #include "skip.h"
-#include "tensor/cuda/dynlib.h"
+#include "tensor/cuda/runtime/dynlib.h"
 #include "tensor/device.h"
 #include "tensor/error.h"
 

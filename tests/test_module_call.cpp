@@ -5,8 +5,8 @@
 
 #include "ddp_test_util.h"
 #include "dist_test_util.h"
-#include "parallel/accelerator.h"
-#include "parallel/data_parallel.h"
+#include "parallel/accelerator/accelerator.h"
+#include "parallel/data_parallel/data_parallel.h"
 #include "parallel_test_models.h"
 
 using namespace minidl;

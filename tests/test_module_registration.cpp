@@ -9,7 +9,7 @@
 #include "ddp_test_util.h"
 #include "nn/layers.h"
 #include "nn/registration_check.h"
-#include "parallel/data_parallel.h"
+#include "parallel/data_parallel/data_parallel.h"
 #include "test_util.h"
 
 using namespace minidl;

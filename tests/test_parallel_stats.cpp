@@ -7,8 +7,8 @@
 #include <numeric>
 
 #include "ddp_test_util.h"
-#include "parallel/data_parallel.h"
-#include "parallel/ddp.h"
+#include "parallel/data_parallel/data_parallel.h"
+#include "parallel/ddp/ddp.h"
 #include "parallel_test_models.h"
 #include "skip.h"
 

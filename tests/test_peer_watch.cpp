@@ -1,4 +1,4 @@
-// Heartbeats (parallel/peer_watch.h): rendezvous records every rank's address and starts a
+// Heartbeats (parallel/rendezvous/peer_watch.h): rendezvous records every rank's address and starts a
 // watch; a silent peer is named with rank and address within the silence limit; a store that
 // stops answering aborts the main client so a blocked request fails then, not at its timeout.
 #include <doctest/doctest.h>
@@ -6,9 +6,9 @@
 #include <thread>
 
 #include "dist_test_util.h"
-#include "parallel/peer_watch.h"
-#include "parallel/rendezvous.h"
-#include "parallel/tcp_store.h"
+#include "parallel/rendezvous/peer_watch.h"
+#include "parallel/rendezvous/rendezvous.h"
+#include "parallel/store/tcp_store.h"
 
 using namespace minidl::dist;
 using namespace disttest;
@@ -58,7 +58,7 @@ TEST_CASE("peer watch: rendezvous records addresses and names a silent peer") {
   g.set("MINIDL_HEARTBEAT", std::nullopt);
   auto infos = join_two(3000ms);
   for (const RendezvousInfo& info : infos) {
-    const PeerWatch* w = store_of(info).peer_watch();
+    const PeerWatch* w = peer_watch_of(store_of(info));
     REQUIRE(w != nullptr);
     REQUIRE(w->peers().size() == 2);
     CHECK(w->peers()[0].address == "127.0.0.1");
@@ -67,7 +67,7 @@ TEST_CASE("peer watch: rendezvous records addresses and names a silent peer") {
   }
   // A third watch (rank 2 of a world that also has a rank 3 which never beats): ranks 0 and 1
   // beat through their own watches, rank 3 stays silent and is the only one named.
-  auto peers = store_of(infos[0]).peer_watch()->peers();
+  auto peers = peer_watch_of(store_of(infos[0]))->peers();
   peers.push_back(PeerAddress{"me", "127.0.0.1"});
   peers.push_back(PeerAddress{"ghost", "10.9.9.9"});
   TcpStore& store = store_of(infos[0]);
@@ -86,8 +86,8 @@ TEST_CASE("peer watch: rendezvous records addresses and names a silent peer") {
 
   g.set("MINIDL_HEARTBEAT", "0");
   auto off = join_two(3000ms);
-  CHECK(store_of(off[0]).peer_watch() == nullptr);
-  CHECK(store_of(off[1]).peer_watch() == nullptr);
+  CHECK(peer_watch_of(store_of(off[0])) == nullptr);
+  CHECK(peer_watch_of(store_of(off[1])) == nullptr);
 }
 
 TEST_CASE("peer watch: a store that stops answering fails the main client at once") {

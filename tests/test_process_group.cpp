@@ -6,7 +6,8 @@
 #include <cmath>
 
 #include "dist_test_util.h"
-#include "parallel/process_group.h"
+#include "parallel/distributed.h"
+#include "parallel/process_group/process_group.h"
 #include "pg_test_util.h"
 #include "autograd/ops.h"
 #include "skip.h"

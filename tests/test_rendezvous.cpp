@@ -7,8 +7,8 @@
 #include <fstream>
 
 #include "dist_test_util.h"
-#include "parallel/rendezvous.h"
-#include "parallel/tcp_store.h"
+#include "parallel/rendezvous/rendezvous.h"
+#include "parallel/store/tcp_store.h"
 #include "skip.h"
 
 #if MINIDL_WITH_GLOO
@@ -17,7 +17,7 @@
 #include <gloo/rendezvous/context.h>
 #include <gloo/transport/tcp/device.h>
 
-#include "parallel/gloo_store.h"
+#include "parallel/gloo/gloo_store.h"
 #endif
 
 using namespace minidl::dist;

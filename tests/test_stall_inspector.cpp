@@ -8,8 +8,9 @@
 #include <sstream>
 
 #include "dist_test_util.h"
-#include "parallel/process_group.h"
-#include "parallel/stall_inspector.h"
+#include "parallel/distributed.h"
+#include "parallel/process_group/process_group.h"
+#include "parallel/process_group/stall_inspector.h"
 #include "pg_test_util.h"
 #include "autograd/ops.h"
 

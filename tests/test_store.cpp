@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "dist_test_util.h"
-#include "parallel/socket.h"
-#include "parallel/tcp_store.h"
+#include "parallel/store/socket.h"
+#include "parallel/store/tcp_store.h"
 
 using namespace minidl::dist;
 using namespace disttest;

@@ -8,7 +8,7 @@
 #include <optional>
 
 #include "ddp_test_util.h"
-#include "parallel/sync_batchnorm.h"
+#include "parallel/sync_batchnorm/sync_batchnorm.h"
 #include "autograd/gradcheck.h"
 #include "test_util.h"
 

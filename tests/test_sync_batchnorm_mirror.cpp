@@ -4,7 +4,7 @@
 // on CUDA tensors too (suite cuda_sync_batchnorm, skipped without a GPU).
 #include <doctest/doctest.h>
 
-#include "parallel/sync_batchnorm.h"
+#include "parallel/sync_batchnorm/sync_batchnorm.h"
 #include "test_util.h"
 
 using namespace minidl;

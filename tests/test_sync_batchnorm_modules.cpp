@@ -6,8 +6,8 @@
 #include <doctest/doctest.h>
 
 #include "ddp_test_util.h"
-#include "parallel/data_parallel.h"
-#include "parallel/sync_batchnorm.h"
+#include "parallel/data_parallel/data_parallel.h"
+#include "parallel/sync_batchnorm/sync_batchnorm.h"
 #include "parallel_test_models.h"
 #include "test_util.h"
 

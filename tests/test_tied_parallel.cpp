@@ -7,7 +7,7 @@
 #include "nn/embedding.h"
 #include "nn/linear_conv.h"
 #include "nn/loss.h"
-#include "parallel/data_parallel.h"
+#include "parallel/data_parallel/data_parallel.h"
 #include "parallel_test_models.h"
 #include "skip.h"
 

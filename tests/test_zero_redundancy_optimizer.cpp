@@ -9,7 +9,7 @@
 
 #include "ddp_test_util.h"
 #include "dist_test_util.h"
-#include "parallel/zero_redundancy_optimizer.h"
+#include "parallel/zero/zero_redundancy_optimizer.h"
 #include "parallel_test_models.h"
 #include "skip.h"
 #include "zero_test_util.h"

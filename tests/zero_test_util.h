@@ -10,7 +10,7 @@
 #include <string>
 
 #include "ddp_test_util.h"
-#include "parallel/zero_redundancy_optimizer.h"
+#include "parallel/zero/zero_redundancy_optimizer.h"
 #include "parallel_test_models.h"
 
 namespace zerotest {

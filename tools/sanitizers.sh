@@ -32,7 +32,7 @@ asan)
   cmake -S . -B "$BUILD_DIR" "${common[@]}" -DMINIDL_ONEDNN=OFF \
     -DMINIDL_SANITIZE=address,undefined -DMINIDL_TEST_FILTER= \
     -DMINIDL_TEST_COMPILE_OPTIONS=-O0 -DMINIDL_TEST_PCH=ON >/dev/null
-  cmake --build "$BUILD_DIR" -j "$JOBS" --target minidl_tests mnist_ddp tensor_demo
+  cmake --build "$BUILD_DIR" -j "$JOBS" --target minidl_tests mnist_ddp example_tensor_demo
   stamp "build"
   export ASAN_OPTIONS=detect_leaks=1:strict_string_checks=1:check_initialization_order=1
   export UBSAN_OPTIONS=print_stacktrace=1
@@ -46,7 +46,7 @@ asan)
   ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS" -E '^(app|example)\.' \
     --repeat until-pass:3
   stamp "tests"
-  "$BUILD_DIR"/apps/tensor_demo >/dev/null
+  "$BUILD_DIR"/examples/tensor_demo >/dev/null
   "$BUILD_DIR"/apps/mnist_ddp --epochs 1 --max-steps 5 --test-batch-size 500 --quiet
   "$BUILD_DIR"/apps/mnist_ddp --epochs 1 --max-steps 5 --test-batch-size 500 --quiet \
     --amp fp16 --opt-level O2

@@ -1,11 +1,11 @@
-// The apps' bridge to the Accelerator (parallel/accelerator.h): AcceleratorOptions from the shared
+// The apps' bridge to the Accelerator (parallel/accelerator/accelerator.h): AcceleratorOptions from the shared
 // flags, the AMP wording of their progress lines, and evaluation forwards under the AMP level.
 #pragma once
 #include <string>
 
 #include "apps/common/run_options.h"
 #include "minidl.h"
-#include "parallel/accelerator.h"
+#include "parallel/accelerator/accelerator.h"
 
 namespace minidl::apps {
 

@@ -3,9 +3,9 @@
 
 #include <cstdio>
 
-#include "parallel/comm_hooks.h"
-#include "parallel/launcher.h"
-#include "parallel/sync_batchnorm.h"
+#include "parallel/ddp/comm_hooks.h"
+#include "parallel/launch/launcher.h"
+#include "parallel/sync_batchnorm/sync_batchnorm.h"
 
 namespace minidl::apps {
 

@@ -9,8 +9,8 @@
 
 #include "apps/common/run_options.h"
 #include "minidl.h"
-#include "parallel/accelerator.h"
-#include "parallel/zero_redundancy_optimizer.h"
+#include "parallel/accelerator/accelerator.h"
+#include "parallel/zero/zero_redundancy_optimizer.h"
 
 namespace minidl::apps {
 

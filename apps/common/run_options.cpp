@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <exception>
 
-#include "parallel/launcher.h"
+#include "parallel/launch/launcher.h"
 #include "tensor/cpu_isa.h"
 
 namespace minidl::apps {

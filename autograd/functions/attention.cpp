@@ -1,4 +1,4 @@
-// The differentiable scaled_dot_product_attention: the fused kernels (tensor/ops_attention.cpp)
+// The differentiable scaled_dot_product_attention: the fused kernels (tensor/ops/attention.cpp)
 // with one autograd node, and the composite (matmul/softmax) reference path, which also serves
 // the inputs the fused path cannot differentiate (a floating mask that requires grad).
 #include <cmath>

@@ -1,5 +1,5 @@
 // The differentiable binary ops: the autocast hook where AMP applies, the raw op
-// (tensor/ops_binary.cpp), then one two-input node whose gradients are un-broadcast with
+// (tensor/ops/binary.cpp), then one two-input node whose gradients are un-broadcast with
 // sum_to_shape. Scalar overloads are the tensor ops with the scalar as a 0-d tensor.
 #include <utility>
 

@@ -1,5 +1,5 @@
 // The differentiable conv2d, conv_transpose2d and 2-D max/avg pooling: each runs its raw op
-// (tensor/ops_conv.cpp) and records one fused autograd node (convolutions with the autocast
+// (tensor/ops/conv.cpp) and records one fused autograd node (convolutions with the autocast
 // hook first).
 #include "autograd/autocast.h"
 #include "autograd/function.h"

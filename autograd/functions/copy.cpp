@@ -1,6 +1,6 @@
 // The differentiable copy methods: clone/to record their backward (CloneBackward,
 // ToCopyBackward); copy_ and fill_ refuse to write into tensors that take part in autograd
-// while grad mode is on (check_inplace), then run the raw op of tensor/copy.cpp.
+// while grad mode is on (check_inplace), then run the raw op of tensor/ops/copy.cpp.
 #include "autograd/function.h"
 #include "autograd/ops.h"
 

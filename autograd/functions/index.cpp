@@ -1,5 +1,5 @@
 // The differentiable indexing ops: embedding, index_select, gather, scatter_add(_), topk run
-// their raw op (tensor/ops_index.cpp) and record their backward (scatter-adds into zeros);
+// their raw op (tensor/ops/index.cpp) and record their backward (scatter-adds into zeros);
 // integer outputs never get history.
 #include "autograd/autocast.h"
 #include "autograd/function.h"

@@ -1,4 +1,4 @@
-// The differentiable joining and splitting ops: cat runs its raw op (tensor/ops_join.cpp) and
+// The differentiable joining and splitting ops: cat runs its raw op (tensor/ops/join.cpp) and
 // records one node that splits the gradient back; stack/split/chunk are composites of
 // differentiable views (unsqueeze + cat, narrow).
 #include <algorithm>

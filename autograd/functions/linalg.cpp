@@ -1,5 +1,5 @@
 // The differentiable matmul, mm, bmm and linear: the autocast hook, the raw op
-// (tensor/ops_linalg.cpp), then one node each: grad_a = g @ b^T, grad_b = a^T @ g (un-broadcast).
+// (tensor/ops/linalg.cpp), then one node each: grad_a = g @ b^T, grad_b = a^T @ g (un-broadcast).
 #include "autograd/autocast.h"
 #include "autograd/function.h"
 #include "autograd/ops.h"

@@ -1,4 +1,4 @@
-// The differentiable cross_entropy: index targets run the raw op (tensor/ops_loss.cpp) and
+// The differentiable cross_entropy: index targets run the raw op (tensor/ops/loss.cpp) and
 // record one fused node (gradient to the logits only); class-probability targets are torch's
 // composite of differentiable ops (gradients to logits and target).
 #include "autograd/autocast.h"

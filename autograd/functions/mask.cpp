@@ -1,4 +1,4 @@
-// The differentiable masking ops: tril/triu run their raw op (tensor/ops_mask.cpp) and record
+// The differentiable masking ops: tril/triu run their raw op (tensor/ops/mask.cpp) and record
 // the same mask applied to the gradient; masked_fill is a composite of where (whose autograd
 // gives the gradient); masked_fill_ is the raw op after the in-place check.
 #include <cmath>

@@ -1,5 +1,5 @@
 // The differentiable layer_norm and batch_norm: the autocast hook, the raw op
-// (tensor/ops_norm.cpp), then one fused node on `out` (grads for x, weight, bias; statistics
+// (tensor/ops/norm.cpp), then one fused node on `out` (grads for x, weight, bias; statistics
 // and running stats get none).
 #include "autograd/autocast.h"
 #include "autograd/function.h"

@@ -1,5 +1,5 @@
 // The differentiable reductions: the autocast hook where AMP applies, the raw op
-// (tensor/ops_reduce.cpp), then the backward node when the result is floating.
+// (tensor/ops/reduce.cpp), then the backward node when the result is floating.
 #include <algorithm>
 
 #include "autograd/autocast.h"

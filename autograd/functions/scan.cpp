@@ -1,4 +1,4 @@
-// The differentiable scans: cumsum runs its raw op (tensor/ops_scan.cpp) on the differentiable
+// The differentiable scans: cumsum runs its raw op (tensor/ops/scan.cpp) on the differentiable
 // cast of its input and records the reverse running sum of the gradient as its backward.
 #include <algorithm>
 

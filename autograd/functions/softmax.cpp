@@ -1,5 +1,5 @@
 // The differentiable softmax / log_softmax: the autocast hook, the raw op
-// (tensor/ops_softmax.cpp), then a node whose backward uses the saved output.
+// (tensor/ops/softmax.cpp), then a node whose backward uses the saved output.
 #include "autograd/autocast.h"
 #include "autograd/function.h"
 #include "autograd/ops.h"

@@ -1,5 +1,5 @@
 // The differentiable unary ops: the autocast hook where AMP applies, the raw op
-// (tensor/ops_unary.cpp), then the one-input backward node (written with the public ops).
+// (tensor/ops/unary.cpp), then the one-input backward node (written with the public ops).
 #include <limits>
 #include <numbers>
 #include <utility>

@@ -1,6 +1,6 @@
 // The differentiable view methods (Tensor::view, reshape, permute, ...): the raw view of
-// tensor/view.cpp, then a backward node when the input requires grad (as_strided stays the
-// history-free primitive, in tensor/view.cpp).
+// tensor/ops/view.cpp, then a backward node when the input requires grad (as_strided stays the
+// history-free primitive, in tensor/ops/view.cpp).
 #include <utility>
 
 #include "autograd/function.h"

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # PyTorch reference for bench_cuda_step and bench_cuda_kernels: the same MNIST-CNN training step
-# (Net of apps/mnist_model.h, nll_loss on log_softmax, AdamW lr 2e-3) with data on the GPU,
+# (Net of apps/mnist/model.h, nll_loss on log_softmax, AdamW lr 2e-3) with data on the GPU,
 # eager and with torch.cuda.graphs, at batch 64 and 512; with --kernels also bf16 GEMM and the
 # memory-bound kernels on the shapes bench_cuda_kernels uses. One JSON line per configuration.
 # Usage: python3 bench/gpu/torch_mnist_step.py [--steps 50] [--rounds 7] [--warmup 5] [--kernels]

@@ -7,14 +7,10 @@
 #include <cstdint>
 #include <vector>
 
+#include "tensor/parallel_for.h"
 #include "tensor/tensor.h"
 
 namespace minidl::cpu {
-
-inline constexpr int64_t kParallelGrain = 32768;  // elements per thread chunk, at least
-
-// Runs fn(begin, end) over [0, n) split in chunks across OpenMP threads when n is large.
-void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
 template <size_t N>
 struct RowPlan {

@@ -1,5 +1,5 @@
 // CPU kernels of the fused optimizer ops (fused_sgd, fused_adam): the per-tensor update formulas
-// the plain steps of optim/sgd.cpp and optim/adam.cpp use too (tensor/optim_update.h), so results
+// the plain steps of optim/sgd.cpp and optim/adam.cpp use too (tensor/update_rules.h), so results
 // are bitwise equal; with AMP inputs the grads are divided by grad_scale and a set found_inf skips
 // everything.
 #include <cmath>
@@ -7,7 +7,7 @@
 #include "tensor/cpu/kernels.h"
 #include "tensor/dispatch.h"
 #include "tensor/ops.h"
-#include "tensor/optim_update.h"
+#include "tensor/update_rules.h"
 
 namespace minidl::cpu {
 namespace {

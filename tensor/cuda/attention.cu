@@ -2,7 +2,7 @@
 // saving only out and the log-sum-exp) and backward (recomputing the probabilities: a warp per
 // query row for dQ, a warp per key row for dK/dV, no atomics), and the host dispatch; bf16/f16
 // forwards try attention_wmma.cu first.
-#include "tensor/cuda.h"
+#include "tensor/cuda_api.h"
 #include "tensor/cuda/attention.cuh"
 #include "tensor/cuda/kernels.h"
 #include "tensor/ops.h"
@@ -214,7 +214,7 @@ void check_dims(const Tensor& q, const Tensor& v, std::string_view op) {
 
 // The dropout stream is (seed, offset) by value, fixed when a graph is captured: every replay
 // would reuse the capture's mask (and not advance the generator). Refused until the kernels
-// read a replay-refreshed Philox slot (tensor/cuda/graph_rng.cuh).
+// read a replay-refreshed Philox slot (tensor/cuda/runtime/graph_rng.cuh).
 void check_dropout_not_captured(const SdpaParams& p, const Tensor& q, std::string_view op) {
   MINIDL_CHECK(p.dropout_p == 0 || !is_capturing(q.device().index), "op `", op,
                "`: dropout_p > 0 (got ", p.dropout_p, ") cannot be captured in a CUDA graph: ",

@@ -19,7 +19,7 @@ namespace detail {
 }  // namespace detail
 
 // Every CUDA runtime call goes through this: "CUDA error: cudaMalloc(&p, n) failed at
-// tensor/cuda/allocator.cu:120: out of memory (cudaErrorMemoryAllocation)".
+// tensor/cuda/runtime/allocator.cu:120: out of memory (cudaErrorMemoryAllocation)".
 #define MINIDL_CUDA_CHECK(call)                                                         \
   do {                                                                                  \
     cudaError_t minidl_err_ = (call);                                                   \

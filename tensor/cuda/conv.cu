@@ -13,8 +13,8 @@
 #include <mutex>
 #include <vector>
 
-#include "tensor/cuda.h"
-#include "tensor/cuda/handles.cuh"
+#include "tensor/cuda_api.h"
+#include "tensor/cuda/runtime/handles.cuh"
 #include "tensor/dispatch.h"
 
 namespace minidl::cuda {

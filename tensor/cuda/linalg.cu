@@ -6,9 +6,9 @@
 #include <map>
 #include <mutex>
 
-#include "tensor/cuda.h"
+#include "tensor/cuda_api.h"
 #include "tensor/cuda/gemm.h"
-#include "tensor/cuda/handles.cuh"
+#include "tensor/cuda/runtime/handles.cuh"
 #include "tensor/cuda/kernels.h"
 #include "tensor/dispatch.h"
 #include "tensor/ops.h"

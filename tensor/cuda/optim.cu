@@ -7,7 +7,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "tensor/cuda.h"
+#include "tensor/cuda_api.h"
 #include "tensor/cuda/common.cuh"
 #include "tensor/cuda/kernels.h"
 #include "tensor/cuda/multi_tensor.cuh"

@@ -6,7 +6,7 @@
 #include <type_traits>
 
 #include "tensor/cuda/common.cuh"
-#include "tensor/cuda/graph_rng.cuh"
+#include "tensor/cuda/runtime/graph_rng.cuh"
 #include "tensor/cuda/kernels.h"
 #include "tensor/cuda/loops.cuh"
 #include "tensor/dispatch.h"

@@ -3,15 +3,15 @@
 #include <stdexcept>
 
 #include "fuzz_targets.h"
-#include "parallel/store_protocol.h"
-#include "parallel/tcp_store_server.h"
+#include "parallel/store/protocol.h"
+#include "parallel/store/tcp_store_server.h"
 
 namespace minidl::fuzz {
 namespace {
 
 using namespace dist::proto;
 
-// The client's encoding of a request (parallel/tcp_store.cpp).
+// The client's encoding of a request (parallel/store/tcp_store.cpp).
 dist::Bytes encode(const dist::detail::StoreRequest& q) {
   Writer w;
   w.u8(q.cmd);

@@ -10,7 +10,7 @@
 #include "fuzz_targets.h"
 #include "optim/checkpoint.h"
 #include "tensor/safetensors.h"
-#include "parallel/store_protocol.h"
+#include "parallel/store/protocol.h"
 #include "autograd/ops.h"
 #include "tensor/random.h"
 

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Golden values for the gpt app's model (apps/gpt/gpt_model.h) in PyTorch, f64: a 2-layer GPT
+"""Golden values for the gpt app's model (apps/gpt/model.h) in PyTorch, f64: a 2-layer GPT
 with the same parameter names (wte, wpe, h.N.ln_1, h.N.attn.c_attn, h.N.attn.c_proj, h.N.ln_2,
 h.N.mlp.c_fc, h.N.mlp.c_proj, ln_f, lm_head tied to wte), its logits, loss and every parameter
 gradient for one batch, and a 20-step AdamW trajectory (weight decay 0.1 on 2-D weights, betas

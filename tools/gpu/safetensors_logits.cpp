@@ -2,7 +2,7 @@
 // (tools/gpu/safetensors_torch.py): `export` writes a seeded model's weights, an input batch and
 // minidl's logits to one safetensors file; `import` loads weights and input written by PyTorch's
 // safetensors.torch and writes the logits minidl computes from them. Models: the MNIST CNN
-// (apps/mnist_model.h) and a small GPT (apps/gpt/gpt_model.h, fused attention). Weights are stored
+// (apps/mnist/model.h) and a small GPT (apps/gpt/model.h, fused attention). Weights are stored
 // under "model.", f32, eval mode.
 //
 // Usage: safetensors_logits export|import --model mnist|gpt --device cpu|cuda --in FILE --out FILE
@@ -14,8 +14,8 @@
 #include <memory>
 #include <string>
 
-#include "apps/gpt/gpt_model.h"
-#include "apps/mnist_model.h"
+#include "apps/gpt/model.h"
+#include "apps/mnist/model.h"
 #include "minidl.h"
 
 using namespace minidl;

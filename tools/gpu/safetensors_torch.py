@@ -30,7 +30,7 @@ GPT = dict(block=32, vocab=85, layers=2, heads=4, embd=64)  # safetensors_logits
 
 
 class MnistNet(nn.Module):
-    """apps/mnist_model.h: PyTorch's examples/mnist Net (eval: dropout is the identity)."""
+    """apps/mnist/model.h: PyTorch's examples/mnist Net (eval: dropout is the identity)."""
 
     def __init__(self):
         super().__init__()
@@ -78,7 +78,7 @@ class Block(nn.Module):
 
 
 class Gpt(nn.Module):
-    """apps/gpt/gpt_model.h with nanoGPT's names; lm_head tied to wte."""
+    """apps/gpt/model.h with nanoGPT's names; lm_head tied to wte."""
 
     def __init__(self):
         super().__init__()

@@ -1,0 +1,150 @@
+// gpt checkpoint files (gpt_checkpoint.h) on top of nn::save_checkpoint / load_checkpoint.
+#include "apps/gpt/checkpoint.h"
+
+#include <cstdio>
+#include <sstream>
+
+#include "apps/common/accelerate.h"
+#include "apps/common/checkpoints.h"
+#include "optim/checkpoint.h"
+#include "tensor/safetensors.h"
+
+namespace gpt {
+
+namespace {
+
+std::string join_bytes(const std::vector<uint8_t>& bytes) {
+  std::string s;
+  for (size_t i = 0; i < bytes.size(); ++i) s += (i ? "," : "") + std::to_string(int(bytes[i]));
+  return s;
+}
+
+std::vector<uint8_t> split_bytes(const std::string& s, const std::string& path) {
+  std::vector<uint8_t> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    int v = -1;
+    try {
+      v = std::stoi(item);
+    } catch (const std::exception&) {
+    }
+    MINIDL_CHECK(v >= 0 && v < 256, "checkpoint '", path, "': bad vocab entry '", item, "'");
+    out.push_back(uint8_t(v));
+  }
+  return out;
+}
+
+int64_t meta_int(const std::map<std::string, std::string>& meta, const std::string& key,
+                 const std::string& path) {
+  auto it = meta.find(key);
+  MINIDL_CHECK(it != meta.end(), "checkpoint '", path, "' has no '", key,
+               "': not a gpt checkpoint");
+  try {
+    return std::stoll(it->second);
+  } catch (const std::exception&) {
+    MINIDL_FAIL("checkpoint '", path, "': '", key, "' = '", it->second, "' is not an integer");
+  }
+}
+
+GPTConfig config_from_meta(const std::map<std::string, std::string>& meta,
+                           const std::string& path) {
+  GPTConfig c;
+  c.block_size = meta_int(meta, "gpt.block_size", path);
+  c.vocab_size = meta_int(meta, "gpt.vocab_size", path);
+  c.n_layer = meta_int(meta, "gpt.n_layer", path);
+  c.n_head = meta_int(meta, "gpt.n_head", path);
+  c.n_embd = meta_int(meta, "gpt.n_embd", path);
+  return c;
+}
+
+void check_model_matches(const std::map<std::string, std::string>& meta, const GPTConfig& cfg,
+                         const ByteVocab& vocab, const std::string& path) {
+  GPTConfig c = config_from_meta(meta, path);
+  MINIDL_CHECK(c.block_size == cfg.block_size && c.vocab_size == cfg.vocab_size &&
+                   c.n_layer == cfg.n_layer && c.n_head == cfg.n_head && c.n_embd == cfg.n_embd,
+               "checkpoint '", path, "' holds a GPT with ", c.describe(), ", this run builds ",
+               cfg.describe());
+  auto stored = meta.find("gpt.vocab");
+  MINIDL_CHECK(stored != meta.end(), "checkpoint '", path, "' has no vocabulary");
+  MINIDL_CHECK(split_bytes(stored->second, path) == vocab.bytes(), "checkpoint '", path,
+               "' was trained on a text with another byte vocabulary");
+}
+
+}  // namespace
+
+std::map<std::string, std::string> checkpoint_metadata(const GPTConfig& cfg, const ByteVocab& vocab,
+                                                       int64_t iter, const Options& o,
+                                                       const Accelerator& acc) {
+  return {{"iter", std::to_string(iter)},
+          {"gpt.block_size", std::to_string(cfg.block_size)},
+          {"gpt.vocab_size", std::to_string(cfg.vocab_size)},
+          {"gpt.n_layer", std::to_string(cfg.n_layer)},
+          {"gpt.n_head", std::to_string(cfg.n_head)},
+          {"gpt.n_embd", std::to_string(cfg.n_embd)},
+          {"gpt.vocab", join_bytes(vocab.bytes())},
+          {"seed", std::to_string(o.seed)},
+          {"batch_size", std::to_string(o.batch_size)},
+          {"world_size", std::to_string(acc.num_processes())},
+          {"amp", acc.amp() ? apps::amp_name(acc) : "off"}};
+}
+
+std::map<std::string, std::string> load_training_checkpoint(Accelerator& acc,
+                                                            const std::string& path,
+                                                            const ByteVocab& vocab) {
+  const GPT& model = dynamic_cast<const GPT&>(acc.unwrap_model());
+  std::map<std::string, std::string> meta;
+  try {
+    meta = acc.load_state(path);
+  } catch (const Error&) {
+    // A GPT of another size fails there on its keys or shapes: name the configs instead (the
+    // file is read a second time only on this failure path).
+    SafetensorsMetadata file_meta;
+    bool readable = true;
+    try {
+      load_safetensors(path, &file_meta);
+    } catch (const Error&) {
+      readable = false;
+    }
+    if (readable)
+      check_model_matches({file_meta.begin(), file_meta.end()}, model.config, vocab, path);
+    throw;
+  }
+  check_model_matches(meta, model.config, vocab, path);
+  meta_int(meta, "iter", path);
+  return meta;
+}
+
+LoadedModel load_model(const std::string& file_or_dir, Device device) {
+  const std::string path = apps::resolve_resume(file_or_dir, "", "iter");
+  MINIDL_CHECK(!path.empty(), "--checkpoint: no checkpoint-iter-N.safetensors in '", file_or_dir,
+               "'");
+  SafetensorsMetadata meta;
+  auto tensors = load_safetensors(path, &meta);
+  auto fmt = meta.find("format");
+  MINIDL_CHECK(fmt != meta.end() && fmt->second == "minidl-checkpoint", "'", path,
+               "' is not a minidl training checkpoint");
+  std::map<std::string, std::string> m(meta.begin(), meta.end());
+  LoadedModel out;
+  GPTConfig cfg = config_from_meta(m, path);
+  auto vocab_it = m.find("gpt.vocab");
+  MINIDL_CHECK(vocab_it != m.end(), "checkpoint '", path, "' has no vocabulary");
+  out.vocab = ByteVocab(split_bytes(vocab_it->second, path));
+  MINIDL_CHECK(out.vocab.size() <= cfg.vocab_size, "checkpoint '", path, "': vocabulary of ",
+               out.vocab.size(), " bytes for a model of ", cfg.vocab_size, " tokens");
+  out.iter = meta_int(m, "iter", path);
+  out.model = std::make_shared<GPT>(cfg);
+  nn::StateDict sd;
+  const std::string prefix = "model.";
+  for (auto& [k, v] : tensors)
+    if (k.rfind(prefix, 0) == 0) sd[k.substr(prefix.size())] = v;
+  try {
+    out.model->load_state_dict(sd, true);
+  } catch (const std::exception& e) {
+    MINIDL_FAIL("checkpoint '", path, "': ", e.what());
+  }
+  out.model->to(device);
+  return out;
+}
+
+}  // namespace gpt

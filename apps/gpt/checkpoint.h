@@ -1,0 +1,38 @@
+// gpt checkpoints: one atomic safetensors file with the model, AdamW state, AMP state, every
+// rank's RNG state, and the model config and byte vocabulary as metadata, so `gpt sample` can
+// rebuild the model from the file alone.
+#pragma once
+#include <map>
+#include <memory>
+#include <string>
+
+#include "parallel/accelerator/accelerator.h"
+#include "apps/gpt/model.h"
+#include "apps/gpt/trainer.h"
+#include "apps/gpt/text_data.h"
+
+namespace gpt {
+
+// The metadata a training checkpoint (Accelerator::save_state) carries besides the state: the
+// iteration, the model config and byte vocabulary (so `gpt sample` can rebuild the model from
+// the file alone), seed, batch size, world size and AMP level.
+std::map<std::string, std::string> checkpoint_metadata(const GPTConfig& cfg, const ByteVocab& vocab,
+                                                       int64_t iter, const Options& o,
+                                                       const Accelerator& acc);
+
+// acc.load_state(path) after checking that the file holds a GPT of the run's config and
+// vocabulary (else throws naming the file and both configs); returns the metadata (with
+// "iter").
+std::map<std::string, std::string> load_training_checkpoint(Accelerator& acc,
+                                                            const std::string& path,
+                                                            const ByteVocab& vocab);
+
+struct LoadedModel {
+  std::shared_ptr<GPT> model;
+  ByteVocab vocab;
+  int64_t iter = 0;
+};
+// For sampling: builds the GPT from a checkpoint file (or a directory's newest) alone.
+LoadedModel load_model(const std::string& file_or_dir, Device device);
+
+}  // namespace gpt

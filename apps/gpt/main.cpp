@@ -1,0 +1,158 @@
+// gpt: trains a byte-level GPT on Moby-Dick (or any text file) and samples from its checkpoints.
+//   gpt [flags]                    train (see --help); -n 2 runs two DDP ranks
+//   gpt sample --checkpoint DIR    continue a prompt with the trained model (KV cache)
+// Errors are one line on stderr with exit code 1 (bad flags: 2); Ctrl-C stops after the current
+// step with exit code 130, keeping the last complete checkpoint.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <exception>
+
+#include "apps/common/checkpoints.h"
+#include "apps/common/ddp_features.h"
+#include "apps/gpt/checkpoint.h"
+#include "apps/gpt/trainer.h"
+#include "tensor/profiler.h"
+
+namespace {
+
+struct SampleOptions {
+  std::string checkpoint = "runs/gpt";
+  std::string prompt = "Call me Ishmael.";
+  int64_t tokens = 200, top_k = 0;
+  double temperature = 0.8;
+  uint64_t seed = 1;
+  std::string device = "cpu";
+};
+
+int run_sample(const SampleOptions& s) {
+  using namespace minidl;
+  gpt::LoadedModel m = gpt::load_model(s.checkpoint, Device(s.device));
+  std::vector<int64_t> ids = m.vocab.encode(s.prompt);
+  MINIDL_CHECK(!ids.empty(), "--prompt must not be empty");
+  Tensor prompt = tensor(ids).reshape({1, int64_t(ids.size())}).to(Device(s.device));
+  Generator gen(s.seed);
+  Tensor out = gpt::generate(*m.model, prompt, s.tokens, s.temperature, s.top_k, gen);
+  Tensor cpu = out.cpu().contiguous();
+  std::vector<int64_t> all(cpu.data_ptr<int64_t>(), cpu.data_ptr<int64_t>() + cpu.numel());
+  std::string text = m.vocab.decode(all);
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::printf("\n");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  gpt::Options o;
+  SampleOptions s;
+  CLI::App app{"gpt: train a byte-level GPT with minidl, or sample from one", "gpt"};
+  app.get_formatter()->column_width(34);
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app.add_option("--data", o.data, "training text file (tools/fetch-moby-dick.sh)")
+      ->capture_default_str();
+  auto* preset = app.add_option("--preset", o.preset,
+                                "gpt2-124m: 12 layers x 768, 12 heads, block 1024, vocab padded "
+                                "to 64 (for GPUs; explicit flags override)")
+                     ->check(CLI::IsMember({"gpt2-124m"}));
+  auto* block =
+      app.add_option("--block-size", o.block_size, "context length")->capture_default_str();
+  app.add_option("--batch-size", o.batch_size, "sequences per step and process")
+      ->capture_default_str();
+  auto* layers =
+      app.add_option("--n-layer", o.n_layer, "transformer blocks")->capture_default_str();
+  auto* heads = app.add_option("--n-head", o.n_head, "attention heads")->capture_default_str();
+  auto* embd = app.add_option("--n-embd", o.n_embd, "embedding width")->capture_default_str();
+  app.add_option("--dropout", o.dropout, "dropout probability")->capture_default_str();
+  app.add_option("--lr", o.lr, "peak learning rate (AdamW)")->capture_default_str();
+  app.add_option("--min-lr", o.min_lr, "final learning rate (default lr/10)");
+  app.add_option("--weight-decay", o.weight_decay, "AdamW weight decay of 2-D weights")
+      ->capture_default_str();
+  app.add_option("--beta2", o.beta2, "AdamW beta2")->capture_default_str();
+  app.add_option("--grad-clip", o.grad_clip, "clip the gradient norm (0: off)")
+      ->capture_default_str();
+  app.add_option("--max-iters", o.max_iters, "training iterations")->capture_default_str();
+  app.add_option("--warmup-iters", o.warmup_iters, "linear warm-up iterations")
+      ->capture_default_str();
+  app.add_option("--lr-decay-iters", o.lr_decay_iters, "cosine decay length (default max-iters)");
+  app.add_option("--eval-interval", o.eval_interval, "iterations between evaluations/checkpoints")
+      ->capture_default_str();
+  app.add_option("--eval-iters", o.eval_iters, "batches per evaluation")->capture_default_str();
+  minidl::apps::add_run_flags(app, o);
+
+  CLI::App* sample = app.add_subcommand("sample", "continue a prompt with a trained model");
+  sample->add_option("--checkpoint", s.checkpoint, "checkpoint file or directory (its newest)")
+      ->capture_default_str();
+  sample->add_option("--prompt", s.prompt, "text to continue")->capture_default_str();
+  sample->add_option("--tokens", s.tokens, "bytes to generate")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  sample->add_option("--temperature", s.temperature, "softmax temperature (> 0)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  sample->add_option("--top-k", s.top_k, "sample among the k likeliest bytes (0: all)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  sample->add_option("--seed", s.seed, "sampling seed (same seed, same text)")
+      ->capture_default_str();
+  sample->add_option("--device", s.device, "cpu | cuda | cuda:N")->capture_default_str();
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "gpt: error: %s (see --help)\n", e.what());
+    return 2;
+  }
+  if (sample->parsed()) {
+    try {
+      return run_sample(s);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "gpt sample: error: %s\n", e.what());
+      return 1;
+    }
+  }
+  if (o.preset == "gpt2-124m") {  // flags given explicitly keep their values
+    if (!block->count()) o.block_size = 1024;
+    if (!layers->count()) o.n_layer = 12;
+    if (!heads->count()) o.n_head = 12;
+    if (!embd->count()) o.n_embd = 768;
+    o.pad_vocab = true;
+  }
+  (void)preset;
+  if (std::string why = minidl::apps::amp_flags_error(o); !why.empty()) {
+    std::fprintf(stderr, "gpt: error: %s\n", why.c_str());
+    return 2;
+  }
+  if (std::string why = minidl::apps::ddp_flags_error(o); !why.empty()) {
+    std::fprintf(stderr, "gpt: error: %s\n", why.c_str());
+    return 2;
+  }
+  if (int rc = 0; minidl::apps::self_launch_if_requested(o, "gpt", argc, argv, rc)) return rc;
+  try {
+    minidl::apps::install_stop_handlers();
+    gpt::Result r = gpt::run_training(o);
+    if (!r.main_rank) return r.interrupted ? 130 : 0;
+    if (r.interrupted) {
+      std::fprintf(stderr, "gpt: interrupted at iteration %lld; %s\n", (long long)r.iter,
+                   o.checkpoint_dir.empty()
+                       ? "no checkpoint directory was given"
+                       : ("the last complete checkpoint is in " + o.checkpoint_dir).c_str());
+      return 130;
+    }
+    if (minidl::profiler::enabled())  // MINIDL_PROFILE=1: the op table before the summary
+      std::printf("op profile, rank 0 (all iterations):\n%s", minidl::profiler::table().c_str());
+    char mfu[48] = "";
+    if (r.mfu >= 0) std::snprintf(mfu, sizeof mfu, ", MFU %.1f%%", 100.0 * r.mfu);
+    std::printf(
+        "gpt: val loss %.4f, train loss %.4f after %lld iterations; %.0f tokens/s, step %.1f ms"
+        "%s (%s), peak memory %s%s%s%s%s\n",
+        r.val_loss, r.train_loss, (long long)r.iter, r.tokens_per_s, r.step_ms, mfu,
+        r.layout.c_str(), r.peak_memory.c_str(), r.amp.empty() ? "" : "; ", r.amp.c_str(),
+        r.ddp_features.empty() ? "" : "; ", r.ddp_features.c_str());
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "gpt: error: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,125 @@
+// The GPT model (gpt_model.h): embeddings, pre-norm blocks, tied head, GPT-2 init, and
+// KV-cached generation.
+#include "apps/gpt/model.h"
+
+#include <cmath>
+#include <limits>
+
+namespace gpt {
+
+double GPTConfig::flops_per_token(int64_t num_params, int64_t seq_len) const {
+  // 6 FLOPs per parameter and token (forward 2, backward 4) plus attention's 6·L·C·T
+  // (llm.c's gpt2_estimate_mfu); position embeddings do no matmul work.
+  const double n = double(num_params - block_size * n_embd);
+  return 6.0 * n + 6.0 * double(n_layer) * double(n_embd) * double(seq_len);
+}
+
+std::string GPTConfig::describe() const {
+  return std::to_string(n_layer) + " layers x " + std::to_string(n_embd) + ", " +
+         std::to_string(n_head) + " heads, block " + std::to_string(block_size) + ", vocab " +
+         std::to_string(vocab_size);
+}
+
+GPT::GPT(const GPTConfig& c) : config(c) {
+  MINIDL_CHECK(c.n_embd % c.n_head == 0, "GPT: n_embd ", c.n_embd, " is not a multiple of n_head ",
+               c.n_head);
+  MINIDL_CHECK(c.block_size > 0 && c.vocab_size > 0 && c.n_layer > 0,
+               "GPT: block_size, vocab_size and n_layer must be positive");
+  wte = std::make_shared<nn::Embedding>(c.vocab_size, c.n_embd);
+  wpe = std::make_shared<nn::Embedding>(c.block_size, c.n_embd);
+  drop = std::make_shared<nn::Dropout>(c.dropout);
+  h = std::make_shared<nn::ModuleListOf<nn::TransformerBlock>>();
+  for (int64_t i = 0; i < c.n_layer; ++i)
+    h->push_back(std::make_shared<nn::TransformerBlock>(c.n_embd, c.n_head, c.dropout, c.bias));
+  ln_f = std::make_shared<nn::LayerNorm>(c.n_embd);
+  lm_head = std::make_shared<nn::Linear>(c.n_embd, c.vocab_size, /*bias=*/false);
+  register_module("wte", &wte);
+  register_module("wpe", &wpe);
+  register_module("drop", &drop);
+  register_module("h", &h);
+  register_module("ln_f", &ln_f);
+  register_module("lm_head", &lm_head);
+  init_weights();
+  lm_head->weight = wte->weight;  // weight tying: one tensor, two uses
+}
+
+void GPT::init_weights(Generator* gen) {
+  NoGradGuard no_grad;
+  const double proj_std = 0.02 / std::sqrt(2.0 * double(config.n_layer));
+  for (const auto& [name, p] : named_parameters()) {
+    Tensor t = p;
+    const bool is_bias = name.size() >= 4 && name.compare(name.size() - 4, 4, "bias") == 0;
+    const bool is_norm = name.find("ln_") != std::string::npos;
+    if (is_norm)
+      is_bias ? nn::init::zeros_(t) : nn::init::ones_(t);
+    else if (is_bias)
+      nn::init::zeros_(t);
+    else if (name.size() >= 13 && name.compare(name.size() - 13, 13, "c_proj.weight") == 0)
+      nn::init::normal_(t, 0.0, proj_std, gen);
+    else
+      nn::init::normal_(t, 0.0, 0.02, gen);
+  }
+}
+
+Tensor GPT::run(const Tensor& idx, int64_t pos0, std::vector<nn::KVCache>* caches) {
+  MINIDL_CHECK(idx.dim() == 2 && idx.dtype() == kInt64, "GPT: expected token ids [B,T] int64, got ",
+               idx.shape_str(), " ", dtype_name(idx.dtype()));
+  const int64_t T = idx.size(1);
+  MINIDL_CHECK(pos0 + T <= config.block_size, "GPT: a sequence of ", pos0 + T,
+               " tokens is longer than block_size ", config.block_size);
+  Tensor pos = arange(pos0, pos0 + T, 1, kInt64, idx.device());  // [T]
+  Tensor x = (*drop)((*wte)(idx) + (*wpe)(pos));                 // [B,T,C]
+  for (int64_t i = 0; i < h->size(); ++i) {
+    auto& block = *(*h)[i];
+    x = caches ? block.forward(x, nn::AttentionOptions{.cache = &(*caches)[size_t(i)]})
+               : block.forward(x);
+  }
+  return (*lm_head)((*ln_f)(x));  // [B,T,V]
+}
+
+Tensor GPT::forward(const Tensor& idx) {
+  return run(idx, 0, nullptr);
+}
+
+Tensor GPT::forward(const Tensor& idx, std::vector<nn::KVCache>& caches) {
+  if (caches.empty()) caches.resize(size_t(h->size()));
+  MINIDL_CHECK(int64_t(caches.size()) == h->size(), "GPT: ", caches.size(), " KV caches for ",
+               h->size(), " blocks");
+  const int64_t pos0 = caches[0].k.defined() ? caches[0].k.size(2) : 0;
+  return run(idx, pos0, &caches);
+}
+
+Tensor generate(GPT& model, const Tensor& prompt, int64_t new_tokens, double temperature,
+                int64_t top_k, Generator& gen) {
+  MINIDL_CHECK(prompt.dim() == 2 && prompt.size(0) == 1 && prompt.size(1) >= 1,
+               "generate: the prompt must be [1,T] with T >= 1, got ", prompt.shape_str());
+  MINIDL_CHECK(temperature > 0, "generate: temperature must be > 0, got ", temperature);
+  NoGradGuard no_grad;
+  model.eval();
+  const int64_t block = model.config.block_size;
+  Tensor seq = prompt;  // [1,T]
+  std::vector<nn::KVCache> caches;
+  // The prompt's last block - 1 tokens fill the cache; each new token then costs O(T).
+  Tensor context =
+      seq.size(1) > block - 1 ? seq.slice(1, seq.size(1) - (block - 1), seq.size(1)) : seq;
+  Tensor logits = model.forward(context, caches);  // [1,T,V]
+  for (int64_t n = 0; n < new_tokens; ++n) {
+    Tensor last = logits.select(1, logits.size(1) - 1).to(kFloat32);  // [1,V]
+    last = div(last, temperature);
+    if (top_k > 0 && top_k < last.size(1)) {
+      Tensor kth = topk(last, top_k, -1).first.slice(1, top_k - 1, top_k);  // [1,1]
+      last = masked_fill(last, lt(last, kth), -std::numeric_limits<double>::infinity());
+    }
+    Tensor next = multinomial(softmax(last, -1), 1, false, &gen);  // [1,1]
+    seq = cat({seq, next}, 1);
+    if (caches[0].k.size(2) >= block) {  // the context is full: restart from the last tokens
+      caches.clear();
+      logits = model.forward(seq.slice(1, seq.size(1) - (block - 1), seq.size(1)), caches);
+    } else {
+      logits = model.forward(next, caches);
+    }
+  }
+  return seq;
+}
+
+}  // namespace gpt

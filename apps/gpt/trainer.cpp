@@ -1,0 +1,276 @@
+// The gpt training loop (gpt_trainer.h): nanoGPT's recipe on minidl, written once on the
+// Accelerator (single, dp, ddp; AMP), with checkpoints, progress bar and JSON-lines metrics.
+#include "apps/gpt/trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <numbers>
+
+#include "apps/common/shared_cores.h"
+#include "apps/common/accelerate.h"
+#include "apps/common/ddp_features.h"
+#include "apps/common/checkpoints.h"
+#include "apps/common/metrics.h"
+#include "apps/common/progress.h"
+#include "apps/gpt/checkpoint.h"
+#include "apps/gpt/model.h"
+#include "apps/gpt/text_data.h"
+#include "parallel/distributed.h"
+#include "tensor/cpu_isa.h"
+#include "tensor/cuda_api.h"
+
+namespace gpt {
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// Next-token cross-entropy of logits [B,T,V] against targets [B,T], computed in f32.
+Tensor lm_loss(const Tensor& logits, const Tensor& targets) {
+  const int64_t V = logits.size(-1);
+  return nn::functional::cross_entropy(logits.reshape({-1, V}).to(kFloat32), targets.reshape({-1}));
+}
+
+// Mean loss of eval_iters random batches of each split (averaged over ranks under DDP).
+std::pair<double, double> estimate_loss(const Accelerator& acc, const TextDataset& data,
+                                        const Options& o) {
+  NoGradGuard no_grad;
+  nn::Module& model = acc.unwrap_model();
+  model.eval();
+  double out[2] = {0, 0};
+  const char* splits[2] = {"train", "val"};
+  for (int s = 0; s < 2; ++s) {
+    double sum = 0;
+    for (int64_t k = 0; k < o.eval_iters; ++k) {
+      Batch b = data.get_batch(splits[s], o.batch_size, default_generator());
+      Tensor x = b.x.to(acc.device()), y = b.y.to(acc.device());
+      sum += lm_loss(apps::eval_forward(acc, x), y).item<double>();
+    }
+    out[s] = acc.reduce(sum / double(o.eval_iters), "mean");
+  }
+  model.train();
+  return {out[0], out[1]};
+}
+
+// Peak dense matmul FLOP/s of the device for the training dtype, or 0 when unknown.
+double peak_flops(const Device& d, const std::string& amp) {
+  if (!d.is_cuda()) return 0;
+  const std::string name = cuda::get_device_properties(d.index).name;
+  const bool half = amp == "bf16" || amp == "fp16";
+  if (name.find("H100") != std::string::npos || name.find("H200") != std::string::npos)
+    return half ? 989e12 : 67e12;  // SXM dense tensor-core bf16 / fp32 FMA
+  if (name.find("A100") != std::string::npos) return half ? 312e12 : 19.5e12;
+  return 0;
+}
+
+}  // namespace
+
+double lr_at(const Options& o, int64_t it) {
+  const double min_lr = o.min_lr < 0 ? o.lr / 10 : o.min_lr;
+  const int64_t decay = o.lr_decay_iters < 0 ? o.max_iters : o.lr_decay_iters;
+  if (it < o.warmup_iters) return o.lr * double(it + 1) / double(o.warmup_iters + 1);
+  if (it > decay) return min_lr;
+  const double ratio =
+      decay > o.warmup_iters ? double(it - o.warmup_iters) / double(decay - o.warmup_iters) : 1.0;
+  const double coeff = 0.5 * (1.0 + std::cos(std::numbers::pi * ratio));
+  return min_lr + coeff * (o.lr - min_lr);
+}
+
+void Options::validate() const {
+  MINIDL_CHECK(block_size >= 1 && batch_size >= 1, "--block-size and --batch-size must be >= 1");
+  MINIDL_CHECK(n_layer >= 1 && n_head >= 1 && n_embd >= 1, "--n-layer/--n-head/--n-embd >= 1");
+  MINIDL_CHECK(n_embd % n_head == 0, "--n-embd ", n_embd, " must be a multiple of --n-head ",
+               n_head);
+  MINIDL_CHECK(lr > 0, "--lr must be > 0, got ", lr);
+  MINIDL_CHECK(max_iters >= 0 && eval_interval >= 1 && eval_iters >= 1,
+               "--max-iters >= 0, --eval-interval >= 1 and --eval-iters >= 1");
+  MINIDL_CHECK(dropout >= 0 && dropout < 1, "--dropout must be in [0, 1), got ", dropout);
+}
+
+Result run_training(const Options& o) {
+  o.validate();
+  Accelerator acc(apps::accelerator_options(o));
+  const bool main_rank = acc.is_main_process(), verbose = main_rank && !o.quiet;
+
+  TextDataset data(o.data, o.block_size);
+  GPTConfig cfg;
+  cfg.block_size = o.block_size;
+  cfg.vocab_size = o.pad_vocab ? (data.vocab().size() + 63) / 64 * 64 : data.vocab().size();
+  cfg.n_layer = o.n_layer, cfg.n_head = o.n_head, cfg.n_embd = o.n_embd;
+  cfg.dropout = o.dropout;
+
+  // The same initial weights on every rank; prepare() then gives each rank its own data and
+  // dropout stream, sets up --amp and wraps the model for the mode.
+  apps::check_ddp_layout(o, acc);
+  manual_seed(o.seed);
+  auto model = std::make_shared<GPT>(cfg);
+  // --sync-bn: the GPT has no BatchNorm (LayerNorm only): a note says nothing was converted.
+  apps::apply_sync_bn(o, acc, model);
+  model->to(acc.device());
+  auto groups = optim::weight_decay_groups(*model, o.weight_decay);
+  // AdamW over nanoGPT's two groups; with --zero1 each rank keeps the state of its shard.
+  auto optimizer = apps::make_optimizer(
+      o, groups, dist::adamw_factory(o.lr, {o.beta1, o.beta2}, 1e-8, o.weight_decay));
+  const std::shared_ptr<nn::Module> train_module = acc.prepare(model, *optimizer);
+  apps::apply_comm_hook(o, acc);
+  const bool amp = acc.amp() != nullptr;
+
+  int64_t first_iter = 0;
+  std::string path, fresh_note;
+  if (!o.resume.empty())
+    path = apps::resolve_resume(o.resume, o.checkpoint_dir, "iter", &fresh_note);
+  if (!fresh_note.empty() && main_rank) std::fprintf(stderr, "gpt: %s\n", fresh_note.c_str());
+  if (!path.empty()) {
+    auto meta = load_training_checkpoint(acc, path, data.vocab());
+    first_iter = std::stoll(meta.at("iter"));
+    if (verbose)
+      std::printf("resumed from %s (iteration %lld done)\n", path.c_str(), (long long)first_iter);
+  }
+
+  if (!o.checkpoint_dir.empty() && main_rank) fs::create_directories(o.checkpoint_dir);
+  apps::JsonLinesLog log;
+  if (const std::string log_path = apps::rank_log_path(o.log_json, acc.process_index());
+      !log_path.empty())
+    log = apps::JsonLinesLog(log_path, !path.empty());
+  apps::TrainingCurves curves;
+  curves.x_label = "iteration", curves.eval_label = "val";
+  const int64_t tokens_per_iter = o.batch_size * o.block_size * acc.num_processes();
+  const int64_t n_params = model->num_parameters();
+  if (verbose)
+    std::printf(
+        "gpt: %s, %lld bytes (%lld train / %lld val), vocab %lld; GPT %s, %.2fM parameters; "
+        "%s; batch %lld x %lld tokens per process; AdamW lr %g; %d thread(s); CPU kernels %s%s%s\n",
+        o.data.c_str(), (long long)data.file_bytes(), (long long)data.train_tokens(),
+        (long long)data.val_tokens(), (long long)data.vocab().size(), cfg.describe().c_str(),
+        double(n_params) / 1e6, acc.describe().c_str(), (long long)o.batch_size,
+        (long long)o.block_size, o.lr, get_num_threads(), cpu_isa_summary().c_str(),
+        amp ? "; " : "", apps::amp_describe(acc).c_str());
+  if (const std::string note = apps::shared_cores_note(get_num_threads()); verbose && !note.empty())
+    std::printf("%s\n", note.c_str());
+
+  Result result;
+  result.main_rank = main_rank;
+  result.layout = acc.describe();
+  double train_seconds = 0, loss_sum = 0;
+  int64_t loss_count = 0;
+  auto save = [&](int64_t iter) {
+    if (o.checkpoint_dir.empty()) return;
+    // Collective: rank 0 writes atomically; every rank fails if the write failed (--zero1:
+    // the Accelerator gathers the optimizer's shards onto rank 0 first).
+    acc.save_state(apps::checkpoint_path(o.checkpoint_dir, "iter", iter),
+                   checkpoint_metadata(cfg, data.vocab(), iter, o, acc));
+    if (main_rank) apps::remove_older_checkpoints(o.checkpoint_dir, "iter", iter);
+    if (main_rank)
+      apps::note_checkpoint_written(apps::checkpoint_path(o.checkpoint_dir, "iter", iter));
+  };
+  auto evaluate = [&](int64_t iter) {
+    auto [train_loss, val_loss] = estimate_loss(acc, data, o);
+    result.train_loss = train_loss, result.val_loss = val_loss;
+    if (verbose)
+      std::printf("iter %lld: train loss %.4f, val loss %.4f%s\n", (long long)iter, train_loss,
+                  val_loss, apps::amp_suffix(acc).c_str());
+    curves.epoch.push_back(double(iter));
+    curves.test_loss.push_back(val_loss);
+    log.write({{"event", "eval"},
+               {"iter", iter},
+               {"train_loss", train_loss},
+               {"val_loss", val_loss},
+               {"lr", optimizer->param_groups()[0].lr()}});
+  };
+
+  apps::ProgressBar bar("train", o.max_iters - first_iter, verbose, o.log_interval);
+  train_module->train();
+  bool nonfinite_reported = false;
+  int64_t it = first_iter;
+  for (; it < o.max_iters; ++it) {
+    if (it % o.eval_interval == 0 && it > first_iter) {
+      evaluate(it);
+      save(it);
+    }
+    const double lr = lr_at(o, it);
+    for (auto& g : optimizer->param_groups()) g.lr() = lr;
+    auto t_step = Clock::now();
+    Batch b = data.get_batch("train", o.batch_size, default_generator());
+    Tensor x = b.x.to(acc.device()), y = b.y.to(acc.device());
+    acc.zero_grad();
+    Tensor loss;
+    {
+      auto region = acc.autocast();
+      loss = lm_loss(acc.forward(x), y);
+    }
+    acc.backward(loss);
+    const double grad_norm = o.grad_clip > 0 ? acc.clip_grad_norm_(o.grad_clip) : 0.0;
+    acc.step();
+    const double loss_value = loss.item<double>();  // also waits for the device
+    train_seconds += seconds_since(t_step);
+    loss_sum += loss_value, ++loss_count;
+    ++result.iters_run;
+    if (!nonfinite_reported && !std::isfinite(loss_value)) {
+      nonfinite_reported = true;
+      std::fprintf(stderr,
+                   "gpt: warning: the training loss became inf/NaN at iteration %lld "
+                   "(rank %d)\n",
+                   (long long)it, acc.process_index());
+    }
+    bar.update(it - first_iter + 1, loss_value);
+    if ((it + 1) % o.log_interval == 0) {
+      curves.train_x.push_back(double(it + 1));
+      curves.train_loss.push_back(loss_sum / double(loss_count));
+      log.write({{"event", "train"},
+                 {"iter", it + 1},
+                 {"loss", loss_sum / double(loss_count)},
+                 {"lr", lr},
+                 {"grad_norm", grad_norm}});
+      loss_sum = 0, loss_count = 0;
+    }
+    if (apps::stop_requested()) {
+      ++it;
+      break;
+    }
+  }
+  result.iter = it;
+  if (apps::stop_requested()) {
+    bar.close("(interrupted)");
+    result.interrupted = true;
+  } else {
+    bar.close();
+    evaluate(it);
+    if (it > first_iter) save(it);
+    if (!o.plot.empty() && main_rank) apps::write_training_plot(o.plot, curves, "gpt");
+  }
+  if (!result.interrupted) acc.wait_for_everyone();
+  result.peak_memory = acc.peak_memory_summary();
+  result.ddp_features = apps::ddp_features_summary(o, acc, *optimizer);
+  if (result.iters_run > 0 && train_seconds > 0) {
+    result.step_ms = 1e3 * train_seconds / double(result.iters_run);
+    result.tokens_per_s = double(tokens_per_iter) * double(result.iters_run) / train_seconds;
+    const double peak = peak_flops(acc.device(), o.amp);
+    if (peak > 0)
+      result.mfu = result.tokens_per_s / double(acc.num_processes()) *
+                   cfg.flops_per_token(n_params, o.block_size) / peak;
+  }
+  if (amp) {
+    result.amp = apps::amp_name(acc) + apps::amp_suffix(acc);
+    result.skipped_steps = apps::amp_skipped_steps(acc);
+  }
+  log.write({{"event", "summary"},
+             {"iter", result.iter},
+             {"val_loss", result.val_loss},
+             {"train_loss", result.train_loss},
+             {"tokens_per_s", result.tokens_per_s},
+             {"step_ms", result.step_ms},
+             {"mfu", result.mfu},
+             {"layout", result.layout},
+             {"peak_memory", result.peak_memory},
+             {"amp", o.amp},
+             {"interrupted", result.interrupted}});
+  return result;
+}
+
+}  // namespace gpt
