@@ -147,7 +147,7 @@ void Adam::plain_step(size_t gi, size_t idx0) {
       if (it == st.end()) it = st.emplace("max_exp_avg_sq", zeros_like(p.detach())).first;
       max_v = it->second;
     }
-    optim_update::adam(p, grad0, st["exp_avg"], st["exp_avg_sq"], max_v, t,
+    update_rules::adam(p, grad0, st["exp_avg"], st["exp_avg_sq"], max_v, t,
                        {lr, b1, b2, eps, wd, decoupled_});
   }
 }

@@ -1,4 +1,4 @@
-// Frontends of the AMP and fused-optimizer ops of the kernel table (tensor/ops.def:
+// Frontends of the AMP and fused-optimizer ops of the kernel table (tensor/op_list.def:
 // non_finite_check_and_unscale, amp_update_scale, fused_sgd, fused_adam): validation, then one
 // dispatch. CUDA kernels: tensor/cuda/amp.cu, optim.cu; CPU: tensor/cpu/amp.cpp, optim.cpp.
 #pragma once

@@ -99,7 +99,7 @@ void SGD::plain_step(size_t gi, size_t idx0) {
       if (first) it = st.emplace("momentum_buffer", empty_like(p.detach())).first;
       buf = it->second;
     }
-    optim_update::sgd(p, grad, buf, first, {lr, momentum, dampening, wd, nesterov});
+    update_rules::sgd(p, grad, buf, first, {lr, momentum, dampening, wd, nesterov});
   }
 }
 

@@ -1,4 +1,4 @@
-// The kernel table: op names, registration, lookup with a clear error when missing.
+// The kernel table: registration, lookup with a clear error when missing (op names: tensor/op.cpp).
 #include "tensor/dispatch.h"
 
 #include <mutex>

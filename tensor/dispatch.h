@@ -1,4 +1,4 @@
-// The kernel table kernel[op][device]: op enum from tensor/ops.def, typed kernel
+// The kernel table kernel[op][device]: op enum from tensor/op_list.def, typed kernel
 // signatures, explicit registration (register_cpu_kernels / register_cuda_kernels).
 #pragma once
 #include <array>
@@ -42,6 +42,14 @@ struct CrossEntropyParams {
 // dtype; inputs may have any strides (including 0 from broadcasting) unless noted.
 using UnaryKernel = void (*)(const Tensor& in, Tensor& out);
 using BinaryKernel = void (*)(const Tensor& a, const Tensor& b, Tensor& out);
+// out = a + alpha*b for f16/bf16 a, b, out of one shape (any strides), computed in f32 with one
+// rounding at the store.
+using AddScaledKernel = void (*)(const Tensor& a, const Tensor& b, float alpha, Tensor& out);
+// nn.Linear with a bias in one call: x2d:[M,K] w:[N,K] bias:[N] -> out:[M,N] (contiguous,
+// preallocated). Returns false when the backend has no fused path for these operands; the
+// caller then computes matmul + add itself.
+using LinearBiasKernel = bool (*)(const Tensor& x2d, const Tensor& w, const Tensor& bias,
+                                  Tensor& out);
 using WhereKernel = void (*)(const Tensor& cond, const Tensor& a, const Tensor& b, Tensor& out);
 using ClampKernel = void (*)(const Tensor& in, Tensor& out, double lo, double hi);  // ±inf = none
 using FillKernel = void (*)(Tensor& out, Scalar value);
@@ -107,8 +115,8 @@ using TopkKernel = void (*)(const Tensor& in, int64_t k, int64_t dim, bool large
                             Tensor& values, Tensor& indices);
 // Fills a contiguous `out` from the generator's Philox stream (see tensor/random.h).
 using RandomKernel = void (*)(Tensor& out, double a, double b, Generator& gen);
-// ---- masking, scans, rounding division, multinomial (tensor/ops/mask.cpp, ops_scan.cpp,
-// ops_binary.cpp, random.cpp).
+// ---- masking, scans, rounding division, multinomial (tensor/ops/mask.cpp, scan.cpp,
+// binary.cpp, random.cpp).
 // tril/triu: in any strides, out contiguous of in's shape and dtype (rank >= 2).
 using TriKernel = void (*)(const Tensor& in, Tensor& out, int64_t diagonal);
 // cumsum along dim: in any strides, out contiguous, one dtype (f16/bf16 accumulate in float,
@@ -195,7 +203,7 @@ struct OpSignature;
   struct OpSignature<Op::name> { \
     using type = sig;            \
   };
-#include "tensor/ops.def"
+#include "tensor/op_list.def"
 #undef MINIDL_OP
 
 namespace detail {

@@ -1,4 +1,4 @@
-// Op names, from tensor/ops.def.
+// Op names, from tensor/op_list.def.
 #include "tensor/op.h"
 
 namespace minidl {
@@ -6,7 +6,7 @@ namespace {
 
 constexpr std::string_view kOpNames[] = {
 #define MINIDL_OP(name, sig) #name,
-#include "tensor/ops.def"
+#include "tensor/op_list.def"
 #undef MINIDL_OP
 };
 

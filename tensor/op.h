@@ -1,4 +1,4 @@
-// The op enum of the kernel table, one entry per line of tensor/ops.def, and its names.
+// The op enum of the kernel table, one entry per line of tensor/op_list.def, and its names.
 #pragma once
 #include <cstdint>
 #include <string_view>
@@ -7,7 +7,7 @@ namespace minidl {
 
 enum class Op : uint16_t {
 #define MINIDL_OP(name, sig) name,
-#include "tensor/ops.def"
+#include "tensor/op_list.def"
 #undef MINIDL_OP
   kCount
 };

@@ -47,7 +47,7 @@ Tensor tensor(const std::vector<T>& values, std::optional<Shape> shape = std::nu
 Tensor tensor(std::initializer_list<double> values, DType dtype = kFloat32);
 Tensor scalar_tensor(Scalar value, DType dtype, Device device = kCPU);  // 0-d
 
-// ---- random (tensor/random.cpp); gen = nullptr uses default_generator()
+// ---- random (tensor/ops/random.cpp); gen = nullptr uses default_generator()
 Tensor rand(const Shape& shape, DType dtype = kFloat32, Device device = kCPU,
             Generator* gen = nullptr);
 Tensor randn(const Shape& shape, DType dtype = kFloat32, Device device = kCPU,

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "tensor/kernel_registration.h"
 #include "tensor/op.h"
 
 namespace minidl::profiler {

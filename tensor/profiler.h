@@ -30,7 +30,7 @@ void enable(bool on = true);
 void reset();
 
 struct OpStats {
-  std::string op;  // the ops.def name ("matmul", "sdpa_backward", ...)
+  std::string op;  // the op_list.def name ("matmul", "sdpa_backward", ...)
   DeviceType device = DeviceType::cpu;
   int64_t calls = 0;
   double host_ms = 0;    // wall time of the dispatch on the calling thread, launches included

@@ -5,7 +5,7 @@
 
 #include "tensor/ops.h"
 
-namespace minidl::optim_update {
+namespace minidl::update_rules {
 
 void sgd(const Tensor& p_in, const Tensor& grad, const Tensor& buf_in, bool first,
          const SgdHyper& h) {
@@ -48,4 +48,4 @@ void adam(const Tensor& p_in, const Tensor& grad0, const Tensor& exp_avg, const 
   native::add_(p, native::div(m, denom), -h.lr / bc1);
 }
 
-}  // namespace minidl::optim_update
+}  // namespace minidl::update_rules

@@ -4,7 +4,7 @@
 #pragma once
 #include "tensor/tensor.h"
 
-namespace minidl::optim_update {
+namespace minidl::update_rules {
 
 struct SgdHyper {
   double lr = 0, momentum = 0, dampening = 0, weight_decay = 0;
@@ -24,4 +24,4 @@ struct AdamHyper {
 void adam(const Tensor& p, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
           const Tensor& max_exp_avg_sq, double step, const AdamHyper& h);
 
-}  // namespace minidl::optim_update
+}  // namespace minidl::update_rules

@@ -29,7 +29,7 @@ struct Reject {
 
 struct Case {
   std::string name;
-  std::vector<std::string> ops;            // ops.def names this case runs (coverage)
+  std::vector<std::string> ops;            // op_list.def names this case runs (coverage)
   std::vector<std::vector<Shape>> shapes;  // input shape sets (one Shape per input)
   std::vector<DType> dtypes;               // dtype of the inputs (CPU rejections: `rejects`)
   Fn fn;                                   // variant v of the computation on `dev`

@@ -1,4 +1,4 @@
-// Suite cuda_ops: every op of tensor/ops.def run through its frontend on CUDA vs CPU (random
+// Suite cuda_ops: every op of tensor/op_list.def run through its frontend on CUDA vs CPU (random
 // shapes with broadcasting, non-contiguous and zero-size inputs, every dtype the CPU kernel
 // supports). This file: copy/fill/arange, unary, binary, reductions, softmax, matmul; the
 // coverage test (not a cuda suite: needs no GPU) demands a case for every op.
@@ -322,7 +322,7 @@ TEST_SUITE("cuda_ops") {
 }
 
 // Not a cuda suite: the table must name every op even on machines without a GPU.
-TEST_CASE("cuda parity table covers every op in ops.def") {
+TEST_CASE("cuda parity table covers every op in op_list.def") {
   std::set<std::string> covered, known;
   for (int i = 0; i < kNumOps; ++i) known.insert(std::string(op_name(Op(i))));
   for (auto* part : {&parity::cases_elementwise, &parity::cases_reduce_linalg, &parity::cases_nn,

@@ -1,4 +1,4 @@
-// Op coverage: every op in tensor/ops.def has a CPU kernel and, in a build with the CUDA
+// Op coverage: every op in tensor/op_list.def has a CPU kernel and, in a build with the CUDA
 // backend, a CUDA kernel (registration needs no GPU); a missing kernel throws a message naming
 // the op and the device.
 #include <doctest/doctest.h>
@@ -9,7 +9,7 @@
 
 using namespace minidl;
 
-TEST_CASE("every op in ops.def has a CPU kernel") {
+TEST_CASE("every op in op_list.def has a CPU kernel") {
   for (int i = 0; i < kNumOps; ++i) {
     Op op = Op(i);
     CAPTURE(op_name(op));
@@ -18,7 +18,7 @@ TEST_CASE("every op in ops.def has a CPU kernel") {
 }
 
 #ifdef MINIDL_TEST_WITH_CUDA
-TEST_CASE("every op in ops.def has a CUDA kernel in a CUDA build") {
+TEST_CASE("every op in op_list.def has a CUDA kernel in a CUDA build") {
   std::string missing;
   for (int i = 0; i < kNumOps; ++i) {
     Op op = Op(i);

@@ -4,6 +4,7 @@
 # runs back up. With a build folder it also checks the link-level picture: no object file under
 # tensor/ calls a function defined under a higher floor (e.g. a differentiable op or a Tensor
 # method that records autograd history).
+# Inside parallel/ and tensor/ the subfolders are ordered too (rooms_parallel, rooms_tensor below).
 # Usage: tools/check-layering.sh [--counts] [BUILD_DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -64,6 +65,72 @@ if [[ -n $upward_files ]]; then
 else
   echo "check-layering: no include runs back up (${floors[*]})"
 fi
+
+# Rooms inside a floor: the subfolders of parallel/ and tensor/ in their order, lowest first.
+# An include from a file in one of them into a later one runs back up. "." is the folder's own
+# root (parallel/distributed.*, parallel/module_wrapper.*); tensor/'s root files (the Tensor,
+# dispatch, ops.h and the headers every room uses) are left out: they sit on both sides. In
+# tensor/ the op frontends (ops/) reach the kernels only through the dispatch table, never by
+# including a cpu/ or cuda/ header; the kernels may use the raw ops of tensor/ops.h.
+rooms_parallel=(launch store rendezvous process_group gloo nccl . ddp zero data_parallel
+                sync_batchnorm accelerator)
+rooms_tensor=(ops cpu cuda/runtime cuda)
+# The room of a path inside floor $1 given the ordered rooms (longest prefix wins); "" if none.
+room_of() {
+  local floor=$1 path=$2 rest best="" r
+  shift 2
+  rest=${path#"$floor"/}
+  for r in "$@"; do
+    if [[ $r == . ]]; then
+      [[ $rest != */* && -z $best ]] && best=.
+    elif [[ $rest == "$r"/* && ${#r} -gt ${#best} || $rest == "$r"/* && $best == . ]]; then
+      best=$r
+    fi
+  done
+  echo "$best"
+}
+index_of() {
+  local want=$1 i=0 r
+  shift
+  for r in "$@"; do
+    [[ $r == "$want" ]] && { echo $i; return; }
+    i=$((i + 1))
+  done
+  echo -1
+}
+check_rooms() {
+  local floor=$1 line file inc from to fi ti
+  shift
+  while IFS= read -r line; do
+    file=${line%%:*}
+    inc=${line#*\"}
+    inc=${inc%\"*}
+    [[ $inc == "$floor"/* ]] || continue
+    from=$(room_of "$floor" "$file" "$@")
+    to=$(room_of "$floor" "$inc" "$@")
+    [[ -n $from && -n $to && $from != "$to" ]] || continue
+    fi=$(index_of "$from" "$@")
+    ti=$(index_of "$to" "$@")
+    ((ti > fi)) && echo "  $file ($from) includes $inc ($to)"
+    true
+  done < <(find "$floor" -type f \( -name '*.h' -o -name '*.cpp' -o -name '*.cu' -o -name '*.cuh' \) \
+    -print0 | xargs -0 grep -HoE '^[[:space:]]*#[[:space:]]*include[[:space:]]+"[a-z_]+/[^"]+"')
+}
+for floor in parallel tensor; do
+  declare -n rooms="rooms_$floor"
+  for r in "${rooms[@]}"; do
+    [[ $r == . || -d $floor/$r ]] || { echo "check-layering: no folder $floor/$r" >&2; exit 2; }
+  done
+  up_rooms=$(check_rooms "$floor" "${rooms[@]}")
+  if [[ -n $up_rooms ]]; then
+    echo "check-layering: includes that run back up inside $floor/ (order: ${rooms[*]}):"
+    echo "$up_rooms"
+    status=1
+  else
+    echo "check-layering: no include runs back up inside $floor/ (${rooms[*]})"
+  fi
+  unset -n rooms
+done
 
 # Link level: symbols that tensor/ objects need and autograd/ and higher objects define.
 if [[ -n $build_dir ]]; then

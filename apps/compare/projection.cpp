@@ -1,6 +1,6 @@
 // minidl-compare's cost-model part of the report: each DDP row's StepModel, the projection of the
 // ddp row (fitted local link and named links) and of every DDP variant on the named links, and
-// its text (see compare_report.h).
+// its text (see report.h).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>

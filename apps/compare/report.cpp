@@ -1,5 +1,5 @@
 // minidl-compare's consistency check, table, explanations, projection and JSON (see
-// compare_report.h; the plot is in compare_plot.cpp).
+// report.h; the plot is in plot.cpp).
 #include "apps/compare/report.h"
 
 #include <algorithm>

@@ -1,5 +1,5 @@
 // One mode's timed training run for minidl-compare, written once against the Accelerator: the
-// same model, initial weights and global batch in every mode (see compare_run.h).
+// same model, initial weights and global batch in every mode (see run.h).
 #include "apps/compare/run.h"
 
 #include <algorithm>

@@ -1,4 +1,4 @@
-// gpt checkpoint files (gpt_checkpoint.h) on top of nn::save_checkpoint / load_checkpoint.
+// gpt checkpoint files (checkpoint.h) on top of nn::save_checkpoint / load_checkpoint.
 #include "apps/gpt/checkpoint.h"
 
 #include <cstdio>

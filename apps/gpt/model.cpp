@@ -1,4 +1,4 @@
-// The GPT model (gpt_model.h): embeddings, pre-norm blocks, tied head, GPT-2 init, and
+// The GPT model (model.h): embeddings, pre-norm blocks, tied head, GPT-2 init, and
 // KV-cached generation.
 #include "apps/gpt/model.h"
 

@@ -1,4 +1,4 @@
-// The gpt training loop (gpt_trainer.h): nanoGPT's recipe on minidl, written once on the
+// The gpt training loop (trainer.h): nanoGPT's recipe on minidl, written once on the
 // Accelerator (single, dp, ddp; AMP), with checkpoints, progress bar and JSON-lines metrics.
 #include "apps/gpt/trainer.h"
 

@@ -1,6 +1,6 @@
 // Gloo backend: a full-mesh gloo context per group and one communication thread that runs the
 // group's collectives in issue order (FIFO). f16/bf16 travel as themselves (reduced in f32, see
-// gloo_transport.cpp); CUDA tensors go through pinned memory. Errors name op, sequence and rank.
+// transport.cpp); CUDA tensors go through pinned memory. Errors name op, sequence and rank.
 #include "parallel/gloo/process_group_gloo.h"
 
 #include "parallel/store/socket.h"

@@ -80,7 +80,7 @@ struct RunOutcome {
 // Spawns, supervises and reaps the ranks; returns the launcher's exit code (see launch()).
 int run_ranks(const LaunchPlan& plan, RunOutcome* outcome = nullptr);
 
-// The restart loop of launch() for max_restarts > 0 (launcher_restart.cpp): plan_for(argv,
+// The restart loop of launch() for max_restarts > 0 (restart.cpp): plan_for(argv,
 // attempt, progress_file) gives each attempt's plan.
 using PlanFor = std::function<LaunchPlan(const std::vector<std::string>&, int, const std::string&)>;
 int launch_with_restarts(const LaunchOptions& options, const std::vector<std::string>& argv,

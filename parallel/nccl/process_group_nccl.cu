@@ -1,6 +1,6 @@
 // NCCL backend, communicator side: one communicator per group (its unique id shared through the
 // store, after checking that no two ranks share a GPU), teardown (drained, else aborted), and the
-// host-blocking waits bounded by the group timeout. Collectives: process_group_nccl_collectives.cu.
+// host-blocking waits bounded by the group timeout. Collectives: collectives.cu.
 #include <cuda_runtime.h>
 #include <unistd.h>
 

@@ -1,5 +1,5 @@
 // The NCCL process group's class, shared by its two sources: process_group_nccl.cu (communicator
-// setup, teardown, waiting) and process_group_nccl_collectives.cu (the collectives). Internal:
+// setup, teardown, waiting) and collectives.cu (the collectives). Internal:
 // only those two files include it.
 #pragma once
 #include <cuda_runtime.h>
@@ -61,7 +61,7 @@ class NcclProcessGroup final : public detail::ProcessGroupBase {
   // Blocks until `done` fires or the timeout passes (then aborts the communicator).
   void wait_event(cudaEvent_t done, const std::string& op, uint64_t seq);
 
-  // The collectives (process_group_nccl_collectives.cu).
+  // The collectives (collectives.cu).
   std::shared_ptr<Work> allreduce(Tensor& t, ReduceOp op) override;
   std::shared_ptr<Work> broadcast(Tensor& t, int root) override;
   std::shared_ptr<Work> allgather(std::vector<Tensor>& outputs, const Tensor& input) override;

@@ -1,5 +1,5 @@
 // Rendezvous: env:// and tcp:// connect to a TcpStore hosted by rank 0; file:// has rank 0
-// publish its store's address in a file (rendezvous_file.cpp). Then every rank registers and
+// publish its store's address in a file (file_rendezvous.cpp). Then every rank registers and
 // waits, bounded by the timeout.
 #include "parallel/rendezvous/rendezvous.h"
 

@@ -13,7 +13,7 @@
 
 namespace minidl::dist::detail {
 
-// One request frame body, parsed (wire format in store_protocol.h). Fields by command: set:
+// One request frame body, parsed (wire format in protocol.h). Fields by command: set:
 // keys[0], value; add: keys[0], delta; compare_set: keys[0], expected, value (desired);
 // get: keys[0], timeout_ms; wait / check: keys, (wait) timeout_ms; delete: keys[0].
 struct StoreRequest {

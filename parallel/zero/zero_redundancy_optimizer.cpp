@@ -1,6 +1,6 @@
 // ZeroRedundancyOptimizer: the cross-rank parameter check, the size-balanced partition, the
 // local step on this rank's shard, the owners' coalesced broadcasts, AMP's global skip decision,
-// stats and the optimizer factories. State dicts: zero_state_dict.cpp.
+// stats and the optimizer factories. State dicts: state_dict.cpp.
 #include "parallel/zero/zero_redundancy_optimizer.h"
 
 #include <algorithm>

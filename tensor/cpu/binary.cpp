@@ -250,6 +250,7 @@ void add_scaled_reduced(const Tensor& a, const Tensor& b, float alpha, Tensor& o
 
 void register_binary_kernels() {
   register_kernel<Op::add>(DeviceType::cpu, add_kernel);
+  register_kernel<Op::add_scaled_reduced>(DeviceType::cpu, add_scaled_reduced);
   register_kernel<Op::sub>(DeviceType::cpu, sub_kernel);
   register_kernel<Op::mul>(DeviceType::cpu, mul_kernel);
   register_kernel<Op::div>(DeviceType::cpu, div_kernel);

@@ -270,6 +270,7 @@ void gemm_f64(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, doubl
 
 void register_linalg_kernels() {
   register_kernel<Op::bmm>(DeviceType::cpu, bmm_kernel);
+  register_kernel<Op::linear_bias>(DeviceType::cpu, onednn::linear_bias);
 }
 
 }  // namespace minidl::cpu

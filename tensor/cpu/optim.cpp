@@ -27,9 +27,9 @@ void fused_sgd_kernel(const FusedSgdArgs& a) {
   double scale = 1.0;
   if (amp_inputs(a.amp, &scale)) return;
   const std::array<double, 8> h = a.hyper->read();
-  const optim_update::SgdHyper hyper{h[0], h[1], h[2], h[3], a.nesterov};
+  const update_rules::SgdHyper hyper{h[0], h[1], h[2], h[3], a.nesterov};
   for (size_t i = 0; i < a.params.size(); ++i)
-    optim_update::sgd(a.params[i], unscaled(a.grads[i], scale),
+    update_rules::sgd(a.params[i], unscaled(a.grads[i], scale),
                       a.bufs.empty() ? Tensor() : a.bufs[i], !a.bufs.empty() && a.first[i], hyper);
 }
 
@@ -37,13 +37,13 @@ void fused_adam_kernel(const FusedAdamArgs& a) {
   double scale = 1.0;
   if (amp_inputs(a.amp, &scale)) return;
   const std::array<double, 8> h = a.hyper->read();
-  const optim_update::AdamHyper hyper{h[0], h[1], h[2], h[3], h[4], a.decoupled};
+  const update_rules::AdamHyper hyper{h[0], h[1], h[2], h[3], h[4], a.decoupled};
   const bool amsgrad = !a.max_exp_avg_sq.empty();
   for (size_t i = 0; i < a.params.size(); ++i) {
     const Tensor& step = a.steps[i];
     const double t = *static_cast<const double*>(step.data_ptr()) + 1;
     native::fill_(step, t);
-    optim_update::adam(a.params[i], unscaled(a.grads[i], scale), a.exp_avg[i], a.exp_avg_sq[i],
+    update_rules::adam(a.params[i], unscaled(a.grads[i], scale), a.exp_avg[i], a.exp_avg_sq[i],
                        amsgrad ? a.max_exp_avg_sq[i] : Tensor(), t, hyper);
   }
 }

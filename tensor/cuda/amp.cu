@@ -6,7 +6,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "tensor/cuda/common.cuh"
+#include "tensor/cuda/runtime/common.cuh"
 #include "tensor/cuda/kernels.h"
 #include "tensor/cuda/multi_tensor.cuh"
 #include "tensor/dispatch.h"

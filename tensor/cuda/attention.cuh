@@ -5,7 +5,7 @@
 #include <cmath>
 #include <type_traits>
 
-#include "tensor/cuda/common.cuh"
+#include "tensor/cuda/runtime/common.cuh"
 #include "tensor/dispatch.h"
 #include "tensor/random.h"
 

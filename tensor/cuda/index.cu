@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <cub/device/device_radix_sort.cuh>
 
-#include "tensor/cuda/common.cuh"
+#include "tensor/cuda/runtime/common.cuh"
 #include "tensor/cuda/kernels.h"
 #include "tensor/cuda/loops.cuh"
 #include "tensor/dispatch.h"

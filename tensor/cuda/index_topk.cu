@@ -5,7 +5,7 @@
 // per network stage). Output is always sorted (CPU: sorted=false leaves the order unspecified).
 #include <cstdint>
 
-#include "tensor/cuda/common.cuh"
+#include "tensor/cuda/runtime/common.cuh"
 #include "tensor/cuda/kernels.h"
 #include "tensor/cuda/loops.cuh"
 #include "tensor/dispatch.h"

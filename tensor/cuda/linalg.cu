@@ -305,8 +305,17 @@ void gemm_bias_act(const Tensor& x2d, const Tensor& w, const Tensor& bias, Tenso
   native::copy_(out, r);
 }
 
+namespace {
+// nn.Linear's bias as the GEMM's cuBLASLt epilogue (as PyTorch's addmm); always applies.
+bool linear_bias_kernel(const Tensor& x2d, const Tensor& w, const Tensor& bias, Tensor& out) {
+  gemm_bias_act(x2d, w, bias, out, Epilogue::none);
+  return true;
+}
+}  // namespace
+
 void register_linalg_kernels() {
   register_kernel<Op::bmm>(DeviceType::cuda, bmm_kernel);
+  register_kernel<Op::linear_bias>(DeviceType::cuda, linear_bias_kernel);
 }
 
 }  // namespace minidl::cuda

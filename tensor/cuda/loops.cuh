@@ -12,7 +12,7 @@
 #include <utility>
 
 #include "tensor/cpu/loops.h"
-#include "tensor/cuda/common.cuh"
+#include "tensor/cuda/runtime/common.cuh"
 
 namespace minidl::cuda {
 

@@ -9,7 +9,7 @@
 #include <map>
 #include <vector>
 
-#include "tensor/cuda/common.cuh"
+#include "tensor/cuda/runtime/common.cuh"
 
 namespace minidl::cuda::mta {
 

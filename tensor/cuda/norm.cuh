@@ -4,7 +4,7 @@
 #pragma once
 #include <algorithm>
 
-#include "tensor/cuda/common.cuh"
+#include "tensor/cuda/runtime/common.cuh"
 
 namespace minidl::cuda::norm_detail {
 

@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "tensor/cuda_api.h"
-#include "tensor/cuda/common.cuh"
+#include "tensor/cuda/runtime/common.cuh"
 #include "tensor/cuda/kernels.h"
 #include "tensor/cuda/multi_tensor.cuh"
 #include "tensor/dispatch.h"

@@ -3,7 +3,7 @@
 // tensor/cpu/pool.cpp. The frontend passes contiguous [N,C,H,W] tensors; one thread per element.
 #include <limits>
 
-#include "tensor/cuda/common.cuh"
+#include "tensor/cuda/runtime/common.cuh"
 #include "tensor/cuda/kernels.h"
 #include "tensor/dispatch.h"
 

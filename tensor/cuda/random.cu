@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "tensor/cuda/common.cuh"
+#include "tensor/cuda/runtime/common.cuh"
 #include "tensor/cuda/runtime/graph_rng.cuh"
 #include "tensor/cuda/kernels.h"
 #include "tensor/cuda/loops.cuh"

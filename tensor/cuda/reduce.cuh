@@ -8,7 +8,7 @@
 #include <limits>
 #include <vector>
 
-#include "tensor/cuda/common.cuh"
+#include "tensor/cuda/runtime/common.cuh"
 #include "tensor/ops.h"
 
 namespace minidl::cuda::reduce_detail {

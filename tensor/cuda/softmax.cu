@@ -5,7 +5,7 @@
 // 8 threads per line walking the strided dim (coalesced across 32 adjacent lines).
 #include <limits>
 
-#include "tensor/cuda/common.cuh"
+#include "tensor/cuda/runtime/common.cuh"
 #include "tensor/cuda/kernels.h"
 #include "tensor/dispatch.h"
 #include "tensor/ops.h"

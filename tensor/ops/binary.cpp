@@ -5,7 +5,6 @@
 #include <limits>
 #include <utility>
 
-#include "tensor/cpu/kernels.h"
 #include "tensor/ops.h"
 
 namespace minidl {
@@ -151,7 +150,8 @@ Tensor add_scaled(const Tensor& a, const Tensor& b, Scalar alpha) {
   if (ct != dt && a.device().type == DeviceType::cpu) {
     Operands o = prepare(a, b, dt, "add");
     Tensor out = empty(o.shape, dt, a.device());
-    if (out.numel() > 0) cpu::add_scaled_reduced(o.a, o.b, float(alpha.to_double()), out);
+    if (out.numel() > 0)
+      kernel<Op::add_scaled_reduced>(out.device())(o.a, o.b, float(alpha.to_double()), out);
     return out;
   }
   Tensor scaled = mul(to(b, ct), wrap_scalar(alpha, ct, b.device()));

@@ -4,8 +4,6 @@
 #include <algorithm>
 #include <string>
 
-#include "tensor/cpu/onednn.h"
-#include "tensor/cuda/gemm.h"
 #include "tensor/ops.h"
 
 namespace minidl::native {
@@ -51,21 +49,16 @@ void check_mm_shapes(const Tensor& a, const Tensor& b, std::string_view op) {
 // [*,N], floating, one dtype and device; otherwise (or without CUDA) an undefined tensor and
 // the caller takes the generic path (with its errors).
 Tensor cuda_linear_with_bias(const Tensor& x, const Tensor& w, const Tensor& b) {
-#ifdef MINIDL_WITH_CUDA
   if (!(x.device().is_cuda() && b.defined() && x.dim() >= 2 && w.dim() == 2 && b.dim() == 1 &&
         b.size(0) == w.size(0) && b.device() == x.device() && b.dtype() == x.dtype() &&
         (x.dtype() == kFloat32 || x.dtype() == kFloat16 || x.dtype() == kBFloat16)))
     return {};
   const Tensor x2d = x.dim() == 2 ? x : native::reshape(x, {-1, x.size(-1)});  // [M,K]
   Tensor out2d = empty({x2d.size(0), w.size(0)}, x.dtype(), x.device());
-  cuda::gemm_bias_act(x2d, w, b, out2d, cuda::Epilogue::none);
+  if (!kernel<Op::linear_bias>(x.device())(x2d, w, b, out2d)) return {};
   Shape s(x.shape().begin(), x.shape().end() - 1);
   s.push_back(w.size(0));
   return native::view(out2d, s);
-#else
-  (void)x, (void)w, (void)b;
-  return {};
-#endif
 }
 
 // CPU f16/bf16 linear with a bias through oneDNN, the bias added to the f32 accumulator (one
@@ -80,7 +73,7 @@ Tensor cpu_half_linear_with_bias(const Tensor& x, const Tensor& w, const Tensor&
     return {};
   const Tensor x2d = x.dim() == 2 ? x : native::reshape(x, {-1, x.size(-1)});  // [M,K]
   Tensor out2d = empty({x2d.size(0), w.size(0)}, dt, x.device());
-  if (!cpu::onednn::linear_bias(x2d, w, native::contiguous(b), out2d)) return {};
+  if (!kernel<Op::linear_bias>(x.device())(x2d, w, native::contiguous(b), out2d)) return {};
   Shape s(x.shape().begin(), x.shape().end() - 1);
   s.push_back(w.size(0));
   return native::view(out2d, s);

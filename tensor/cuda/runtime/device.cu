@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "tensor/cuda_api.h"
-#include "tensor/cuda/common.cuh"
+#include "tensor/cuda/runtime/common.cuh"
 #include "tensor/cuda/runtime/device.h"
 #include "tensor/dispatch.h"
 

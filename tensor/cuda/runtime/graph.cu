@@ -7,7 +7,7 @@
 
 #include "tensor/cuda_api.h"
 #include "tensor/cuda/runtime/allocator.h"
-#include "tensor/cuda/common.cuh"
+#include "tensor/cuda/runtime/common.cuh"
 #include "tensor/cuda/runtime/graph_rng.cuh"
 
 namespace minidl::cuda {

@@ -10,7 +10,7 @@
 
 #include <cstddef>
 
-#include "tensor/cuda/common.cuh"
+#include "tensor/cuda/runtime/common.cuh"
 #include "tensor/cuda/runtime/dynlib.h"
 
 #ifdef MINIDL_WITH_CUDNN

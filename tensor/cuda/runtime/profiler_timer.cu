@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "tensor/cuda_api.h"
-#include "tensor/cuda/common.cuh"
+#include "tensor/cuda/runtime/common.cuh"
 #include "tensor/profiler.h"
 
 namespace minidl::cuda {
