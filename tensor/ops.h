@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "tensor/dispatch.h"
-#include "tensor/parallel_for.h"
 #include "tensor/random.h"
 #include "tensor/tensor.h"
+#include "tensor/threads.h"
 
 namespace minidl {
 

@@ -1,14 +1,12 @@
-// CPU threading: the OpenMP parallel_for the kernels split their work with, and the thread
-// count shared by OpenMP and Eigen (torch.set_num_threads).
+// CPU threading for the kernels: the OpenMP parallel_for they split their work with (the thread
+// count is set through tensor/threads.h). Internal to tensor/: not included by ops.h.
 #pragma once
 #include <cstdint>
 #include <functional>
 
+#include "tensor/threads.h"
+
 namespace minidl {
-
-void set_num_threads(int n);  // OpenMP + Eigen threads
-int get_num_threads();
-
 namespace cpu {
 
 inline constexpr int64_t kParallelGrain = 32768;  // elements per thread chunk, at least

@@ -81,7 +81,7 @@ TEST_CASE("peer watch: rendezvous records addresses and names a silent peer") {
   CHECK_FALSE(contains(report, "rank 0 ("));
   CHECK_FALSE(contains(report, "rank 1 ("));
   // a clean goodbye: the key says -1 and the others stop expecting beats
-  store_of(infos[1]).set_peer_watch(nullptr);
+  store_of(infos[1]).set_companion(nullptr);
   CHECK(store.get_string(PeerWatch::key(1)) == "-1");
 
   g.set("MINIDL_HEARTBEAT", "0");
