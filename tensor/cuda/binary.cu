@@ -6,6 +6,7 @@
 #include "tensor/cuda/kernels.h"
 #include "tensor/cuda/loops.cuh"
 #include "tensor/dispatch.h"
+#include "tensor/ops.h"
 
 namespace minidl::cuda {
 namespace {
@@ -256,10 +257,19 @@ void where_kernel(const Tensor& cond, const Tensor& a, const Tensor& b, Tensor& 
   });
 }
 
+// out = a + alpha*b for f16/bf16: the f32 product and sum of the raw ops, rounded once into out
+// (bitwise what the frontend's composite gave before this op had a kernel).
+void add_scaled_reduced_kernel(const Tensor& a, const Tensor& b, float alpha, Tensor& out) {
+  const Tensor scaled =
+      native::mul(native::to(b, kFloat32), scalar_tensor(alpha, kFloat32, b.device()));
+  native::copy_(out, native::add(native::to(a, kFloat32), scaled));
+}
+
 }  // namespace
 
 void register_binary_kernels() {
   register_kernel<Op::add>(DeviceType::cuda, add_kernel);
+  register_kernel<Op::add_scaled_reduced>(DeviceType::cuda, add_scaled_reduced_kernel);
   register_kernel<Op::sub>(DeviceType::cuda, sub_kernel);
   register_kernel<Op::mul>(DeviceType::cuda, mul_kernel);
   register_kernel<Op::div>(DeviceType::cuda, div_kernel);

@@ -144,10 +144,10 @@ Tensor add_scaled(const Tensor& a, const Tensor& b, Scalar alpha) {
                "tensors, argument alpha must not be a floating point number (got ", alpha, ")");
   MINIDL_CHECK(!(alpha.is_bool() && dt != kBool), "op `add`: boolean alpha only supported for ",
                "boolean results");
-  // a + alpha*b, with f16/bf16 computed in f32 and rounded once: on CPU per element, without
-  // f32 copies of the operands.
+  // a + alpha*b, with f16/bf16 computed in f32 and rounded once (on CPU per element, without
+  // f32 copies of the operands).
   const DType ct = (dt == kFloat16 || dt == kBFloat16) ? kFloat32 : dt;
-  if (ct != dt && a.device().type == DeviceType::cpu) {
+  if (ct != dt) {
     Operands o = prepare(a, b, dt, "add");
     Tensor out = empty(o.shape, dt, a.device());
     if (out.numel() > 0)
