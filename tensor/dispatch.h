@@ -251,7 +251,6 @@ using CrossDeviceCopyFn = void (*)(const Tensor& src, Tensor& dst);
 void set_cross_device_copy(CrossDeviceCopyFn fn);
 CrossDeviceCopyFn cross_device_copy();  // nullptr without a CUDA backend
 
-
 // The kernel families of each device, in tensor/kernel_families.def's order (CUDA: empty in a
 // CPU-only build), and the ops one family's registration function fills for `device` (it is
 // run again: registration is idempotent). For tests that check both devices mirror the list.

@@ -326,8 +326,8 @@ Tensor cumsum(const Tensor& x, int64_t dim, std::optional<DType> dtype = std::nu
 // cumsum's gradient: the reverse running sum of grad_out along dim (0-d: grad_out itself).
 Tensor cumsum_backward(const Tensor& grad_out, int64_t dim);
 
-// ---- the Tensor methods' raw forms (tensor/ops/view.cpp, tensor/ops/copy.cpp): what the methods of the
-// same name compute, without history. Code under tensor/ calls these, never the methods.
+// ---- the Tensor methods' raw forms (tensor/ops/view.cpp, tensor/ops/copy.cpp): what the methods
+// of the same name compute, without history. Code under tensor/ calls these, never the methods.
 Tensor view(const Tensor& x, const Shape& shape);
 Tensor reshape(const Tensor& x, const Shape& shape);
 // reshape's view case: x viewed with `shape` when its strides allow one, else undefined (the

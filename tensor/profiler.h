@@ -10,9 +10,6 @@
 #include "tensor/device.h"
 #include "tensor/op.h"
 
-namespace minidl {
-}
-
 namespace minidl::profiler {
 
 namespace detail {

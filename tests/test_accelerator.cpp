@@ -1,6 +1,6 @@
-// The Accelerator (parallel/accelerator/accelerator.h): in every mode it trains bitwise like the hand-written
-// single / DataParallel / DDP loop it replaces; accumulation equals the large batch; save_state /
-// load_state resume bitwise; the collectives and the errors.
+// The Accelerator (parallel/accelerator/accelerator.h): in every mode it trains bitwise like the
+// hand-written single / DataParallel / DDP loop it replaces; accumulation equals the large batch;
+// save_state / load_state resume bitwise; the collectives and the errors.
 #include <doctest/doctest.h>
 
 #include <cstdlib>

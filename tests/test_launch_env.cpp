@@ -1,6 +1,6 @@
-// Launcher detection (parallel/rendezvous/launch_env.h) from given environments, no process-wide setenv:
-// torchrun, OpenMPI, MPICH / Intel MPI (PMI_*, MPI_LOCAL*), Slurm job steps (master from the
-// nodelist, port from the job id, local size from the tasks-per-node syntax), the batch script
+// Launcher detection (parallel/rendezvous/launch_env.h) from given environments, no process-wide
+// setenv: torchrun, OpenMPI, MPICH / Intel MPI (PMI_*, MPI_LOCAL*), Slurm job steps (master from
+// the nodelist, port from the job id, local size from the tasks-per-node syntax), the batch script
 // without srun (world size 1 and a note), precedence, and Slurm's hostlist syntax.
 #include <doctest/doctest.h>
 

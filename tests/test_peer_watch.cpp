@@ -1,5 +1,5 @@
-// Heartbeats (parallel/rendezvous/peer_watch.h): rendezvous records every rank's address and starts a
-// watch; a silent peer is named with rank and address within the silence limit; a store that
+// Heartbeats (parallel/rendezvous/peer_watch.h): rendezvous records every rank's address and starts
+// a watch; a silent peer is named with rank and address within the silence limit; a store that
 // stops answering aborts the main client so a blocked request fails then, not at its timeout.
 #include <doctest/doctest.h>
 

@@ -1,5 +1,6 @@
-// The apps' bridge to the Accelerator (parallel/accelerator/accelerator.h): AcceleratorOptions from the shared
-// flags, the AMP wording of their progress lines, and evaluation forwards under the AMP level.
+// The apps' bridge to the Accelerator (parallel/accelerator/accelerator.h): AcceleratorOptions from
+// the shared flags, the AMP wording of their progress lines, and evaluation forwards under the AMP
+// level.
 #pragma once
 #include <string>
 

@@ -15,7 +15,8 @@ using namespace minidl;
 // announced in the environment (1 when none).
 std::string cuda_graph_refusal(const std::string& device, const std::string& mode, int nproc,
                                int launched_world);
-// The world size a launcher announced (torchrun, mpirun, srun; parallel/rendezvous/launch_env.h), or 1.
+// The world size a launcher announced (torchrun, mpirun, srun; parallel/rendezvous/launch_env.h),
+// or 1.
 int launcher_world_size();
 
 // Runs training steps of `model` with `opt` on `device`. The first `warmup` full batches run

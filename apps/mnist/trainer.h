@@ -1,5 +1,6 @@
 // The mnist_ddp training run: options, data, model, optimizer, scheduler, the epoch loop with
-// progress, metrics, checkpoints and resume, in any parallel mode (parallel/accelerator/accelerator.h).
+// progress, metrics, checkpoints and resume, in any parallel mode
+// (parallel/accelerator/accelerator.h).
 #pragma once
 #include <cstdint>
 #include <string>

@@ -78,7 +78,8 @@ std::shared_ptr<gloo::rendezvous::Context> connect_gloo_context(std::shared_ptr<
                                                                 int rank, int world_size,
                                                                 const std::string& prefix,
                                                                 std::chrono::milliseconds timeout) {
-  net::SigpipeBlocked no_sigpipe;  // gloo's device thread inherits the block (parallel/store/socket.h)
+  net::SigpipeBlocked
+      no_sigpipe;  // gloo's device thread inherits the block (parallel/store/socket.h)
   gloo::transport::tcp::attr attr;
   const std::string host = gloo_host_address(*store);
   if (host.rfind("if:", 0) == 0)

@@ -1,6 +1,7 @@
 // The gloo backend's transport helpers: tensors to and from the wire (CUDA tensors staged
 // through pinned memory, f16/bf16 reduced in f32 and rounded once per pair) and the allreduce
-// every reducing collective uses. Internal to parallel/gloo/process_group_gloo.cpp; gloo builds only.
+// every reducing collective uses. Internal to parallel/gloo/process_group_gloo.cpp; gloo builds
+// only.
 #pragma once
 #if MINIDL_WITH_GLOO
 #include <gloo/context.h>

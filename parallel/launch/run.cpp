@@ -144,8 +144,8 @@ class Supervisor {
   std::string diagnosis_;  // the latest heartbeat line of any rank (names unreachable peers)
 };
 
-// Keeps the latest "minidl: rank R: ... heartbeat ..." line (parallel/rendezvous/peer_watch.cpp): the
-// rank that fails first may not be the one that saw which peer went silent.
+// Keeps the latest "minidl: rank R: ... heartbeat ..." line (parallel/rendezvous/peer_watch.cpp):
+// the rank that fails first may not be the one that saw which peer went silent.
 void Supervisor::note_diagnosis(const Rank& r, const std::string& line) {
   if (line.rfind("minidl: rank ", 0) != 0 || line.find("heartbeat") == std::string::npos) return;
   diagnosis_ = "[rank " + std::to_string(r.rank) + "] " + line;

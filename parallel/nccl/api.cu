@@ -1,5 +1,6 @@
 // Fills the NCCL table of parallel/nccl/api.cuh on first use: dlopen of libnccl.so.<NCCL_MAJOR>
-// through tensor/cuda/runtime/dynlib's search (loader path, beside libcudart, the toolkit directory).
+// through tensor/cuda/runtime/dynlib's search (loader path, beside libcudart, the toolkit
+// directory).
 #include "parallel/nccl/api.cuh"
 
 #include <atomic>

@@ -1,6 +1,6 @@
 // NCCL is not linked: a table of its functions, filled on first use by dlopen/dlsym of
-// libnccl.so.<NCCL_MAJOR> (tensor/cuda/runtime/dynlib.h's search and errors), so a CPU-only run of a
-// CUDA build never needs it. Calls go through the table: nccl_api().ncclAllReduce(...).
+// libnccl.so.<NCCL_MAJOR> (tensor/cuda/runtime/dynlib.h's search and errors), so a CPU-only run of
+// a CUDA build never needs it. Calls go through the table: nccl_api().ncclAllReduce(...).
 #pragma once
 #include <nccl.h>
 

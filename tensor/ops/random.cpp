@@ -1,6 +1,7 @@
 // Random frontends (torch.rand/randn/randint/bernoulli/randperm/multinomial, uniform_/normal_,
-// dropout masks); the default generator is in tensor/random.cpp. Validation here, the numbers come from the device's
-// random kernels (Philox stream contract in tensor/random.h). No history: raw ops only.
+// dropout masks); the default generator is in tensor/random.cpp. Validation here, the numbers come
+// from the device's random kernels (Philox stream contract in tensor/random.h). No history: raw ops
+// only.
 #include <cmath>
 #include <limits>
 #include <numeric>

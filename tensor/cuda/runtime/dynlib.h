@@ -27,9 +27,9 @@ DynLib open_cuda_library(const std::string& what, const std::string& soname);
 // dlsym, or throws an Error naming the library, its path, the symbol and dlerror()'s text.
 void* dynlib_symbol(const DynLib& lib, const char* name);
 
-// The BLAS tables (tensor/cuda/runtime/handles.cuh), seen without CUDA headers: each loads its library
-// and resolves every symbol on the first call (thread-safe; a failure throws and the next call
-// tries again) and lists the symbols with their addresses.
+// The BLAS tables (tensor/cuda/runtime/handles.cuh), seen without CUDA headers: each loads its
+// library and resolves every symbol on the first call (thread-safe; a failure throws and the next
+// call tries again) and lists the symbols with their addresses.
 struct DynSymbol {
   const char* name;
   void* address;

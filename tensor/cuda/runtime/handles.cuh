@@ -2,8 +2,8 @@
 // cuBLAS, cuBLASLt (with a persistent workspace, so GEMMs are graph-capturable) and cuDNN.
 // Checks for their status codes throw with the call, file:line and the library's message.
 // cuBLAS, cuBLASLt and cuDNN are not linked: tables of function pointers, filled on first use by
-// dlopen/dlsym (tensor/cuda/runtime/dynlib.cu), so a CPU-only run never maps them. The headers give the
-// types; calls go through the tables: cublaslt_api().cublasLtMatmul(...), cudnn_api().cudnnX().
+// dlopen/dlsym (tensor/cuda/runtime/dynlib.cu), so a CPU-only run never maps them. The headers give
+// the types; calls go through the tables: cublaslt_api().cublasLtMatmul(...), cudnn_api().cudnnX().
 #pragma once
 #include <cublasLt.h>
 #include <cublas_v2.h>
