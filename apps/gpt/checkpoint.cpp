@@ -52,46 +52,66 @@ GPTConfig config_from_meta(const std::map<std::string, std::string>& meta,
   GPTConfig c;
   c.block_size = meta_int(meta, "gpt.block_size", path);
   c.vocab_size = meta_int(meta, "gpt.vocab_size", path);
+  // Files from before the padded vocabulary have none: their rows are their vocabulary.
+  if (meta.count("gpt.padded_vocab_size"))
+    c.padded_vocab_size = meta_int(meta, "gpt.padded_vocab_size", path);
   c.n_layer = meta_int(meta, "gpt.n_layer", path);
   c.n_head = meta_int(meta, "gpt.n_head", path);
   c.n_embd = meta_int(meta, "gpt.n_embd", path);
   return c;
 }
 
+bool is_synthetic(const std::map<std::string, std::string>& meta) {
+  auto it = meta.find("gpt.data");
+  return it != meta.end() && it->second == "synthetic";
+}
+
 void check_model_matches(const std::map<std::string, std::string>& meta, const GPTConfig& cfg,
-                         const ByteVocab& vocab, const std::string& path) {
+                         const ByteVocab* vocab, const std::string& path) {
   GPTConfig c = config_from_meta(meta, path);
   MINIDL_CHECK(c.block_size == cfg.block_size && c.vocab_size == cfg.vocab_size &&
-                   c.n_layer == cfg.n_layer && c.n_head == cfg.n_head && c.n_embd == cfg.n_embd,
+                   c.padded_vocab() == cfg.padded_vocab() && c.n_layer == cfg.n_layer &&
+                   c.n_head == cfg.n_head && c.n_embd == cfg.n_embd,
                "checkpoint '", path, "' holds a GPT with ", c.describe(), ", this run builds ",
                cfg.describe());
+  if (is_synthetic(meta)) {
+    MINIDL_CHECK(!vocab, "checkpoint '", path,
+                 "' was trained on --data synthetic, this run reads a text file");
+    return;
+  }
   auto stored = meta.find("gpt.vocab");
   MINIDL_CHECK(stored != meta.end(), "checkpoint '", path, "' has no vocabulary");
-  MINIDL_CHECK(split_bytes(stored->second, path) == vocab.bytes(), "checkpoint '", path,
+  MINIDL_CHECK(vocab, "checkpoint '", path,
+               "' was trained on a text file, this run uses --data synthetic");
+  MINIDL_CHECK(split_bytes(stored->second, path) == vocab->bytes(), "checkpoint '", path,
                "' was trained on a text with another byte vocabulary");
 }
 
 }  // namespace
 
-std::map<std::string, std::string> checkpoint_metadata(const GPTConfig& cfg, const ByteVocab& vocab,
+std::map<std::string, std::string> checkpoint_metadata(const GPTConfig& cfg, const ByteVocab* vocab,
                                                        int64_t iter, const Options& o,
                                                        const Accelerator& acc) {
-  return {{"iter", std::to_string(iter)},
-          {"gpt.block_size", std::to_string(cfg.block_size)},
-          {"gpt.vocab_size", std::to_string(cfg.vocab_size)},
-          {"gpt.n_layer", std::to_string(cfg.n_layer)},
-          {"gpt.n_head", std::to_string(cfg.n_head)},
-          {"gpt.n_embd", std::to_string(cfg.n_embd)},
-          {"gpt.vocab", join_bytes(vocab.bytes())},
-          {"seed", std::to_string(o.seed)},
-          {"batch_size", std::to_string(o.batch_size)},
-          {"world_size", std::to_string(acc.num_processes())},
-          {"amp", acc.amp() ? apps::amp_name(acc) : "off"}};
+  std::map<std::string, std::string> meta = {{"iter", std::to_string(iter)},
+                                             {"gpt.block_size", std::to_string(cfg.block_size)},
+                                             {"gpt.vocab_size", std::to_string(cfg.vocab_size)},
+                                             {"gpt.n_layer", std::to_string(cfg.n_layer)},
+                                             {"gpt.n_head", std::to_string(cfg.n_head)},
+                                             {"gpt.n_embd", std::to_string(cfg.n_embd)},
+                                             {"gpt.data", vocab ? "text" : "synthetic"},
+                                             {"seed", std::to_string(o.seed)},
+                                             {"batch_size", std::to_string(o.batch_size)},
+                                             {"world_size", std::to_string(acc.num_processes())},
+                                             {"amp", acc.amp() ? apps::amp_name(acc) : "off"}};
+  if (vocab) meta["gpt.vocab"] = join_bytes(vocab->bytes());
+  if (cfg.padded_vocab() != cfg.vocab_size)
+    meta["gpt.padded_vocab_size"] = std::to_string(cfg.padded_vocab());
+  return meta;
 }
 
 std::map<std::string, std::string> load_training_checkpoint(Accelerator& acc,
                                                             const std::string& path,
-                                                            const ByteVocab& vocab) {
+                                                            const ByteVocab* vocab) {
   const GPT& model = dynamic_cast<const GPT&>(acc.unwrap_model());
   std::map<std::string, std::string> meta;
   try {
@@ -127,6 +147,9 @@ LoadedModel load_model(const std::string& file_or_dir, Device device) {
   std::map<std::string, std::string> m(meta.begin(), meta.end());
   LoadedModel out;
   GPTConfig cfg = config_from_meta(m, path);
+  MINIDL_CHECK(!is_synthetic(m), "checkpoint '", path,
+               "' was trained on --data synthetic: it has no byte vocabulary to encode a prompt "
+               "or decode tokens, so it cannot be sampled");
   auto vocab_it = m.find("gpt.vocab");
   MINIDL_CHECK(vocab_it != m.end(), "checkpoint '", path, "' has no vocabulary");
   out.vocab = ByteVocab(split_bytes(vocab_it->second, path));

@@ -1,6 +1,6 @@
 // gpt checkpoints: one atomic safetensors file with the model, AdamW state, AMP state, every
-// rank's RNG state, and the model config and byte vocabulary as metadata, so `gpt sample` can
-// rebuild the model from the file alone.
+// rank's RNG state, and the model config and byte vocabulary (or "synthetic") as metadata, so
+// `gpt sample` can rebuild the model from the file alone.
 #pragma once
 #include <map>
 #include <memory>
@@ -15,24 +15,26 @@ namespace gpt {
 
 // The metadata a training checkpoint (Accelerator::save_state) carries besides the state: the
 // iteration, the model config and byte vocabulary (so `gpt sample` can rebuild the model from
-// the file alone), seed, batch size, world size and AMP level.
-std::map<std::string, std::string> checkpoint_metadata(const GPTConfig& cfg, const ByteVocab& vocab,
+// the file alone; `vocab` nullptr: gpt.data = synthetic, no vocabulary), seed, batch size,
+// world size and AMP level.
+std::map<std::string, std::string> checkpoint_metadata(const GPTConfig& cfg, const ByteVocab* vocab,
                                                        int64_t iter, const Options& o,
                                                        const Accelerator& acc);
 
 // acc.load_state(path) after checking that the file holds a GPT of the run's config and
-// vocabulary (else throws naming the file and both configs); returns the metadata (with
-// "iter").
+// vocabulary (nullptr: synthetic tokens) (else throws naming the file and both); returns the
+// metadata (with "iter").
 std::map<std::string, std::string> load_training_checkpoint(Accelerator& acc,
                                                             const std::string& path,
-                                                            const ByteVocab& vocab);
+                                                            const ByteVocab* vocab);
 
 struct LoadedModel {
   std::shared_ptr<GPT> model;
   ByteVocab vocab;
   int64_t iter = 0;
 };
-// For sampling: builds the GPT from a checkpoint file (or a directory's newest) alone.
+// For sampling: builds the GPT from a checkpoint file (or a directory's newest) alone. Throws
+// for a --data synthetic checkpoint: it has no byte vocabulary to encode or decode text.
 LoadedModel load_model(const std::string& file_or_dir, Device device);
 
 }  // namespace gpt

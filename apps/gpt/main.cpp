@@ -1,4 +1,5 @@
-// gpt: trains a byte-level GPT on Moby-Dick (or any text file) and samples from its checkpoints.
+// gpt: trains a byte-level GPT on Moby-Dick (or any text file, or synthetic tokens: GPT-2 124M
+// with --preset gpt2-124m --data synthetic) and samples from its checkpoints.
 //   gpt [flags]                    train (see --help); -n 2 runs two DDP ranks
 //   gpt sample --checkpoint DIR    continue a prompt with the trained model (KV cache)
 // Errors are one line on stderr with exit code 1 (bad flags: 2); Ctrl-C stops after the current
@@ -6,6 +7,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
+#include <set>
 
 #include "apps/common/checkpoints.h"
 #include "apps/common/ddp_features.h"
@@ -45,17 +47,30 @@ int run_sample(const SampleOptions& s) {
 int main(int argc, char** argv) {
   gpt::Options o;
   SampleOptions s;
-  CLI::App app{"gpt: train a byte-level GPT with minidl, or sample from one", "gpt"};
+  CLI::App app{
+      "gpt: train a GPT with minidl (byte-level on a text, or on synthetic tokens), or "
+      "sample from one",
+      "gpt"};
   app.get_formatter()->column_width(34);
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  app.add_option("--data", o.data, "training text file (tools/fetch-moby-dick.sh)")
+  app.add_option("--data", o.data,
+                 "training text file (tools/fetch-moby-dick.sh), or `synthetic`: uniform random "
+                 "tokens from --seed (no tokenizer or corpus)")
       ->capture_default_str();
-  auto* preset = app.add_option("--preset", o.preset,
-                                "gpt2-124m: 12 layers x 768, 12 heads, block 1024, vocab padded "
-                                "to 64 (for GPUs; explicit flags override)")
-                     ->check(CLI::IsMember({"gpt2-124m"}));
-  auto* block =
-      app.add_option("--block-size", o.block_size, "context length")->capture_default_str();
+  auto* vocab = app.add_option("--vocab-size", o.vocab_size,
+                               "vocabulary of --data synthetic (default 50257 with the preset, "
+                               "else 256)")
+                    ->check(CLI::PositiveNumber);
+  app.add_option("--preset", o.preset,
+                 "gpt2-124m: GPT-2 124M, 12 layers x 768, 12 heads, block 1024, a 50304-row "
+                 "tied embedding (50257 tokens padded; a text uses only its bytes' rows), "
+                 "124475904 parameters (explicit flags override)")
+      ->check(CLI::IsMember({"gpt2-124m"}));
+  auto* block = app.add_option("--block-size", o.block_size, "context length (position embeddings)")
+                    ->capture_default_str();
+  app.add_option("--seq-len", o.seq_len,
+                 "tokens per training sequence, <= block size (default: the block size)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--batch-size", o.batch_size, "sequences per step and process")
       ->capture_default_str();
   auto* layers =
@@ -112,14 +127,10 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  if (o.preset == "gpt2-124m") {  // flags given explicitly keep their values
-    if (!block->count()) o.block_size = 1024;
-    if (!layers->count()) o.n_layer = 12;
-    if (!heads->count()) o.n_head = 12;
-    if (!embd->count()) o.n_embd = 768;
-    o.pad_vocab = true;
-  }
-  (void)preset;
+  std::set<std::string> given;  // flags given explicitly keep their values under --preset
+  for (auto* opt : {block, layers, heads, embd, vocab})
+    if (opt->count()) given.insert(opt->get_name());
+  o.apply_preset(given);
   if (std::string why = minidl::apps::amp_flags_error(o); !why.empty()) {
     std::fprintf(stderr, "gpt: error: %s\n", why.c_str());
     return 2;

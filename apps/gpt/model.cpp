@@ -7,17 +7,33 @@
 
 namespace gpt {
 
-double GPTConfig::flops_per_token(int64_t num_params, int64_t seq_len) const {
-  // 6 FLOPs per parameter and token (forward 2, backward 4) plus attention's 6·L·C·T
-  // (llm.c's gpt2_estimate_mfu); position embeddings do no matmul work.
-  const double n = double(num_params - block_size * n_embd);
-  return 6.0 * n + 6.0 * double(n_layer) * double(n_embd) * double(seq_len);
+int64_t GPTConfig::num_parameters() const {
+  const int64_t C = n_embd, b = bias ? 1 : 0;
+  // Per block: ln_1 and ln_2 (weight, bias if any), attn.c_attn C x 3C, attn.c_proj C x C,
+  // mlp.c_fc C x 4C, mlp.c_proj 4C x C (plus their biases): 12·C² + 13·C with biases.
+  const int64_t block = 2 * (C + b * C) + 12 * C * C + b * (3 * C + C + 4 * C + C);
+  // wte (padded rows; lm_head is the same tensor), wpe, the blocks, ln_f (always with bias).
+  return padded_vocab() * C + block_size * C + n_layer * block + 2 * C;
+}
+
+double GPTConfig::flops_per_token(int64_t seq_len) const {
+  // 6 FLOPs per parameter and token (forward 2, backward 4) plus attention's 6·L·C·T.
+  return 6.0 * double(num_parameters()) + 6.0 * double(n_layer) * double(n_embd) * double(seq_len);
 }
 
 std::string GPTConfig::describe() const {
-  return std::to_string(n_layer) + " layers x " + std::to_string(n_embd) + ", " +
-         std::to_string(n_head) + " heads, block " + std::to_string(block_size) + ", vocab " +
-         std::to_string(vocab_size);
+  std::string s = std::to_string(n_layer) + " layers x " + std::to_string(n_embd) + ", " +
+                  std::to_string(n_head) + " heads, block " + std::to_string(block_size) +
+                  ", vocab " + std::to_string(vocab_size);
+  if (padded_vocab() != vocab_size) s += " (padded to " + std::to_string(padded_vocab()) + ")";
+  return s;
+}
+
+GPTConfig gpt2_124m_config() {
+  GPTConfig c;
+  c.block_size = 1024, c.vocab_size = 50257, c.padded_vocab_size = 50304;
+  c.n_layer = 12, c.n_head = 12, c.n_embd = 768;
+  return c;
 }
 
 GPT::GPT(const GPTConfig& c) : config(c) {
@@ -25,14 +41,16 @@ GPT::GPT(const GPTConfig& c) : config(c) {
                c.n_head);
   MINIDL_CHECK(c.block_size > 0 && c.vocab_size > 0 && c.n_layer > 0,
                "GPT: block_size, vocab_size and n_layer must be positive");
-  wte = std::make_shared<nn::Embedding>(c.vocab_size, c.n_embd);
+  MINIDL_CHECK(c.padded_vocab() >= c.vocab_size, "GPT: padded_vocab_size ", c.padded_vocab_size,
+               " is smaller than vocab_size ", c.vocab_size);
+  wte = std::make_shared<nn::Embedding>(c.padded_vocab(), c.n_embd);
   wpe = std::make_shared<nn::Embedding>(c.block_size, c.n_embd);
   drop = std::make_shared<nn::Dropout>(c.dropout);
   h = std::make_shared<nn::ModuleListOf<nn::TransformerBlock>>();
   for (int64_t i = 0; i < c.n_layer; ++i)
     h->push_back(std::make_shared<nn::TransformerBlock>(c.n_embd, c.n_head, c.dropout, c.bias));
   ln_f = std::make_shared<nn::LayerNorm>(c.n_embd);
-  lm_head = std::make_shared<nn::Linear>(c.n_embd, c.vocab_size, /*bias=*/false);
+  lm_head = std::make_shared<nn::Linear>(c.n_embd, c.padded_vocab(), /*bias=*/false);
   register_module("wte", &wte);
   register_module("wpe", &wpe);
   register_module("drop", &drop);
@@ -74,7 +92,11 @@ Tensor GPT::run(const Tensor& idx, int64_t pos0, std::vector<nn::KVCache>* cache
     x = caches ? block.forward(x, nn::AttentionOptions{.cache = &(*caches)[size_t(i)]})
                : block.forward(x);
   }
-  return (*lm_head)((*ln_f)(x));  // [B,T,V]
+  Tensor logits = (*lm_head)((*ln_f)(x));  // [B,T,Vp]
+  // The padded columns (tokens that never occur) stay out of the loss and sampling: a view of
+  // the real ones, no copy here (cross_entropy's reshape copies the [B·T,V] rows once).
+  const int64_t V = config.vocab_size;
+  return logits.size(-1) == V ? logits : logits.slice(-1, 0, V);  // [B,T,V]
 }
 
 Tensor GPT::forward(const Tensor& idx) {

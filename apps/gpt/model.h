@@ -1,6 +1,6 @@
 // A GPT-2 style language model written the way a user writes one with minidl's nn: token and
 // learned position embeddings, N pre-norm TransformerBlocks, a final LayerNorm and an output
-// head tied to the token embedding. Parameter names follow nanoGPT (wte, wpe, h.N.attn.c_attn...).
+// head tied to the token embedding (padded rows as in llm.c). Names follow nanoGPT (wte, h.N...).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -16,20 +16,32 @@ using namespace minidl;
 
 struct GPTConfig {
   int64_t block_size = 64;  // the longest context (positions)
-  int64_t vocab_size = 85;
+  int64_t vocab_size = 85;  // the real vocabulary: the logits the loss and sampling see
+  // Rows of wte / lm_head (0: vocab_size). GPT-2 124M pads 50257 to 50304 (llm.c's Vp) for
+  // matmul-friendly shapes; forward() returns only the first vocab_size logits.
+  int64_t padded_vocab_size = 0;
   int64_t n_layer = 4, n_head = 4, n_embd = 128;
   double dropout = 0.0;
   bool bias = true;  // biases in the Linears and LayerNorms, like GPT-2
-  // The FLOPs of one training token (6N + 6·L·C·T, llm.c's estimate with N the non-embedding
-  // plus token-embedding parameters), for the model-FLOPs utilisation on CUDA.
-  double flops_per_token(int64_t num_params, int64_t seq_len) const;
+  int64_t padded_vocab() const { return padded_vocab_size > 0 ? padded_vocab_size : vocab_size; }
+  // The parameter count of the GPT this config builds, from the shapes alone (llm.c's
+  // definition: the padded wte, wpe, the blocks and ln_f; the tied head counted once).
+  int64_t num_parameters() const;
+  // The FLOPs of one training token, llm.c's gpt2_estimate_mfu: 6·N + 6·L·C·T with N all
+  // parameters (num_parameters()), for the model-FLOPs utilisation on CUDA.
+  double flops_per_token(int64_t seq_len) const;
   std::string describe() const;
 };
+
+// GPT-2 124M (llm.c's gpt2_124M): 12 layers x 768, 12 heads, block 1024, the 50257 tokens of
+// GPT-2's tokenizer padded to 50304 rows; 124,475,904 parameters.
+GPTConfig gpt2_124m_config();
 
 class GPT : public nn::Cloneable<GPT> {
  public:
   explicit GPT(const GPTConfig& config);
-  // idx:[B,T] int64 token ids (T <= block_size) -> logits [B,T,vocab_size].
+  // idx:[B,T] int64 token ids (T <= block_size) -> logits [B,T,vocab_size]: with a padded
+  // vocabulary, a view of the first vocab_size columns of the [B,T,padded] head output.
   Tensor forward(const Tensor& idx) override;
   // Incremental decoding: idx:[B,T_new] continues the sequence held in `caches` (one per block,
   // empty at the start); positions count on from the cached length. Logits [B,T_new,vocab].

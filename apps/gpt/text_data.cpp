@@ -1,4 +1,5 @@
-// Byte vocabulary, the 90/10 split and random-window batches (text_data.h).
+// Byte vocabulary, the 90/10 split and random-window batches, and synthetic uniform tokens
+// (text_data.h).
 #include "apps/gpt/text_data.h"
 
 #include <algorithm>
@@ -62,7 +63,7 @@ ByteVocab ByteVocab::from_tensor(const Tensor& t) {
 }
 
 TextDataset::TextDataset(const std::string& path, int64_t block_size, double train_fraction)
-    : block_size_(block_size) {
+    : path_(path), block_size_(block_size) {
   std::ifstream in(path, std::ios::binary);
   MINIDL_CHECK(in.good(), "cannot open the text file '", path,
                "' (tools/fetch-moby-dick.sh fetches the default one)");
@@ -94,6 +95,30 @@ Batch TextDataset::get_batch(const std::string& split, int64_t batch, Generator&
     std::copy_n(data.begin() + s[b] + 1, T, py + b * T);
   }
   return {x, y};
+}
+
+std::string TextDataset::describe() const {
+  return path_ + ", " + std::to_string(file_bytes_) + " bytes (" + std::to_string(train_.size()) +
+         " train / " + std::to_string(val_.size()) + " val), vocab " +
+         std::to_string(vocab_.size());
+}
+
+SyntheticTokens::SyntheticTokens(int64_t vocab_size, int64_t block_size)
+    : vocab_size_(vocab_size), block_size_(block_size) {
+  MINIDL_CHECK(vocab_size >= 1, "synthetic tokens: the vocabulary size must be >= 1, got ",
+               vocab_size);
+  MINIDL_CHECK(block_size >= 1, "synthetic tokens: block_size must be >= 1, got ", block_size);
+}
+
+Batch SyntheticTokens::get_batch(const std::string& split, int64_t batch, Generator& gen) const {
+  MINIDL_CHECK(split == "train" || split == "val", "split must be train or val, got ", split);
+  // One [B, T+1] draw: x = ids[:, :T], y = ids[:, 1:], like a window of a random text.
+  Tensor ids = randint(0, vocab_size_, {batch, block_size_ + 1}, kInt64, kCPU, &gen);
+  return {ids.slice(1, 0, block_size_).contiguous(), ids.slice(1, 1, block_size_ + 1).contiguous()};
+}
+
+std::string SyntheticTokens::describe() const {
+  return "synthetic uniform tokens in [0, " + std::to_string(vocab_size_) + ")";
 }
 
 }  // namespace gpt

@@ -1,5 +1,6 @@
 // The gpt training loop (trainer.h): nanoGPT's recipe on minidl, written once on the
-// Accelerator (single, dp, ddp; AMP), with checkpoints, progress bar and JSON-lines metrics.
+// Accelerator (single, dp, ddp; AMP), with checkpoints, progress bar and JSON-lines metrics;
+// the preset, the data choice and the model config.
 #include "apps/gpt/trainer.h"
 
 #include <chrono>
@@ -15,8 +16,6 @@
 #include "apps/common/metrics.h"
 #include "apps/common/progress.h"
 #include "apps/gpt/checkpoint.h"
-#include "apps/gpt/model.h"
-#include "apps/gpt/text_data.h"
 #include "parallel/distributed.h"
 #include "tensor/cpu_isa.h"
 #include "tensor/cuda_api.h"
@@ -31,14 +30,16 @@ double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-// Next-token cross-entropy of logits [B,T,V] against targets [B,T], computed in f32.
+// Next-token cross-entropy of logits [B,T,V] against targets [B,T], computed in f32. With a
+// padded vocabulary the logits are a strided view of the real columns: the f32 conversion (or,
+// in f32, the reshape) makes the one contiguous [B·T,V] copy.
 Tensor lm_loss(const Tensor& logits, const Tensor& targets) {
   const int64_t V = logits.size(-1);
-  return nn::functional::cross_entropy(logits.reshape({-1, V}).to(kFloat32), targets.reshape({-1}));
+  return nn::functional::cross_entropy(logits.to(kFloat32).reshape({-1, V}), targets.reshape({-1}));
 }
 
 // Mean loss of eval_iters random batches of each split (averaged over ranks under DDP).
-std::pair<double, double> estimate_loss(const Accelerator& acc, const TextDataset& data,
+std::pair<double, double> estimate_loss(const Accelerator& acc, const TokenData& data,
                                         const Options& o) {
   NoGradGuard no_grad;
   nn::Module& model = acc.unwrap_model();
@@ -82,8 +83,42 @@ double lr_at(const Options& o, int64_t it) {
   return min_lr + coeff * (o.lr - min_lr);
 }
 
+void Options::apply_preset(const std::set<std::string>& given) {
+  if (preset.empty()) return;
+  MINIDL_CHECK(preset == "gpt2-124m", "--preset must be gpt2-124m, got '", preset, "'");
+  const GPTConfig c = gpt2_124m_config();  // explicit flags keep their values
+  if (!given.count("--block-size")) block_size = c.block_size;
+  if (!given.count("--n-layer")) n_layer = c.n_layer;
+  if (!given.count("--n-head")) n_head = c.n_head;
+  if (!given.count("--n-embd")) n_embd = c.n_embd;
+  if (!given.count("--vocab-size") && synthetic()) vocab_size = c.vocab_size;
+  padded_vocab_size = c.padded_vocab_size;
+}
+
+std::unique_ptr<TokenData> open_data(const Options& o) {
+  if (o.synthetic())
+    return std::make_unique<SyntheticTokens>(o.vocab_size > 0 ? o.vocab_size : 256,
+                                             o.sequence_length());
+  return std::make_unique<TextDataset>(o.data, o.sequence_length());
+}
+
+GPTConfig model_config(const Options& o, int64_t vocab_size) {
+  GPTConfig cfg;
+  cfg.block_size = o.block_size;
+  cfg.vocab_size = vocab_size;
+  cfg.padded_vocab_size = o.padded_vocab_size;
+  MINIDL_CHECK(cfg.padded_vocab() >= vocab_size, "a vocabulary of ", vocab_size,
+               " tokens does not fit the ", o.padded_vocab_size, " embedding rows of --preset ",
+               o.preset);
+  cfg.n_layer = o.n_layer, cfg.n_head = o.n_head, cfg.n_embd = o.n_embd;
+  cfg.dropout = o.dropout;
+  return cfg;
+}
+
 void Options::validate() const {
   MINIDL_CHECK(block_size >= 1 && batch_size >= 1, "--block-size and --batch-size must be >= 1");
+  MINIDL_CHECK(seq_len >= 0 && seq_len <= block_size, "--seq-len ", seq_len,
+               " must be in [1, --block-size ", block_size, "]");
   MINIDL_CHECK(n_layer >= 1 && n_head >= 1 && n_embd >= 1, "--n-layer/--n-head/--n-embd >= 1");
   MINIDL_CHECK(n_embd % n_head == 0, "--n-embd ", n_embd, " must be a multiple of --n-head ",
                n_head);
@@ -91,6 +126,10 @@ void Options::validate() const {
   MINIDL_CHECK(max_iters >= 0 && eval_interval >= 1 && eval_iters >= 1,
                "--max-iters >= 0, --eval-interval >= 1 and --eval-iters >= 1");
   MINIDL_CHECK(dropout >= 0 && dropout < 1, "--dropout must be in [0, 1), got ", dropout);
+  MINIDL_CHECK(vocab_size >= 0, "--vocab-size must be >= 1, got ", vocab_size);
+  MINIDL_CHECK(synthetic() || vocab_size == 0,
+               "--vocab-size sets the vocabulary of --data synthetic; the vocabulary of the text '",
+               data, "' is its bytes");
 }
 
 Result run_training(const Options& o) {
@@ -98,12 +137,9 @@ Result run_training(const Options& o) {
   Accelerator acc(apps::accelerator_options(o));
   const bool main_rank = acc.is_main_process(), verbose = main_rank && !o.quiet;
 
-  TextDataset data(o.data, o.block_size);
-  GPTConfig cfg;
-  cfg.block_size = o.block_size;
-  cfg.vocab_size = o.pad_vocab ? (data.vocab().size() + 63) / 64 * 64 : data.vocab().size();
-  cfg.n_layer = o.n_layer, cfg.n_head = o.n_head, cfg.n_embd = o.n_embd;
-  cfg.dropout = o.dropout;
+  const std::unique_ptr<TokenData> data_ptr = open_data(o);
+  const TokenData& data = *data_ptr;
+  const GPTConfig cfg = model_config(o, data.vocab_size());
 
   // The same initial weights on every rank; prepare() then gives each rank its own data and
   // dropout stream, sets up --amp and wraps the model for the mode.
@@ -127,7 +163,7 @@ Result run_training(const Options& o) {
     path = apps::resolve_resume(o.resume, o.checkpoint_dir, "iter", &fresh_note);
   if (!fresh_note.empty() && main_rank) std::fprintf(stderr, "gpt: %s\n", fresh_note.c_str());
   if (!path.empty()) {
-    auto meta = load_training_checkpoint(acc, path, data.vocab());
+    auto meta = load_training_checkpoint(acc, path, data.byte_vocab());
     first_iter = std::stoll(meta.at("iter"));
     if (verbose)
       std::printf("resumed from %s (iteration %lld done)\n", path.c_str(), (long long)first_iter);
@@ -140,17 +176,20 @@ Result run_training(const Options& o) {
     log = apps::JsonLinesLog(log_path, !path.empty());
   apps::TrainingCurves curves;
   curves.x_label = "iteration", curves.eval_label = "val";
-  const int64_t tokens_per_iter = o.batch_size * o.block_size * acc.num_processes();
-  const int64_t n_params = model->num_parameters();
+  const int64_t tokens_per_iter = o.batch_size * o.sequence_length() * acc.num_processes();
+  // The count llm.c prints (tied head once, padded rows included), from the config as the MFU
+  // uses it, checked against the model built.
+  const int64_t n_params = cfg.num_parameters();
+  MINIDL_CHECK(n_params == model->num_parameters(), "GPT ", cfg.describe(), ": the config counts ",
+               n_params, " parameters, the model has ", model->num_parameters());
   if (verbose)
     std::printf(
-        "gpt: %s, %lld bytes (%lld train / %lld val), vocab %lld; GPT %s, %.2fM parameters; "
-        "%s; batch %lld x %lld tokens per process; AdamW lr %g; %d thread(s); CPU kernels %s%s%s\n",
-        o.data.c_str(), (long long)data.file_bytes(), (long long)data.train_tokens(),
-        (long long)data.val_tokens(), (long long)data.vocab().size(), cfg.describe().c_str(),
-        double(n_params) / 1e6, acc.describe().c_str(), (long long)o.batch_size,
-        (long long)o.block_size, o.lr, get_num_threads(), cpu_isa_summary().c_str(),
-        amp ? "; " : "", apps::amp_describe(acc).c_str());
+        "gpt: %s; GPT %s, %lld parameters; %s; batch %lld x %lld tokens per process; AdamW lr %g; "
+        "%d thread(s); CPU kernels %s%s%s\n",
+        data.describe().c_str(), cfg.describe().c_str(), (long long)n_params,
+        acc.describe().c_str(), (long long)o.batch_size, (long long)o.sequence_length(), o.lr,
+        get_num_threads(), cpu_isa_summary().c_str(), amp ? "; " : "",
+        apps::amp_describe(acc).c_str());
   if (const std::string note = apps::shared_cores_note(get_num_threads()); verbose && !note.empty())
     std::printf("%s\n", note.c_str());
 
@@ -164,7 +203,7 @@ Result run_training(const Options& o) {
     // Collective: rank 0 writes atomically; every rank fails if the write failed (--zero1:
     // the Accelerator gathers the optimizer's shards onto rank 0 first).
     acc.save_state(apps::checkpoint_path(o.checkpoint_dir, "iter", iter),
-                   checkpoint_metadata(cfg, data.vocab(), iter, o, acc));
+                   checkpoint_metadata(cfg, data.byte_vocab(), iter, o, acc));
     if (main_rank) apps::remove_older_checkpoints(o.checkpoint_dir, "iter", iter);
     if (main_rank)
       apps::note_checkpoint_written(apps::checkpoint_path(o.checkpoint_dir, "iter", iter));
@@ -253,7 +292,7 @@ Result run_training(const Options& o) {
     const double peak = peak_flops(acc.device(), o.amp);
     if (peak > 0)
       result.mfu = result.tokens_per_s / double(acc.num_processes()) *
-                   cfg.flops_per_token(n_params, o.block_size) / peak;
+                   cfg.flops_per_token(o.sequence_length()) / peak;
   }
   if (amp) {
     result.amp = apps::amp_name(acc) + apps::amp_suffix(acc);

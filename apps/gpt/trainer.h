@@ -1,29 +1,48 @@
 // The gpt app's training run: options (the small CPU recipe by default, --preset gpt2-124m for
-// GPUs), data, model, AdamW with weight-decay groups, warm-up + cosine schedule, clipping,
-// periodic evaluation, atomic checkpoints and bitwise resume, in any parallel layout.
+// GPUs), text or synthetic data, model, AdamW with weight-decay groups, warm-up + cosine
+// schedule, clipping, periodic evaluation, atomic checkpoints and bitwise resume, in any layout.
 #pragma once
 #include <cstdint>
+#include <memory>
+#include <set>
 #include <string>
 
 #include "apps/common/run_options.h"
+#include "apps/gpt/model.h"
+#include "apps/gpt/text_data.h"
 
 namespace gpt {
 
 struct Options : minidl::apps::RunOptions {
-  std::string data = "data/moby-dick/data.txt";
-  std::string preset;                        // "" (the flags below) | gpt2-124m
-  int64_t block_size = 64, batch_size = 12;  // batch per process
+  std::string data = "data/moby-dick/data.txt";  // a text file, or "synthetic"
+  std::string preset;                            // "" (the flags below) | gpt2-124m
+  int64_t vocab_size = 0;  // the vocabulary of --data synthetic (0: the preset's 50257, or 256)
+  int64_t block_size = 64, batch_size = 12;  // the model's context; batch per process
+  int64_t seq_len = 0;  // tokens per training sequence (0: block_size), like llm.c's -t
   int64_t n_layer = 4, n_head = 4, n_embd = 128;
   double dropout = 0.0;
   double lr = 1e-3, min_lr = -1;  // min_lr < 0: lr / 10
   double beta1 = 0.9, beta2 = 0.99, weight_decay = 0.1, grad_clip = 1.0;
   int64_t max_iters = 2000, warmup_iters = 100, lr_decay_iters = -1;  // -1: max_iters
   int64_t eval_interval = 250, eval_iters = 20;
-  bool pad_vocab = false;  // round the vocabulary up to a multiple of 64 (GPU-friendly shapes)
+  int64_t padded_vocab_size = 0;  // rows of wte/lm_head (0: the vocabulary; the preset: 50304)
   Options() { log_interval = 10; }
+  bool synthetic() const { return data == "synthetic"; }
+  int64_t sequence_length() const { return seq_len > 0 ? seq_len : block_size; }
+  // --preset gpt2-124m: GPT-2 124M's shapes (gpt2_124m_config()) for the flags not in `given`
+  // ("--block-size", "--n-layer", "--n-head", "--n-embd", "--vocab-size": set explicitly), and
+  // its 50304-row embedding. Does nothing without a preset.
+  void apply_preset(const std::set<std::string>& given);
   // Checks every value; throws minidl::Error with a one-line message.
   void validate() const;
 };
+
+// The run's data: --data synthetic (uniform tokens over vocab_size, by default 50257 with the
+// preset and 256 without) or the text file --data names.
+std::unique_ptr<TokenData> open_data(const Options& o);
+
+// The model run_training builds for these options over data with `vocab_size` real tokens.
+GPTConfig model_config(const Options& o, int64_t vocab_size);
 
 struct Result {
   int64_t iters_run = 0, iter = 0;  // iterations run by this process / the final iteration

@@ -3,7 +3,8 @@
 # training lowers the loss and prints the summary, resume is bitwise equal to an uninterrupted
 # run, sampling is deterministic per seed and starts with the prompt, bad input and corrupt
 # checkpoints give one-line errors, 2-rank DDP (also with --zero1, a bf16 comm hook and a
-# --sync-bn that has nothing to convert) and DataParallel train, bf16 AMP trains.
+# --sync-bn that has nothing to convert) and DataParallel train, bf16 AMP trains; --data synthetic
+# trains, resumes bitwise and refuses to be sampled; --preset gpt2-124m is GPT-2 124M (2 steps).
 # Usage: gpt_test.sh GPT TEXT_FILE CASE
 set -uo pipefail
 BIN=$1 TEXT=$2 CASE=$3
@@ -105,6 +106,55 @@ amp_bf16)
   grep -q 'amp bf16 O1' "$WORK/out" || { cat "$WORK/out"; fail "no amp in the summary"; }
   v=$(val_loss)
   awk -v v="$v" 'BEGIN { exit !(v < 3.4) }' || fail "bf16 val loss $v >= 3.4 after 60 iterations"
+  ;;
+synthetic)  # uniform tokens from the seed: no text read; resumes bitwise; sampling refused
+  SYN=("${SMALL[@]}" --data synthetic --vocab-size 300 --seed 5)
+  expect_rc 0 "${SYN[@]}" --max-iters 40 --checkpoint-dir "$WORK/a"
+  expect_rc 0 "${SYN[@]}" --max-iters 20 --lr-decay-iters 40 --checkpoint-dir "$WORK/b"
+  expect_rc 0 "${SYN[@]}" --max-iters 40 --checkpoint-dir "$WORK/b" --resume "$WORK/b"
+  cmp "$WORK/a/checkpoint-iter-40.safetensors" "$WORK/b/checkpoint-iter-40.safetensors" ||
+    fail "the resumed synthetic run differs from the uninterrupted one"
+  # Nothing to learn: the loss stays near ln(300) = 5.70.
+  v=$(val_loss)
+  awk -v v="$v" 'BEGIN { exit !(v > 5.5 && v < 6.0) }' || fail "synthetic val loss $v not near 5.70"
+  f=$WORK/a/checkpoint-iter-40.safetensors
+  expect_error 1 "trained on --data synthetic: it has no byte vocabulary" sample --checkpoint "$f"
+  # A text run of the same shapes (vocabulary = the text's distinct bytes) refuses to resume it.
+  V=$(od -An -v -tu1 "$TEXT" | tr -s ' ' '\n' | sort -un | grep -c .)
+  expect_rc 0 "${SMALL[@]}" --data synthetic --vocab-size "$V" --max-iters 2 --checkpoint-dir "$WORK/c"
+  expect_error 1 "trained on --data synthetic, this run reads a text file" "${SMALL[@]}" \
+    --max-iters 4 --resume "$WORK/c"
+  # Without --vocab-size (and without the preset) the vocabulary is 256; the header names it.
+  LOUD=()
+  for a in "${SMALL[@]}"; do [ "$a" = --quiet ] || LOUD+=("$a"); done
+  expect_rc 0 "${LOUD[@]}" --data synthetic --max-iters 2
+  grep -q '^gpt: synthetic uniform tokens in \[0, 256); GPT 2 layers x 64, 4 heads, block 32, vocab 256, [0-9]* parameters;' \
+    "$WORK/out" || { cat "$WORK/out"; fail "no synthetic header line"; }
+  expect_error 1 "vocabulary of --data synthetic" "${SMALL[@]}" --vocab-size 300 --max-iters 1
+  expect_error 1 "a vocabulary of 60000 tokens does not fit the 50304 embedding rows" \
+    --preset gpt2-124m --data synthetic --vocab-size 60000 --max-iters 1
+  ;;
+gpt2_124m)  # the preset on synthetic tokens: GPT-2 124M (llm.c's count), 2 steps on the CPU
+  # The model keeps block 1024 (its 1024 position rows); the steps train on 64-token sequences.
+  expect_rc 0 --preset gpt2-124m --data synthetic --batch-size 1 --seq-len 64 --max-iters 2 \
+    --warmup-iters 1 --eval-iters 1 --threads 2
+  cat "$WORK/out"
+  head -1 "$WORK/out" | grep -q '^gpt: synthetic uniform tokens in \[0, 50257); GPT 12 layers x 768, 12 heads, block 1024, vocab 50257 (padded to 50304), 124475904 parameters; .*; batch 1 x 64 tokens per process;' ||
+    fail "the first line is not GPT-2 124M's"
+  grep -q '^gpt: val loss [0-9.]*, train loss [0-9.]* after 2 iterations;' "$WORK/out" ||
+    fail "no summary line after 2 iterations"
+  # GPT-2 init: the loss starts near ln(50257) = 10.82.
+  v=$(val_loss)
+  awk -v v="$v" 'BEGIN { exit !(v > 10.5 && v < 11.2) }' || fail "val loss $v not near ln(50257)"
+  # The preset on the text, narrowed: the 50304-row embedding, only the bytes' logits; its
+  # checkpoint (padded rows recorded) samples bytes of the text.
+  expect_rc 0 --preset gpt2-124m --data "$TEXT" --n-layer 1 --n-embd 64 --n-head 4 \
+    --block-size 32 --batch-size 4 --max-iters 20 --warmup-iters 5 --eval-iters 2 --threads 2 \
+    --checkpoint-dir "$WORK/t"
+  grep -q 'vocab [0-9]* (padded to 50304), [0-9]* parameters;' "$WORK/out" ||
+    { cat "$WORK/out"; fail "the narrowed preset is not padded to 50304"; }
+  expect_rc 0 sample --checkpoint "$WORK/t" --prompt "Call me" --tokens 60 --seed 2
+  [ "$(wc -c <"$WORK/out")" -ge 67 ] || fail "fewer than 60 sampled bytes from the padded model"
   ;;
 *) fail "unknown case $CASE" ;;
 esac
