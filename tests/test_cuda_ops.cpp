@@ -129,6 +129,7 @@ std::vector<Case> cases_elementwise() {
 
   cs.push_back(binary("add", {B(add(a, b)), B(add(a, b, 2)), B(a + 1), B(add(a, b, 0.5))}));
   cs.back().rejects = {{kNonFloat, {3}, "argument alpha must not be a floating point number"}};
+  cs.back().ops = {"add", "add_scaled_reduced"};  // alpha != 1 on f16/bf16: the fused kernel
   cs.push_back(binary("sub", {B(sub(a, b)), B(sub(a, b, 3)), B(1.5 - a)}));
   cs.back().rejects = {{{kBool}, {0, 1}, "with two bool tensors is not supported"}};
   cs.push_back(binary("mul", {B(mul(a, b)), B(a * 3)}));
@@ -278,7 +279,8 @@ std::vector<Case> cases_reduce_linalg() {
                  return V{};
                }};
   mm_case.variants = 4;
-  mm_case.tol_scale = 5;  // K up to 300: cancellation leaves small outputs
+  mm_case.ops.push_back("linear_bias");  // variant 3: linear with a bias (oneDNN / cuBLASLt)
+  mm_case.tol_scale = 5;                 // K up to 300: cancellation leaves small outputs
   cs.push_back(mm_case);
   return cs;
 }
