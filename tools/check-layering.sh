@@ -80,13 +80,13 @@ room_of() {
   local floor=$1 path=$2 rest best="" r
   shift 2
   rest=${path#"$floor"/}
-  for r in "$@"; do
-    if [[ $r == . ]]; then
-      [[ $rest != */* && -z $best ]] && best=.
-    elif [[ $rest == "$r"/* && ${#r} -gt ${#best} || $rest == "$r"/* && $best == . ]]; then
-      best=$r
-    fi
-  done
+  if [[ $rest != */* ]]; then  # a file at the floor's root: its "." room, if it has one
+    for r in "$@"; do [[ $r == . ]] && best=.; done
+  else
+    for r in "$@"; do
+      [[ $r != . && $rest == "$r"/* && ${#r} -gt ${#best} ]] && best=$r
+    done
+  fi
   echo "$best"
 }
 index_of() {
