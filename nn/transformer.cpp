@@ -1,5 +1,6 @@
-// CausalSelfAttention (fused QKV projection, heads, KV cache, causal masks aligned to the
-// bottom-right when new positions follow cached ones), MLP and the pre-norm TransformerBlock.
+// CausalSelfAttention (fused QKV projection, heads split in one copy each way, KV cache, causal
+// masks aligned to the bottom-right when new positions follow cached ones), MLP and the pre-norm
+// TransformerBlock.
 #include "nn/transformer.h"
 
 #include <array>
@@ -7,8 +8,10 @@
 #include <limits>
 #include <optional>
 
+#include "autograd/autocast.h"
 #include "autograd/function.h"
 #include "nn/attention_functional.h"
+#include "tensor/variants.h"
 
 namespace minidl::nn {
 
@@ -23,14 +26,16 @@ Tensor sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& att
 }
 
 // qkv:[B,T,3C] -> q, k, v:[B,nh,T,hd], contiguous (the layout the fused attention kernel
-// reads). One autograd node for the three: its backward writes their gradients into one
-// [B,T,3C] tensor, where three narrow views would each zero-fill a [B,T,3C] gradient and add.
+// reads): one permuting copy into a [3,B,nh,T,hd] buffer whose three slices they are. One
+// autograd node for the three: its backward writes their gradients into one [B,T,3C] tensor,
+// where three narrow views would each zero-fill a [B,T,3C] gradient and add.
 std::array<Tensor, 3> split_heads(const Tensor& qkv, int64_t n_head) {
   const int64_t B = qkv.size(0), T = qkv.size(1), C = qkv.size(2) / 3, hd = C / n_head;
+  // native views: the node below is the only history
+  const Tensor heads = native::contiguous(
+      native::permute(native::reshape(qkv, {B, T, 3, n_head, hd}), {2, 0, 3, 1, 4}));
   std::array<Tensor, 3> out;
-  for (int64_t p = 0; p < 3; ++p)  // native views: the node below is the only history
-    out[size_t(p)] = native::contiguous(native::transpose(
-        native::view(native::narrow(qkv, 2, p * C, C), {B, T, n_head, hd}), 1, 2));
+  for (int64_t p = 0; p < 3; ++p) out[size_t(p)] = native::select(heads, 0, p);
   autograd::record(
       "SplitHeadsBackward", {qkv}, {&out[0], &out[1], &out[2]}, {},
       [B, T, C, n_head, hd](const std::vector<Tensor>& g, const auto&) {
@@ -44,6 +49,39 @@ std::array<Tensor, 3> split_heads(const Tensor& qkv, int64_t n_head) {
         return std::vector<Tensor>{gq};
       });
   return out;
+}
+
+// qkv:[B,T,3C] -> y:[B,nh,T,hd], the fused attention without a mask (is_causal or not) read
+// from the heads split by one permuting copy into [3,B,nh,T,hd], under one autograd node whose
+// backward writes dq, dk, dv into one such buffer and permutes it back to [B,T,3C] in one copy
+// (split_heads + the attention op: three copies each way). Undefined where the fused kernels
+// do not apply (the caller takes the general path).
+Tensor qkv_attention(const Tensor& qkv, int64_t n_head, double dropout_p, bool is_causal,
+                     Generator* gen) {
+  if (auto ac = amp::autocast_inputs<amp::AutocastOp::scaled_dot_product_attention>(qkv))
+    return qkv_attention(ac[0], n_head, dropout_p, is_causal, gen);
+  const int64_t B = qkv.size(0), T = qkv.size(1), C = qkv.size(2) / 3, hd = C / n_head;
+  const Tensor heads = native::contiguous(
+      native::permute(native::reshape(qkv, {B, T, 3, n_head, hd}), {2, 0, 3, 1, 4}));
+  const Tensor q = native::select(heads, 0, 0), k = native::select(heads, 0, 1),
+               v = native::select(heads, 0, 2);
+  const std::optional<SdpaParams> params = native::scaled_dot_product_attention_params(
+      q, k, v, Tensor(), dropout_p, is_causal, std::nullopt, gen);
+  if (!params) return {};  // (no random numbers drawn: the general path draws them)
+  SdpaForwardResult r = native::scaled_dot_product_attention_forward(q, k, v, *params);
+  autograd::record(
+      "QkvAttentionBackward", {qkv}, {&r.out}, {q, k, v, r.out, r.lse},
+      [p = *params, B, T, C, n_head, hd](const std::vector<Tensor>& g,
+                                         const std::vector<Tensor>& sv) {
+        const Tensor gheads = empty({3, B, n_head, T, hd}, sv[0].dtype(), sv[0].device());
+        const SdpaGrads into{native::select(gheads, 0, 0), native::select(gheads, 0, 1),
+                             native::select(gheads, 0, 2)};
+        native::scaled_dot_product_attention_backward(g[0], sv[0], sv[1], sv[2], sv[3], sv[4], p,
+                                                      &into);
+        const Tensor gqkv = native::contiguous(native::permute(gheads, {1, 3, 0, 2, 4}));
+        return std::vector<Tensor>{native::reshape(gqkv, {B, T, 3 * C})};  // [B,T,3C]
+      });
+  return r.out;
 }
 
 // [L, S] bool, true = attend: query i (at position past + i) sees keys j <= past + i.
@@ -82,7 +120,13 @@ Tensor CausalSelfAttention::forward(const Tensor& x, const AttentionOptions& opt
                "CausalSelfAttention: expected x of shape [B, T, ", n_embd, "], got ",
                x.shape_str());
   const int64_t B = x.size(0), T = x.size(1), C = n_embd;
-  Tensor qkv = (*c_attn)(x);                  // [B,T,3C]
+  Tensor qkv = (*c_attn)(x);  // [B,T,3C]
+  const double p = is_training() ? attn_dropout->p : 0.0;
+  // training and plain evaluation (MINIDL_UNFUSED=qkv_attention: the general path)
+  if (!opt.cache && !opt.attn_mask.defined() && variants::fused("qkv_attention")) {
+    Tensor y = qkv_attention(qkv, n_head, p, T > 1, gen);  // [B,nh,T,hd]
+    if (y.defined()) return (*resid_dropout)((*c_proj)(y.transpose(1, 2).reshape({B, T, C})));
+  }
   auto [q, k, v] = split_heads(qkv, n_head);  // [B,nh,T,hd] each
   int64_t past = 0;
   if (opt.cache) {
@@ -114,8 +158,7 @@ Tensor CausalSelfAttention::forward(const Tensor& x, const AttentionOptions& opt
   } else if (T > 1) {
     mask = causal_attend_mask(T, S, past, x.device());  // bottom-right aligned
   }                                                     // one new query: sees everything
-  const double p = is_training() ? attn_dropout->p : 0.0;
-  Tensor y = sdpa(q, k, v, mask, p, is_causal, gen);  // [B,nh,T,hd]
+  Tensor y = sdpa(q, k, v, mask, p, is_causal, gen);    // [B,nh,T,hd]
   y = y.transpose(1, 2).reshape({B, T, C});
   return (*resid_dropout)((*c_proj)(y));
 }

@@ -1,13 +1,27 @@
-// Gradient clipping by total norm (per-grad norms combined like PyTorch) and by value.
+// Gradient clipping by total norm (two list ops, foreach_norm and foreach_clip_by_norm, as
+// PyTorch's foreach path) and by value.
 #include "optim/clip_grad.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "autograd/grad_mode.h"
 #include "tensor/error.h"
 #include "autograd/ops.h"
+#include "optim/fused.h"
+#include "tensor/variants.h"
 
 namespace minidl::optim {
+namespace {
+
+void check_finite(double total, double norm_type, bool error_if_nonfinite) {
+  MINIDL_CHECK(!error_if_nonfinite || std::isfinite(total),
+               "clip_grad_norm_: the total norm of order ", norm_type,
+               " for gradients from `parameters` is non-finite (", total,
+               "), so it cannot be clipped");
+}
+
+}  // namespace
 
 double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, double norm_type,
                        bool error_if_nonfinite) {
@@ -18,10 +32,21 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, doubl
   for (const Tensor& p : params)
     if (p.grad().defined()) grads.push_back(p.grad());
   if (grads.empty()) return 0.0;
-  // Per-grad norms combined on the first grad's device in f64, in order (no host read per
-  // parameter; one at the end for the returned value).
-  const bool inf = std::isinf(norm_type);
   const Device dev = grads[0].device();
+  const bool one_device = std::all_of(grads.begin(), grads.end(), [&](const Tensor& g) {
+    return g.device() == dev && g.is_floating_point();
+  });
+  if (one_device && variants::fused("foreach_clip")) {
+    // Two dispatches for any number of grads (PyTorch's foreach path): the total norm stays on
+    // the device, which also decides whether to scale; one host read for the returned value.
+    const Tensor total = fused::foreach_norm(grads, norm_type);
+    const double value = total.item<double>();
+    check_finite(value, norm_type, error_if_nonfinite);
+    fused::foreach_clip_by_norm_(grads, total, max_norm);
+    return value;
+  }
+  // Grads on several devices: per-grad norms combined on the first grad's device in f64.
+  const bool inf = std::isinf(norm_type);
   Tensor acc = zeros({}, kFloat64, dev);
   for (const Tensor& g : grads) {
     if (g.numel() == 0) continue;
@@ -35,10 +60,7 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, doubl
   }
   if (!inf) acc = pow(acc, 1.0 / norm_type);
   const double total = acc.item<double>();
-  MINIDL_CHECK(!error_if_nonfinite || std::isfinite(total),
-               "clip_grad_norm_: the total norm of order ", norm_type,
-               " for gradients from `parameters` is non-finite (", total,
-               "), so it cannot be clipped");
+  check_finite(total, norm_type, error_if_nonfinite);
   const double coef = max_norm / (total + 1e-6);
   if (!(coef >= 1))  // nan total: grads become nan, like PyTorch
     for (Tensor& g : grads) mul_(g, coef);

@@ -1,7 +1,10 @@
 // Frontends of the AMP ops (non_finite_check_and_unscale, amp_update_scale) and the fused
-// optimizer steps (fused_sgd, fused_adam): argument checks naming shapes, dtypes and devices,
-// then a single dispatch to the kernel of the tensors' device.
+// optimizer steps (fused_sgd, fused_adam) and clipping (foreach_norm, foreach_clip_by_norm):
+// argument checks naming shapes, dtypes and devices, then a single dispatch to the kernel of the
+// tensors' device.
 #include "optim/fused.h"
+
+#include <cmath>
 
 #include "tensor/error.h"
 
@@ -135,6 +138,43 @@ void adam_step(const FusedAdamArgs& a) {
                      a.steps[i].dtype() == kFloat64 && a.steps[i].device() == a.params[i].device(),
                  op, ": step ", i, " must be a one-element f64 tensor on ", a.params[i].device());
   kernel<Op::fused_adam>(a.params[0].device())(a);
+}
+
+namespace {
+
+void check_list(const std::vector<Tensor>& tensors, const char* op) {
+  MINIDL_CHECK(!tensors.empty(), op, ": an empty tensor list");
+  const Device dev = tensors[0].device();
+  for (size_t i = 0; i < tensors.size(); ++i)
+    MINIDL_CHECK(
+        tensors[i].defined() && tensors[i].is_floating_point() && tensors[i].device() == dev, op,
+        ": tensor ", i, " must be a floating tensor on ", dev, " like tensor 0 (got ",
+        tensors[i].defined()
+            ? tensors[i].shape_str() + " " + std::string(dtype_name(tensors[i].dtype())) + " on " +
+                  tensors[i].device().str()
+            : std::string("undefined"),
+        ")");
+}
+
+}  // namespace
+
+Tensor foreach_norm(const std::vector<Tensor>& tensors, double norm_type) {
+  check_list(tensors, "foreach_norm");
+  MINIDL_CHECK(norm_type > 0 || std::isinf(norm_type),
+               "foreach_norm: norm_type must be positive or inf, got ", norm_type);
+  Tensor out = empty({}, kFloat64, tensors[0].device());
+  kernel<Op::foreach_norm>(out.device())(tensors, norm_type, out);
+  return out;
+}
+
+void foreach_clip_by_norm_(const std::vector<Tensor>& tensors, const Tensor& total,
+                           double max_norm) {
+  check_list(tensors, "foreach_clip_by_norm");
+  MINIDL_CHECK(total.defined() && total.numel() == 1 && total.dtype() == kFloat64 &&
+                   total.device() == tensors[0].device(),
+               "foreach_clip_by_norm: total must be a one-element f64 tensor on ",
+               tensors[0].device());
+  kernel<Op::foreach_clip_by_norm>(total.device())(tensors, total, max_norm);
 }
 
 }  // namespace minidl::optim::fused

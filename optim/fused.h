@@ -29,8 +29,8 @@ namespace minidl::optim::fused {
 
 // Whether the fused kernels can update `params` (those that have a grad): every one a dense,
 // contiguous, floating tensor on one device, with a contiguous grad of its dtype, shape and
-// device. CUDA only unless allow_cpu (the CPU kernels exist for AMP steps and tests; the
-// optimizers' plain CPU step keeps its per-tensor path). False for an empty list.
+// device. CUDA only unless allow_cpu (the optimizers pass it: the CPU kernels run the plain
+// step's per-tensor update rules, bitwise equal, as one dispatch). False for an empty list.
 bool usable(const std::vector<Tensor>& params, bool allow_cpu = false);
 
 using HyperValues = std::array<double, 8>;
@@ -43,6 +43,14 @@ HyperHandle make_hyper(std::function<HyperValues()> read);
 // f32 tensors on the parameters' device.
 void sgd_step(const FusedSgdArgs& args);
 void adam_step(const FusedAdamArgs& args);
+
+// clip_grad_norm_'s ops (torch._foreach_norm and the clamped _foreach_mul_): the total p-norm
+// (p > 0 or inf) of `tensors` (floating, one device; empty ones skipped) as a 0-d f64 tensor on
+// their device, nothing read back; and every tensor *= max_norm / (total + 1e-6) where that is
+// below 1 (or NaN), decided on the device. `tensors` must not be empty.
+Tensor foreach_norm(const std::vector<Tensor>& tensors, double norm_type);
+void foreach_clip_by_norm_(const std::vector<Tensor>& tensors, const Tensor& total,
+                           double max_norm);
 
 // Makes a state tensor (momentum buffer, exp_avg, step, ...) contiguous, of dtype `dt` and on
 // `dev` (e.g. after load_state_dict put it on the CPU, or after a module.to()).

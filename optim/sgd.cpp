@@ -109,7 +109,7 @@ void SGD::step() {
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
     const size_t idx0 = idx;
     idx += groups_[gi].params.size();
-    if (groups_[gi].get("fused") != 0 && fused_step(gi, idx0, nullptr, false)) continue;
+    if (groups_[gi].get("fused") != 0 && fused_step(gi, idx0, nullptr, true)) continue;
     plain_step(gi, idx0);
   }
 }

@@ -50,6 +50,12 @@ using AddScaledKernel = void (*)(const Tensor& a, const Tensor& b, float alpha, 
 // caller then computes matmul + add itself.
 using LinearBiasKernel = bool (*)(const Tensor& x2d, const Tensor& w, const Tensor& bias,
                                   Tensor& out);
+// nn.Linear's parameter gradients in one call: g2d:[M,N] x2d:[M,K] (any strides) ->
+// grad_w:[N,K] = g2d^T x2d and, when grad_b is defined, grad_b:[N] = the column sums of g2d
+// (both contiguous, preallocated, g's dtype; CUDA: the bias gradient from the GEMM's cuBLASLt
+// BGRADB epilogue where it has one).
+using LinearWeightGradKernel = void (*)(const Tensor& g2d, const Tensor& x2d, Tensor& grad_w,
+                                        Tensor& grad_b);
 using WhereKernel = void (*)(const Tensor& cond, const Tensor& a, const Tensor& b, Tensor& out);
 using ClampKernel = void (*)(const Tensor& in, Tensor& out, double lo, double hi);  // ±inf = none
 using FillKernel = void (*)(Tensor& out, Scalar value);
@@ -195,6 +201,16 @@ struct FusedAdamArgs {
 };
 using FusedSgdKernel = void (*)(const FusedSgdArgs& args);
 using FusedAdamKernel = void (*)(const FusedAdamArgs& args);
+// Gradient clipping by total norm (torch.nn.utils.clip_grad_norm_'s _foreach_norm and
+// _foreach_mul_), over floating tensors on one device, any dtypes. foreach_norm: out (0-d f64)
+// = (sum over every element of |x|^p)^(1/p), or max |x| for p = inf; |x| and the sums in f64,
+// summed per chunk of 64Ki elements and the chunks in order, so the result does not depend on
+// the thread count. foreach_clip_by_norm: every tensor *= max_norm / (total + 1e-6) (in
+// opmath) where that factor is below 1 or NaN, reading total (0-d f64) on the device.
+using ForeachNormKernel = void (*)(const std::vector<Tensor>& tensors, double norm_type,
+                                   Tensor& out);
+using ForeachClipByNormKernel = void (*)(const std::vector<Tensor>& tensors, const Tensor& total,
+                                         double max_norm);
 
 template <Op op>
 struct OpSignature;

@@ -217,6 +217,9 @@ Tensor matmul(const Tensor& a, const Tensor& b);  // torch.matmul semantics (1-D
 Tensor mm(const Tensor& a, const Tensor& b);      // [M,K] x [K,N]
 Tensor bmm(const Tensor& a, const Tensor& b);     // [B,M,K] x [B,K,N]
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b = {});  // x @ w.T + b
+// nn.Linear's parameter gradients for g:[*,N] and x:[*,K] (the batch dims folded into one GEMM):
+// {grad_w [N,K], grad_b [N] (undefined unless with_bias)} in g's dtype, one dispatch.
+std::pair<Tensor, Tensor> linear_weight_grad(const Tensor& g, const Tensor& x, bool with_bias);
 
 // ---- convolution and pooling (tensor/ops/conv.cpp); NCHW
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias = {},
@@ -277,9 +280,12 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
 // The fused kernels without autograd (q, k, v already broadcast to one batch shape).
 SdpaForwardResult scaled_dot_product_attention_forward(const Tensor& q, const Tensor& k,
                                                        const Tensor& v, const SdpaParams& p);
+// into: gradient buffers to write (contiguous, of q, k, v's shapes and dtype; e.g. slices of one
+// [3, ...] tensor), returned as they are; nullptr: new tensors.
 SdpaGrads scaled_dot_product_attention_backward(const Tensor& grad_out, const Tensor& q,
                                                 const Tensor& k, const Tensor& v, const Tensor& out,
-                                                const Tensor& lse, const SdpaParams& p);
+                                                const Tensor& lse, const SdpaParams& p,
+                                                const SdpaGrads* into = nullptr);
 // The fused op's input checks (its error messages; also run by the composite path), and its
 // kernel parameters: scale, causal, mask, and the dropout stream reserved from gen when
 // dropout_p > 0 (after the checks); nullopt where the fused kernels do not apply (CUDA, head

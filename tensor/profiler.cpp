@@ -45,6 +45,7 @@ State& state() {
   return *s;
 }
 thread_local int t_depth = 0;
+std::atomic<int64_t> g_dispatches{0};
 
 int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -73,6 +74,7 @@ Scope::Scope(Op op, DeviceType device) {
   if (t_depth++ > 0) return;    // inside another timed op
   ensure_kernels_registered();  // the backends install their timers while registering
   active_ = true;
+  g_dispatches.fetch_add(1, std::memory_order_relaxed);
   slot_ = int(op) * kDevices + int(device);
   device_ = device;
   const DeviceTimer& t = state().timers[size_t(device)];  // set once at registration
@@ -97,6 +99,10 @@ Scope::~Scope() {
 }
 
 }  // namespace detail
+
+int64_t dispatch_count() {
+  return detail::g_dispatches.load(std::memory_order_relaxed);
+}
 
 void enable(bool on) {
   detail::g_enabled.store(on);

@@ -25,6 +25,10 @@ inline bool enabled() {
 void enable(bool on = true);
 // Drops the counts (pending device timings are waited for and discarded).
 void reset();
+// Dispatches counted while the profiler was on, every op and device (nested dispatches inside
+// another op's kernel are not counted): the op graph's size between two reads. Never reset;
+// no lock and no wait for the device.
+int64_t dispatch_count();
 
 struct OpStats {
   std::string op;  // the op_list.def name ("matmul", "sdpa_backward", ...)

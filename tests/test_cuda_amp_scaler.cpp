@@ -83,6 +83,21 @@ V update_scale_case(const V& in, Device dev, int v) {
   return {s, tr};
 }
 
+// clip_grad_norm_'s two list ops over the inputs (strided ones too): variant v picks the norm
+// (2, 1, inf, 3), max_norm is half the total so every tensor is scaled.
+V foreach_clip_case(const V& in, Device dev, int v) {
+  const double p = v == 0 ? 2.0 : v == 1 ? 1.0 : v == 2 ? INFINITY : 3.0;
+  V g;
+  for (const Tensor& t : in) g.push_back(t.clone());
+  if (g[0].dim() == 2) g[0] = g[0].t();  // strided: written back through a contiguous copy
+  const Tensor total = optim::fused::foreach_norm(g, p);
+  const Tensor half = full({}, 0.5, kFloat64, dev) * total;
+  optim::fused::foreach_clip_by_norm_(g, total, half.item<double>());
+  V out = g;
+  out.push_back(total);
+  return out;
+}
+
 }  // namespace
 
 namespace parity {
@@ -124,6 +139,15 @@ std::vector<Case> cases_amp() {
        kFloats,
        fused_adam_case,
        3,
+       -2,
+       2,
+       false},
+      {"foreach_norm and foreach_clip_by_norm",
+       {"foreach_norm", "foreach_clip_by_norm"},
+       {{{3, 5}, {7}, {0}}, {{70001}, {131073}, {2, 3}}},
+       kFloats,
+       foreach_clip_case,
+       4,
        -2,
        2,
        false},

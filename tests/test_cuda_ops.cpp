@@ -255,32 +255,38 @@ std::vector<Case> cases_reduce_linalg() {
   cs.push_back(sm);
 
   // matmul (bmm kernel) incl. 1-D, batch broadcasting, K = 0 and transposed operands.
-  Case mm_case{"matmul",
-               {"bmm"},
-               {{{5, 7}, {7, 3}},
-                {{2, 5, 7}, {2, 7, 3}},
-                {{7}, {7, 3}},
-                {{5, 7}, {7}},
-                {{3, 4, 5, 7}, {7, 6}},
-                {{2, 1, 5, 7}, {3, 7, 2}},
-                {{0, 7}, {7, 3}},
-                {{5, 0}, {0, 3}},
-                {{64, 128}, {128, 96}},
-                {{1, 300}, {300, 1}}},
-               kFloats,  // CUDA bmm is cuBLASLt: floating only (as PyTorch); CPU also does ints
-               [](const V& in, Device, int v) {
-                 const Tensor &a = in[0], &b = in[1];
-                 if (v == 0) return V{matmul(a, b)};
-                 if (v == 1 && a.dim() == 2 && b.dim() == 2)
-                   return V{mm(a, b), mm(a.t().contiguous().t(), b)};
-                 if (v == 2 && a.dim() == 3 && b.dim() == 3) return V{bmm(a, b)};
-                 if (v == 3 && a.dim() == 2 && b.dim() == 2 && b.size(0) > 0)  // x @ w.T + bias
-                   return V{linear(a, b.t(), b.select(0, 0)), linear(a, b.t())};
-                 return V{};
-               }};
-  mm_case.variants = 4;
-  mm_case.ops.push_back("linear_bias");  // variant 3: linear with a bias (oneDNN / cuBLASLt)
-  mm_case.tol_scale = 5;                 // K up to 300: cancellation leaves small outputs
+  Case mm_case{
+      "matmul",
+      {"bmm"},
+      {{{5, 7}, {7, 3}},
+       {{2, 5, 7}, {2, 7, 3}},
+       {{7}, {7, 3}},
+       {{5, 7}, {7}},
+       {{3, 4, 5, 7}, {7, 6}},
+       {{2, 1, 5, 7}, {3, 7, 2}},
+       {{0, 7}, {7, 3}},
+       {{5, 0}, {0, 3}},
+       {{64, 128}, {128, 96}},
+       {{1, 300}, {300, 1}}},
+      kFloats,  // CUDA bmm is cuBLASLt: floating only (as PyTorch); CPU also does ints
+      [](const V& in, Device, int v) {
+        const Tensor &a = in[0], &b = in[1];
+        if (v == 0) return V{matmul(a, b)};
+        if (v == 1 && a.dim() == 2 && b.dim() == 2)
+          return V{mm(a, b), mm(a.t().contiguous().t(), b)};
+        if (v == 2 && a.dim() == 3 && b.dim() == 3) return V{bmm(a, b)};
+        if (v == 3 && a.dim() == 2 && b.dim() == 2 && b.size(0) > 0)  // x @ w.T + bias
+          return V{linear(a, b.t(), b.select(0, 0)), linear(a, b.t())};
+        if (v == 4 && a.dim() == 2 && b.dim() == 2) {  // nn.Linear's dW, db: g = b, x = a^T
+          auto [gw, gb] = native::linear_weight_grad(b, a.t(), true);
+          return V{gw, gb, native::linear_weight_grad(b, a.t(), false).first};
+        }
+        return V{};
+      }};
+  mm_case.variants = 5;
+  mm_case.ops.push_back("linear_bias");         // variant 3: linear with a bias (oneDNN / cuBLASLt)
+  mm_case.ops.push_back("linear_weight_grad");  // variant 4 (CUDA: cuBLASLt's BGRADB epilogue)
+  mm_case.tol_scale = 5;                        // K up to 300: cancellation leaves small outputs
   cs.push_back(mm_case);
   return cs;
 }

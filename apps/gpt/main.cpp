@@ -151,8 +151,14 @@ int main(int argc, char** argv) {
                        : ("the last complete checkpoint is in " + o.checkpoint_dir).c_str());
       return 130;
     }
-    if (minidl::profiler::enabled())  // MINIDL_PROFILE=1: the op table before the summary
+    if (minidl::profiler::enabled()) {  // MINIDL_PROFILE=1: the op table before the summary
       std::printf("op profile, rank 0 (all iterations):\n%s", minidl::profiler::table().c_str());
+      if (r.dispatches_per_step >= 0)
+        std::printf(
+            "kernel dispatches per training step: %lld (the last step, zero_grad to "
+            "optimizer step; the first step: %lld)\n",
+            (long long)r.dispatches_per_step, (long long)r.dispatches_first_step);
+    }
     char mfu[48] = "";
     if (r.mfu >= 0) std::snprintf(mfu, sizeof mfu, ", MFU %.1f%%", 100.0 * r.mfu);
     std::printf(

@@ -13,6 +13,7 @@
 #include "apps/common/accelerate.h"
 #include "apps/common/ddp_features.h"
 #include "apps/common/checkpoints.h"
+#include "tensor/profiler.h"
 #include "apps/common/metrics.h"
 #include "apps/common/progress.h"
 #include "apps/gpt/checkpoint.h"
@@ -237,6 +238,7 @@ Result run_training(const Options& o) {
     auto t_step = Clock::now();
     Batch b = data.get_batch("train", o.batch_size, default_generator());
     Tensor x = b.x.to(acc.device()), y = b.y.to(acc.device());
+    const int64_t dispatches0 = profiler::dispatch_count();
     acc.zero_grad();
     Tensor loss;
     {
@@ -248,6 +250,11 @@ Result run_training(const Options& o) {
     acc.step();
     const double loss_value = loss.item<double>();  // also waits for the device
     train_seconds += seconds_since(t_step);
+    if (profiler::enabled()) {
+      result.dispatches_per_step = profiler::dispatch_count() - dispatches0;
+      if (result.dispatches_first_step < 0)
+        result.dispatches_first_step = result.dispatches_per_step;
+    }
     loss_sum += loss_value, ++loss_count;
     ++result.iters_run;
     if (!nonfinite_reported && !std::isfinite(loss_value)) {

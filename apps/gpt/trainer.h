@@ -50,6 +50,9 @@ struct Result {
   double tokens_per_s = 0;  // training tokens/s over all ranks, evaluation excluded
   double step_ms = 0;       // mean training step time
   double mfu = -1;          // model-FLOPs utilisation on CUDA (-1: not measured)
+  // MINIDL_PROFILE=1: ops dispatched by the last training step (zero_grad to the optimizer
+  // step; the op graph, the same on every device), and by the first (with lazy state set-up).
+  int64_t dispatches_per_step = -1, dispatches_first_step = -1;
   std::string layout, peak_memory, amp;
   std::string ddp_features;  // "" or apps::ddp_features_summary (--sync-bn, --zero1, --comm-hook)
   bool interrupted = false, main_rank = true;

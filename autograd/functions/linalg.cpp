@@ -1,8 +1,11 @@
 // The differentiable matmul, mm, bmm and linear: the autocast hook, the raw op
 // (tensor/ops/linalg.cpp), then one node each: grad_a = g @ b^T, grad_b = a^T @ g (un-broadcast).
+#include <tuple>
+
 #include "autograd/autocast.h"
 #include "autograd/function.h"
 #include "autograd/ops.h"
+#include "tensor/variants.h"
 
 namespace minidl {
 namespace {
@@ -72,17 +75,20 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
                                                      const std::vector<Tensor>& s) {
                      const Tensor& w = s[1];
                      const Tensor& x = s[0];
-                     const DType dt = g[0].dtype();
-                     if ((dt == kBFloat16 || dt == kFloat16) && w.dim() == 2 && x.dim() >= 2) {
-                       // 16-bit floats: fold the batch dims into one GEMM per gradient, gw =
-                       // g^T x [N,K] directly: no per-batch partial products rounded to 16
-                       // bits and summed again, no transposing copy. (f32/f64 keep the batched
-                       // path below, whose summation order their results are pinned to.)
-                       const int64_t N = w.size(0), K = w.size(1);
-                       const Tensor g2 = g[0].reshape({-1, N});  // [M, N]
+                     if (w.dim() == 2 && x.dim() >= 2) {
+                       // Fold the batch dims into one GEMM per gradient, gw = g^T x [N,K]
+                       // directly, with gb beside it (one dispatch, a GEMM epilogue on CUDA):
+                       // two dispatches in all, no per-batch partial products summed again
+                       // (rounded to 16 bits for f16/bf16), no transposing copy.
+                       const int64_t N = w.size(0);
+                       const bool bias_1d = need_b && b_shape == Shape{N};
                        Tensor gx = need_x ? matmul(g[0], w) : Tensor();
-                       Tensor gw = need_w ? mm(g2.t(), x.reshape({-1, K})) : Tensor();
-                       Tensor gb = need_b ? sum_to_shape(g[0], b_shape).contiguous() : Tensor();
+                       Tensor gw, gb;
+                       if (need_w && x.dtype() == g[0].dtype() && variants::fused("linear_wgrad"))
+                         std::tie(gw, gb) = native::linear_weight_grad(g[0], x, bias_1d);
+                       else if (need_w)
+                         gw = mm(g[0].reshape({-1, N}).t(), x.reshape({-1, w.size(1)}));
+                       if (need_b && !gb.defined()) gb = sum_to_shape(g[0], b_shape).contiguous();
                        return std::vector<Tensor>{gx, gw, gb};
                      }
                      const Tensor wt = w.dim() == 2 ? w.t() : w;

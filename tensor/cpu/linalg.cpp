@@ -268,9 +268,35 @@ void gemm_f64(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, doubl
   gemm_impl<double>(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
+// linear_bias on the CPU: oneDNN for f16/bf16 (the bias added to the f32 accumulator) when it
+// takes the shape; otherwise the GEMM (bmm's kernel, a batch of one) then the bias add, which
+// for f32/f64 is bitwise the unfused matmul + add_. x2d:[M,K] w:[N,K] bias:[N] -> out:[M,N].
+bool linear_bias_kernel(const Tensor& x2d, const Tensor& w, const Tensor& bias, Tensor& out) {
+  const DType dt = out.dtype();
+  if ((dt == kBFloat16 || dt == kFloat16) && onednn::linear_bias(x2d, w, bias, out)) return true;
+  Tensor out3d = native::unsqueeze(out, 0);  // [1,M,N], a view of out
+  bmm_kernel(native::unsqueeze(x2d, 0), native::unsqueeze(native::t(w), 0), out3d);
+  native::add_(out, bias);
+  return true;
+}
+
+// linear_weight_grad on the CPU: grad_w = g2d^T x2d as one GEMM on a transposed view (bmm's
+// kernel, a batch of one), grad_b = the column sums of g2d (the sum op's kernel).
+void linear_weight_grad_kernel(const Tensor& g2d, const Tensor& x2d, Tensor& grad_w,
+                               Tensor& grad_b) {
+  Tensor gw3 = native::unsqueeze(grad_w, 0);  // [1,N,K], a view of grad_w
+  if (x2d.size(0) == 0) {
+    native::fill_(grad_w, 0);
+  } else {
+    bmm_kernel(native::unsqueeze(native::t(g2d), 0), native::unsqueeze(x2d, 0), gw3);
+  }
+  if (grad_b.defined()) native::copy_(grad_b, native::sum(g2d, {0}));
+}
+
 void register_linalg_kernels() {
   register_kernel<Op::bmm>(DeviceType::cpu, bmm_kernel);
-  register_kernel<Op::linear_bias>(DeviceType::cpu, onednn::linear_bias);
+  register_kernel<Op::linear_bias>(DeviceType::cpu, linear_bias_kernel);
+  register_kernel<Op::linear_weight_grad>(DeviceType::cpu, linear_weight_grad_kernel);
 }
 
 }  // namespace minidl::cpu

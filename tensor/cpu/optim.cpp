@@ -1,10 +1,13 @@
 // CPU kernels of the fused optimizer ops (fused_sgd, fused_adam): the per-tensor update formulas
-// the plain steps of optim/sgd.cpp and optim/adam.cpp use too (tensor/update_rules.h), so results
-// are bitwise equal; with AMP inputs the grads are divided by grad_scale and a set found_inf skips
-// everything.
+// of tensor/update_rules.h, one dispatch for a whole group; with AMP inputs the grads are divided
+// by grad_scale and a set found_inf skips everything. And clip_grad_norm_'s two list ops,
+// foreach_norm and foreach_clip_by_norm.
+#include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "tensor/cpu/kernels.h"
+#include "tensor/cpu/loops.h"
 #include "tensor/dispatch.h"
 #include "tensor/ops.h"
 #include "tensor/update_rules.h"
@@ -48,11 +51,91 @@ void fused_adam_kernel(const FusedAdamArgs& a) {
   }
 }
 
+// One chunk of a tensor list: elements [begin, end) of tensor `tensor`.
+struct Chunk {
+  size_t tensor;
+  int64_t begin, end;
+};
+constexpr int64_t kNormChunk = 65536;
+
+// sum |x|^p (or max |x| when p is inf) over x[b, e) in f64.
+template <typename T>
+double chunk_norm(const T* x, int64_t b, int64_t e, double p) {
+  double acc = 0;
+  if (std::isinf(p)) {
+    for (int64_t i = b; i < e; ++i) {
+      const double a = std::abs(double(x[i]));
+      acc = std::isnan(a) || std::isnan(acc) ? std::numeric_limits<double>::quiet_NaN()
+                                             : std::max(acc, a);
+    }
+  } else if (p == 2.0) {
+    for (int64_t i = b; i < e; ++i) acc += double(x[i]) * double(x[i]);
+  } else if (p == 1.0) {
+    for (int64_t i = b; i < e; ++i) acc += std::abs(double(x[i]));
+  } else {
+    for (int64_t i = b; i < e; ++i) acc += std::pow(std::abs(double(x[i])), p);
+  }
+  return acc;
+}
+
+void foreach_norm_kernel(const std::vector<Tensor>& tensors, double p, Tensor& out) {
+  std::vector<Tensor> dense;
+  std::vector<Chunk> chunks;
+  for (const Tensor& t : tensors) {
+    if (t.numel() == 0) continue;
+    dense.push_back(t.is_contiguous() ? t : native::contiguous(t));
+    for (int64_t b = 0; b < t.numel(); b += kNormChunk)
+      chunks.push_back({dense.size() - 1, b, std::min(t.numel(), b + kNormChunk)});
+  }
+  std::vector<double> partial(chunks.size());
+  parallel_for(int64_t(chunks.size()), 1, [&](int64_t cb, int64_t ce) {
+    for (int64_t c = cb; c < ce; ++c) {
+      const Chunk& k = chunks[size_t(c)];
+      const Tensor& t = dense[k.tensor];
+      dispatch_floating(t.dtype(), "foreach_norm", [&]<typename T>() {
+        partial[size_t(c)] = chunk_norm(static_cast<const T*>(t.data_ptr()), k.begin, k.end, p);
+      });
+    }
+  });
+  const bool inf = std::isinf(p);
+  double total = 0;
+  for (double v : partial)
+    total = !inf ? total + v
+                 : (std::isnan(v) || std::isnan(total) ? std::numeric_limits<double>::quiet_NaN()
+                                                       : std::max(total, v));
+  if (!inf) total = std::pow(total, 1.0 / p);
+  *static_cast<double*>(out.data_ptr()) = total;
+}
+
+void foreach_clip_by_norm_kernel(const std::vector<Tensor>& tensors, const Tensor& total,
+                                 double max_norm) {
+  const double coef = max_norm / (*static_cast<const double*>(total.data_ptr()) + 1e-6);
+  if (coef >= 1) return;  // nothing to clip (a NaN total goes on: the grads become NaN)
+  for (const Tensor& t0 : tensors) {
+    if (t0.numel() == 0) continue;
+    Tensor t = t0.is_contiguous() ? t0 : native::contiguous(t0);
+    dispatch_floating(t.dtype(), "foreach_clip_by_norm", [&]<typename T>() {
+      using C = opmath_t<T>;
+      T* x = static_cast<T*>(t.data_ptr());
+      const C s = C(coef);
+      parallel_for(t.numel(), kParallelGrain, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) x[i] = static_cast<T>(C(x[i]) * s);
+      });
+    });
+    if (!t.is_same(t0)) {
+      Tensor dst = t0;
+      native::copy_(dst, t);
+    }
+  }
+}
+
 }  // namespace
 
 void register_optim_kernels() {
   register_kernel<Op::fused_sgd>(DeviceType::cpu, fused_sgd_kernel);
   register_kernel<Op::fused_adam>(DeviceType::cpu, fused_adam_kernel);
+  register_kernel<Op::foreach_norm>(DeviceType::cpu, foreach_norm_kernel);
+  register_kernel<Op::foreach_clip_by_norm>(DeviceType::cpu, foreach_clip_by_norm_kernel);
 }
 
 }  // namespace minidl::cpu

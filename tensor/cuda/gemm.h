@@ -8,7 +8,10 @@ namespace minidl::cuda {
 
 // The activation applied after the bias. cuBLASLt's GELU is the tanh approximation, i.e.
 // PyTorch's gelu(x, approximate="tanh"), not the exact erf GELU.
-enum class Epilogue { none, relu, gelu_tanh };
+// none/relu/gelu_tanh: the output's epilogue (with a bias added first when one is given);
+// bgradb: the bias pointer receives the column sums of the right-hand GEMM operand (the
+// gradient of a bias, reduced over the GEMM's k dimension).
+enum class Epilogue { none, relu, gelu_tanh, bgradb };
 
 // x2d:[M,K] w:[N,K] (nn.Linear's [out_features, in_features]) bias:[N] or undefined
 // -> out:[M,N] (contiguous, preallocated). One CUDA device, one floating dtype (f32 honours

@@ -1,6 +1,7 @@
 // CUDA kernels: linalg family. bmm a:[B,M,K] x b:[B,K,N] -> out:[B,M,N] (any strides) on
-// cuBLASLt as one strided-batched GEMM, transposed views without copies; and gemm_bias_act
-// (tensor/cuda/gemm.h), a GEMM with a bias + ReLU/GELU epilogue for nn::Linear.
+// cuBLASLt as one strided-batched GEMM, transposed views without copies; gemm_bias_act
+// (tensor/cuda/gemm.h), a GEMM with a bias + ReLU/GELU epilogue for nn::Linear; and
+// linear_weight_grad, nn::Linear's dW with db from the GEMM's BGRADB epilogue.
 #include <array>
 #include <cstdint>
 #include <map>
@@ -105,6 +106,8 @@ cublasLtEpilogue_t lt_epilogue(Epilogue ep, bool bias) {
       return bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
     case Epilogue::gelu_tanh:
       return bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
+    case Epilogue::bgradb:
+      return CUBLASLT_EPILOGUE_BGRADB;
     default:
       return bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
   }
@@ -311,11 +314,37 @@ bool linear_bias_kernel(const Tensor& x2d, const Tensor& w, const Tensor& bias, 
   gemm_bias_act(x2d, w, bias, out, Epilogue::none);
   return true;
 }
+
+// nn.Linear's parameter gradients: grad_w:[N,K] = g2d^T x2d as one GEMM whose BGRADB epilogue
+// writes grad_b:[N] (the column sums of g2d: the reduction over the GEMM's k = M). Where
+// cuBLASLt has no such kernel (f64, some layouts) the bias gradient is a separate sum.
+void linear_weight_grad_kernel(const Tensor& g2d, const Tensor& x2d, Tensor& grad_w,
+                               Tensor& grad_b) {
+  constexpr const char* op = "linear_weight_grad";
+  (void)lt_types(grad_w.dtype(), op);
+  if (grad_w.numel() == 0 && !(grad_b.defined() && grad_b.numel() > 0)) return;
+  TensorDeviceGuard guard(grad_w);
+  const cudaStream_t stream = stream_of(grad_w);
+  if (g2d.size(0) == 0) {  // no rows: both gradients are zero
+    MINIDL_CUDA_CHECK(cudaMemsetAsync(grad_w.data_ptr(), 0, grad_w.nbytes(), stream));
+    if (grad_b.defined())
+      MINIDL_CUDA_CHECK(cudaMemsetAsync(grad_b.data_ptr(), 0, grad_b.nbytes(), stream));
+    return;
+  }
+  const Tensor a = native::unsqueeze(native::t(g2d), 0);  // [1,N,M]
+  const Tensor b = native::unsqueeze(x2d, 0);             // [1,M,K]
+  Tensor c = native::unsqueeze(grad_w, 0);                // [1,N,K]
+  const bool fused_bias = grad_b.defined() && grad_w.numel() > 0 && grad_b.dtype() != kFloat64;
+  if (fused_bias && lt_matmul(a, b, c, grad_b.data_ptr(), Epilogue::bgradb, op)) return;
+  if (grad_w.numel() > 0) lt_matmul(a, b, c, nullptr, Epilogue::none, op);
+  if (grad_b.defined()) native::copy_(grad_b, native::sum(g2d, {0}));
+}
 }  // namespace
 
 void register_linalg_kernels() {
   register_kernel<Op::bmm>(DeviceType::cuda, bmm_kernel);
   register_kernel<Op::linear_bias>(DeviceType::cuda, linear_bias_kernel);
+  register_kernel<Op::linear_weight_grad>(DeviceType::cuda, linear_weight_grad_kernel);
 }
 
 }  // namespace minidl::cuda

@@ -1,8 +1,10 @@
-// Fused multi-tensor SGD and Adam(W) steps, the fused_sgd / fused_adam ops (frontends in
-// optim/fused.h; multi-tensor machinery in multi_tensor.cuh). Capturable: hyper-parameters,
-// step counts and the AMP inputs (grad_scale, found_inf) are read from device memory.
+// Fused multi-tensor SGD and Adam(W) steps, the fused_sgd / fused_adam ops, and clip_grad_norm_'s
+// foreach_norm / foreach_clip_by_norm (frontends in optim/fused.h; multi-tensor machinery in
+// multi_tensor.cuh). Capturable: hyper-parameters, step counts, the AMP inputs (grad_scale,
+// found_inf) and the clipping norm are read from device memory.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -12,6 +14,7 @@
 #include "tensor/cuda/kernels.h"
 #include "tensor/cuda/multi_tensor.cuh"
 #include "tensor/dispatch.h"
+#include "tensor/ops.h"
 
 namespace minidl::cuda {
 namespace {
@@ -226,11 +229,131 @@ void fused_adam_kernel(const FusedAdamArgs& args) {
   }
 }
 
+// ---- clip_grad_norm_: foreach_norm (chunk partials, then one block sums them in order) and
+// foreach_clip_by_norm.
+enum NormMode : int { kNormInf = 0, kNormL1 = 1, kNormL2 = 2, kNormP = 3 };
+
+__device__ __forceinline__ double norm_combine(double acc, double v, int mode) {
+  if (mode != kNormInf) return acc + v;
+  return isnan(acc) || isnan(v) ? acc + v : fmax(acc, v);  // NaN wins
+}
+
+// Tree reduction of one value per thread over the block, in a fixed order; thread 0 gets it.
+__device__ double block_combine(double v, int mode) {
+  __shared__ double sh[kThreads];
+  sh[threadIdx.x] = v;
+  __syncthreads();
+  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) sh[threadIdx.x] = norm_combine(sh[threadIdx.x], sh[threadIdx.x + s], mode);
+    __syncthreads();
+  }
+  return sh[0];
+}
+
+// partial[blockIdx.x] = sum |x|^p (or max |x|) over this block's chunk, in f64.
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    norm_partial_kernel(TensorListArgs<1> a, double p, int mode, double* partial) {
+  const int ti = a.block_tensor[blockIdx.x];
+  const int64_t start = int64_t(a.block_chunk[blockIdx.x]) * kChunk;
+  const int64_t rest = a.numel[ti] - start;
+  const int len = int(rest < kChunk ? rest : kChunk);
+  const T* x = static_cast<const T*>(a.ptr[0][ti]) + start;
+  double acc = 0;
+  for (int i = threadIdx.x; i < len; i += blockDim.x) {
+    const double v = fabs(double(to_op(x[i])));
+    acc = norm_combine(acc, mode == kNormL2 ? v * v : mode == kNormP ? pow(v, p) : v, mode);
+  }
+  const double total = block_combine(acc, mode);
+  if (threadIdx.x == 0) partial[blockIdx.x] = total;
+}
+
+__global__ void __launch_bounds__(kThreads)
+    norm_finish_kernel(const double* partial, int64_t n, double p, int mode, double* out) {
+  double acc = 0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) acc = norm_combine(acc, partial[i], mode);
+  const double total = block_combine(acc, mode);
+  if (threadIdx.x == 0) *out = mode == kNormInf ? total : pow(total, 1.0 / p);
+}
+
+void foreach_norm_kernel(const std::vector<Tensor>& tensors, double p, Tensor& out) {
+  TensorDeviceGuard guard(out);
+  const cudaStream_t stream = stream_of(out);
+  const int mode = std::isinf(p) ? kNormInf : p == 1.0 ? kNormL1 : p == 2.0 ? kNormL2 : kNormP;
+  std::vector<Tensor> dense;
+  int64_t chunks = 0;
+  for (const Tensor& t : tensors) {
+    if (t.numel() == 0) continue;
+    dense.push_back(t.is_contiguous() ? t : native::contiguous(t));
+    chunks += (t.numel() + kChunk - 1) / kChunk;
+  }
+  Tensor partial = empty({std::max<int64_t>(chunks, 1)}, kFloat64, out.device());
+  double* part = static_cast<double*>(partial.data_ptr());
+  int64_t written = 0;
+  for (const auto& [dt, idx] : by_dtype(dense)) {
+    const std::vector<Tensor> g = pick(dense, idx);
+    dispatch_floating(dt, "foreach_norm", [&]<typename T>() {
+      multi_tensor_apply<1>({&g}, nullptr, nullptr, [&](const auto& a, int blocks) {
+        norm_partial_kernel<T><<<blocks, kThreads, 0, stream>>>(a, p, mode, part + written);
+        MINIDL_CUDA_LAUNCH_CHECK();
+        written += blocks;
+      });
+    });
+  }
+  norm_finish_kernel<<<1, kThreads, 0, stream>>>(part, written, p, mode,
+                                                 static_cast<double*>(out.data_ptr()));
+  MINIDL_CUDA_LAUNCH_CHECK();
+}
+
+template <typename C>
+struct ScaleOp {
+  C s;
+  __device__ void operator()(C (&r)[1][kILP]) const {
+#pragma unroll
+    for (int k = 0; k < kILP; ++k) r[0][k] = mul_rn(r[0][k], s);
+  }
+};
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    clip_by_norm_kernel(TensorListArgs<1> a, const double* total, double max_norm) {
+  const double coef = max_norm / (*total + 1e-6);
+  if (coef >= 1) return;  // nothing to clip (a NaN total goes on: the grads become NaN)
+  using C = opmath_t<T>;
+  chunk_apply<T, 1>(a, ScaleOp<C>{C(coef)});
+}
+
+void foreach_clip_by_norm_kernel(const std::vector<Tensor>& tensors, const Tensor& total,
+                                 double max_norm) {
+  TensorDeviceGuard guard(total);
+  const cudaStream_t stream = stream_of(total);
+  const double* tot = static_cast<const double*>(total.data_ptr());
+  std::vector<Tensor> dense(tensors.size());
+  for (size_t i = 0; i < tensors.size(); ++i)
+    dense[i] = tensors[i].is_contiguous() ? tensors[i] : native::contiguous(tensors[i]);
+  for (const auto& [dt, idx] : by_dtype(dense)) {
+    const std::vector<Tensor> g = pick(dense, idx);
+    dispatch_floating(dt, "foreach_clip_by_norm", [&]<typename T>() {
+      multi_tensor_apply<1>({&g}, nullptr, nullptr, [&](const auto& a, int blocks) {
+        clip_by_norm_kernel<T><<<blocks, kThreads, 0, stream>>>(a, tot, max_norm);
+        MINIDL_CUDA_LAUNCH_CHECK();
+      });
+    });
+  }
+  for (size_t i = 0; i < tensors.size(); ++i)
+    if (!dense[i].is_same(tensors[i])) {
+      Tensor dst = tensors[i];
+      native::copy_(dst, dense[i]);
+    }
+}
+
 }  // namespace
 
 void register_optim_kernels() {
   register_kernel<Op::fused_sgd>(DeviceType::cuda, fused_sgd_kernel);
   register_kernel<Op::fused_adam>(DeviceType::cuda, fused_adam_kernel);
+  register_kernel<Op::foreach_norm>(DeviceType::cuda, foreach_norm_kernel);
+  register_kernel<Op::foreach_clip_by_norm>(DeviceType::cuda, foreach_clip_by_norm_kernel);
 }
 
 }  // namespace minidl::cuda

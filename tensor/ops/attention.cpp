@@ -3,6 +3,7 @@
 // kernels, and the composite fallback where they do not apply. No history here.
 #include <algorithm>
 #include <cmath>
+#include <array>
 #include <limits>
 
 #include "tensor/ops.h"
@@ -167,7 +168,8 @@ SdpaForwardResult scaled_dot_product_attention_forward(const Tensor& q, const Te
 
 SdpaGrads scaled_dot_product_attention_backward(const Tensor& grad_out, const Tensor& q,
                                                 const Tensor& k, const Tensor& v, const Tensor& out,
-                                                const Tensor& lse, const SdpaParams& p0) {
+                                                const Tensor& lse, const SdpaParams& p0,
+                                                const SdpaGrads* into) {
   const SdpaShapes s = check_inputs(q, k, v, p0.mask, p0.dropout_p);
   const Shape oshape = with_last2(s.batch, s.L, s.Ev);
   MINIDL_CHECK(grad_out.defined() && grad_out.shape() == oshape && out.shape() == oshape, "op `",
@@ -181,12 +183,23 @@ SdpaGrads scaled_dot_product_attention_backward(const Tensor& grad_out, const Te
   Tensor g = reshape(contiguous(to(grad_out, q.dtype())), {s.BH, s.L, s.Ev});
   Tensor o = reshape(contiguous(to(out, q.dtype())), {s.BH, s.L, s.Ev});
   Tensor l = reshape(contiguous(to(lse, acc_dtype(q.dtype()))), {s.BH, s.L});
-  Tensor gq = empty(qf.shape(), q.dtype(), q.device());
-  Tensor gk = empty(kf.shape(), q.dtype(), q.device());
-  Tensor gv = empty(vf.shape(), q.dtype(), q.device());
+  if (into) {  // the caller's buffers, written in place
+    const std::array<std::pair<const Tensor*, const Tensor*>, 3> pairs = {
+        {{&into->grad_q, &qf}, {&into->grad_k, &kf}, {&into->grad_v, &vf}}};
+    for (const auto& [buf, flat] : pairs)  // (inputs broadcast over the batch dims: no buffers)
+      MINIDL_CHECK(buf->defined() && buf->numel() == flat->numel() && buf->dtype() == q.dtype() &&
+                       buf->device() == q.device() && buf->is_contiguous(),
+                   "op `", kOp, "_backward`: a gradient buffer must be a contiguous ", q.dtype(),
+                   " tensor of ", flat->numel(), " elements on ", q.device(), ", got ",
+                   buf->defined() ? buf->shape_str() : std::string("undefined"));
+  }
+  Tensor gq = into ? reshape(into->grad_q, qf.shape()) : empty(qf.shape(), q.dtype(), q.device());
+  Tensor gk = into ? reshape(into->grad_k, kf.shape()) : empty(kf.shape(), q.dtype(), q.device());
+  Tensor gv = into ? reshape(into->grad_v, vf.shape()) : empty(vf.shape(), q.dtype(), q.device());
   if (gq.numel() + gk.numel() + gv.numel() > 0)
     kernel<Op::scaled_dot_product_attention_backward>(q.device())(g, qf, kf, vf, o, l, gq, gk, gv,
                                                                   p);
+  if (into) return *into;
   auto back = [&](const Tensor& gr, const Tensor& x) {
     return sum_to_shape(reshape(gr, with_last2(s.batch, x.size(-2), x.size(-1))), x.shape());
   };

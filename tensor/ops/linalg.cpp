@@ -61,15 +61,15 @@ Tensor cuda_linear_with_bias(const Tensor& x, const Tensor& w, const Tensor& b) 
   return native::view(out2d, s);
 }
 
-// CPU f16/bf16 linear with a bias through oneDNN, the bias added to the f32 accumulator (one
-// rounding, one pass, as torch's CPU addmm): x:[*,K] (at least 2-D) w:[N,K] b:[N]. Undefined
-// when it does not apply (f32/f64 keep matmul + add_, whose results are pinned bitwise).
-Tensor cpu_half_linear_with_bias(const Tensor& x, const Tensor& w, const Tensor& b) {
+// CPU linear with a bias as one dispatch of linear_bias: oneDNN for f16/bf16 (the bias added to
+// the f32 accumulator, one rounding, as torch's CPU addmm), the GEMM then the bias add otherwise
+// (f32/f64: bitwise the unfused matmul + add_). x:[*,K] (at least 2-D) w:[N,K] b:[N], floating,
+// one dtype and device; otherwise an undefined tensor and the caller takes the generic path.
+Tensor cpu_linear_with_bias(const Tensor& x, const Tensor& w, const Tensor& b) {
   const DType dt = x.dtype();
   if (!(x.device().is_cpu() && b.defined() && x.dim() >= 2 && w.dim() == 2 && b.dim() == 1 &&
         b.size(0) == w.size(0) && w.size(1) == x.size(-1) && b.device() == x.device() &&
-        w.device() == x.device() && b.dtype() == dt && w.dtype() == dt &&
-        (dt == kBFloat16 || dt == kFloat16)))
+        w.device() == x.device() && b.dtype() == dt && w.dtype() == dt && is_floating(dt)))
     return {};
   const Tensor x2d = x.dim() == 2 ? x : native::reshape(x, {-1, x.size(-1)});  // [M,K]
   Tensor out2d = empty({x2d.size(0), w.size(0)}, dt, x.device());
@@ -166,7 +166,7 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
                 "); input ", x.shape_str(), ", weight ", w.shape_str());
   }
   Tensor out = cuda_linear_with_bias(x, w, b);
-  if (!out.defined()) out = cpu_half_linear_with_bias(x, w, b);
+  if (!out.defined()) out = cpu_linear_with_bias(x, w, b);
   if (!out.defined()) {
     out = native::matmul(x, w.dim() == 2 ? native::t(w) : w);
     if (b.defined()) {
@@ -178,6 +178,26 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
     }
   }
   return out;
+}
+
+std::pair<Tensor, Tensor> linear_weight_grad(const Tensor& g, const Tensor& x, bool with_bias) {
+  check_operands(g, x, "linear_weight_grad");
+  MINIDL_CHECK(
+      g.dim() >= 1 && x.dim() >= 1 && g.dim() == x.dim() &&
+          std::equal(g.shape().begin(), g.shape().end() - 1, x.shape().begin()),
+      "op `linear_weight_grad`: expected g:[*, N] and x:[*, K] with the same leading dims, "
+      "got g ",
+      g.shape_str(), " and x ", x.shape_str());
+  MINIDL_CHECK(g.dtype() == x.dtype() && is_floating(g.dtype()),
+               "op `linear_weight_grad`: expected one floating dtype, got ", g.dtype(), " and ",
+               x.dtype());
+  const int64_t N = g.size(-1), K = x.size(-1);
+  const Tensor g2 = g.dim() == 2 ? g : reshape(g, {-1, N});  // [M,N]
+  const Tensor x2 = x.dim() == 2 ? x : reshape(x, {-1, K});  // [M,K]
+  Tensor gw = empty({N, K}, g.dtype(), g.device());
+  Tensor gb = with_bias ? empty({N}, g.dtype(), g.device()) : Tensor();
+  kernel<Op::linear_weight_grad>(g.device())(g2, x2, gw, gb);
+  return {gw, gb};
 }
 
 }  // namespace minidl::native

@@ -14,7 +14,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 source "$ROOT/tools/gpu/common.sh"
 
 DRY_RUN=0
-STEPS=1,4,5,6,7,2,3,8  # correctness first; the whole suite, sanitizers and the bench after
+STEPS=1,5,4,6,7,2,3,8  # the cuda* suites and the GPT-2 step first; the rest after
 BUDGET=${VERIFY_BUDGET_S:-480}  # seconds for the whole run (the device call gets 540)
 while (($#)); do
   case $1 in
@@ -61,7 +61,8 @@ echo "verify.sh: pack of commit $(manifest commit) ($(manifest modified_tracked_
 # The flags the steps below pass, per binary: the dry run checks each against --help.
 FLAGS_MNIST=(--device --data --epochs --seed --amp --cuda-graph --mode --backend -n --dist-timeout
   --max-steps)
-FLAGS_GPT=(--device --data --max-iters --eval-interval --eval-iters --amp --preset)
+FLAGS_GPT=(--device --data --max-iters --eval-interval --eval-iters --amp --preset --batch-size
+  --warmup-iters --log-interval)
 FLAGS_RUN=(-n --backend)
 FLAGS_COMPARE=(--model --device --modes --devices --steps --warmup --rounds --data)
 
@@ -339,8 +340,86 @@ step_4() {  # mnist_ddp on the GPU: precisions, CUDA graph, DDP (nccl, gloo), Da
     "$(detail $rc 4-compare "$key")"
 }
 
-step_5() {  # gpt on the GPU; the fused attention against the composite
+# gpt2_row LOG: "batch B, S ms/step, T tokens/s, MFU M%" from a gpt run's summary line.
+gpt2_row() {
+  awk '/^gpt: val loss/ {
+    for (i = 1; i <= NF; ++i) {
+      if ($(i + 1) == "tokens/s,") tok = $i
+      if ($i == "step") ms = $(i + 1)
+      if ($i == "MFU") mfu = $(i + 1)
+    } }
+    /^gpt: synthetic/ { match($0, /batch [0-9]+ x [0-9]+/); batch = substr($0, RSTART + 6, RLENGTH - 6) }
+    END { if (tok != "") printf "gpt2-124m batch %s: %s ms/step, %s tokens/s, MFU %s", batch, ms, tok, mfu }' "$1"
+}
+
+# torch_row LOG: the same from bench/gpu/torch_gpt2_step.py's JSON line.
+torch_row() {
+  python3 - "$1" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+for r in rows:
+    print(f"{r['impl']} {r['mode']} gpt2-124m batch {r['batch']} x {r['seq_len']}: "
+          f"{r['ms_per_step']} ms/step, {r['tokens_per_s']} tokens/s, MFU {100 * r['mfu']:.1f}%, "
+          f"peak {r['peak_mib']} MiB", end="")
+PY
+}
+
+step_5() {  # GPT-2 124M (bf16, synthetic tokens) against PyTorch's twin, its profile; small gpt
   local t lim rc
+  t=$(now)
+  lim=$(step_limit 60)
+  ((lim)) || { add_row 5b "gpt2-124m bf16" SKIPPED 0 "no time left" && return; }
+  run_logged 5-gpt2-124m-bf16 "$lim" "$GPT" --device cuda --data synthetic --preset gpt2-124m \
+    --amp bf16 --batch-size 12 --max-iters 30 --warmup-iters 5 --eval-interval 1000 \
+    --eval-iters 1 --log-interval 10
+  rc=$?
+  add_row 5b "gpt --preset gpt2-124m --data synthetic --amp bf16, 30 iterations" "$(rc_word $rc)" \
+    $(($(now) - t)) "$(detail $rc 5-gpt2-124m-bf16 "$(gpt2_row "$LOG/5-gpt2-124m-bf16.log") (goal MFU >= 40%)")"
+  # The same step with every fused path's predecessor (tensor/variants.h): what they bought.
+  t=$(now)
+  lim=$(step_limit 45)
+  if ((lim)); then
+    MINIDL_UNFUSED=all run_logged 5-gpt2-124m-unfused "$lim" "$GPT" --device cuda --data synthetic \
+      --preset gpt2-124m --amp bf16 --batch-size 12 --max-iters 15 --warmup-iters 5 \
+      --eval-interval 1000 --eval-iters 1 --log-interval 5
+    rc=$?
+    add_row 5f "the same, MINIDL_UNFUSED=all (the predecessors), 15 iterations" "$(rc_word $rc)" \
+      $(($(now) - t)) "$(detail $rc 5-gpt2-124m-unfused "$(gpt2_row "$LOG/5-gpt2-124m-unfused.log")")"
+  else
+    add_row 5f "gpt2-124m unfused" SKIPPED 0 "no time left"
+  fi
+  # PyTorch 2.x on the same GPU, the same model and recipe: eager, then torch.compile.
+  local mode
+  for mode in eager compile; do
+    t=$(now)
+    lim=$(step_limit 75)
+    ((lim)) || { add_row "5e-$mode" "torch gpt2-124m $mode" SKIPPED 0 "no time left" && continue; }
+    local flags=(--batch-size 12 --steps 20 --warmup 5)
+    [[ $mode == compile ]] && flags+=(--compile)
+    run_logged "5-torch-gpt2-$mode" "$lim" python3 "$ROOT/bench/gpu/torch_gpt2_step.py" "${flags[@]}"
+    rc=$?
+    add_row "5e-$mode" "PyTorch twin (bench/gpu/torch_gpt2_step.py), $mode" "$(rc_word $rc)" \
+      $(($(now) - t)) "$(detail $rc "5-torch-gpt2-$mode" "$(torch_row "$LOG/5-torch-gpt2-$mode.log")")"
+  done
+  # Where the gpt2-124m step goes: the op profiler (MINIDL_PROFILE=1) times every op with CUDA
+  # events; its table (ops by device time, host time beside) and the dispatch count end the log.
+  t=$(now)
+  lim=$(step_limit 40)
+  if ((lim)); then
+    MINIDL_PROFILE=1 run_logged 5-gpt2-124m-profile "$lim" "$GPT" --device cuda --data synthetic \
+      --preset gpt2-124m --amp bf16 --batch-size 12 --max-iters 8 --eval-interval 1000 \
+      --eval-iters 1
+    rc=$?
+    add_row 5d "gpt2-124m bf16, 8 iterations under the op profiler" "$(rc_word $rc)" \
+      $(($(now) - t)) "$(detail $rc 5-gpt2-124m-profile "$(grep -o 'kernel dispatches per training step: [0-9]*' \
+        "$LOG/5-gpt2-124m-profile.log"); top ops by device ms: $(awk '
+        /^op profile/ { on = 1; next } on && $1 != "op" && $1 != "total" && NF >= 6 && n < 4 {
+          printf "%s%s %s ms", (n ? ", " : ""), $1, $5; n++ }
+        /^total/ { printf "; total device %s ms, host %s ms", $4, $3 }' \
+        "$LOG/5-gpt2-124m-profile.log")")"
+  else
+    add_row 5d "gpt2-124m profile" SKIPPED 0 "no time left"
+  fi
   t=$(now)
   lim=$(step_limit 45)
   ((lim)) || { add_row 5a "gpt" SKIPPED 0 "no time left" && return; }
@@ -354,32 +433,6 @@ step_5() {  # gpt on the GPU; the fused attention against the composite
   [[ $res == PASS ]] && ! awk -v v="${val:-9}" 'BEGIN { exit !(v <= 2.50) }' && res="FAIL (val loss)"
   add_row 5a "gpt --device cuda, 300 iterations" "$res" $(($(now) - t)) "$(detail $rc 5-gpt \
     "$(grep -o 'val loss [0-9.]*.*tokens/s[^(]*' "$LOG/5-gpt.log" | tail -1)(CPU: val loss 2.406; bar 2.50)")"
-  t=$(now)
-  lim=$(step_limit 45)
-  ((lim)) || { add_row 5b "gpt2-124m bf16" SKIPPED 0 "no time left" && return; }
-  run_logged 5-gpt2-124m-bf16 "$lim" "$GPT" --device cuda --data "$DATA/moby-dick/data.txt" \
-    --preset gpt2-124m --amp bf16 --max-iters 30 --eval-interval 30 --eval-iters 2
-  rc=$?
-  add_row 5b "gpt --preset gpt2-124m --amp bf16, 30 iterations" "$(rc_word $rc)" $(($(now) - t)) \
-    "$(detail $rc 5-gpt2-124m-bf16 "$(grep -o 'step [0-9.]* ms, MFU [0-9.]*%' "$LOG/5-gpt2-124m-bf16.log" | tail -1) (target MFU >= 35%)")"
-  # Where the gpt2-124m step goes: the op profiler (MINIDL_PROFILE=1) times every op with CUDA
-  # events; its table (ops by device time, host time beside) ends the log.
-  t=$(now)
-  lim=$(step_limit 40)
-  if ((lim)); then
-    MINIDL_PROFILE=1 run_logged 5-gpt2-124m-profile "$lim" "$GPT" --device cuda \
-      --data "$DATA/moby-dick/data.txt" --preset gpt2-124m --amp bf16 --max-iters 8 \
-      --eval-interval 8 --eval-iters 1
-    rc=$?
-    add_row 5d "gpt2-124m bf16, 8 iterations under the op profiler" "$(rc_word $rc)" \
-      $(($(now) - t)) "$(detail $rc 5-gpt2-124m-profile "top ops by device ms: $(awk '
-        /^op profile/ { on = 1; next } on && $1 != "op" && $1 != "total" && NF >= 6 && n < 4 {
-          printf "%s%s %s ms", (n ? ", " : ""), $1, $5; n++ }
-        /^total/ { printf "; total device %s ms, host %s ms", $4, $3 }' \
-        "$LOG/5-gpt2-124m-profile.log")")"
-  else
-    add_row 5d "gpt2-124m profile" SKIPPED 0 "no time left"
-  fi
   t=$(now)
   lim=$(step_limit 30)
   ((lim)) || { add_row 5c "fused vs composite attention" SKIPPED 0 "no time left" && return; }

@@ -1,0 +1,20 @@
+// One GPU call times every variant (issue 40): each fused path added for speed keeps its
+// predecessor behind MINIDL_UNFUSED, a comma list of feature names (or `all`), read once.
+//   linear_wgrad   nn.Linear's backward: dW and db as one linear_weight_grad op (else mm + sum)
+//   qkv_attention  the transformer's attention read from the fused QKV (else split_heads + sdpa)
+//   foreach_clip   clip_grad_norm_ as two list ops (else a norm per gradient)
+#pragma once
+#include <string>
+#include <string_view>
+
+namespace minidl::variants {
+
+// False when MINIDL_UNFUSED (or set_unfused) names `feature` or says `all`.
+bool fused(std::string_view feature);
+// Replaces the environment's list (tests); "" turns every fused path back on. Throws on a name
+// that is not one of the features above.
+void set_unfused(const std::string& list);
+// The features named above, comma-separated (for messages and --help texts).
+std::string_view feature_names();
+
+}  // namespace minidl::variants
