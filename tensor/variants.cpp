@@ -1,6 +1,7 @@
 // MINIDL_UNFUSED (tensor/variants.h): which fused paths run their predecessor instead.
 #include "tensor/variants.h"
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdlib>
