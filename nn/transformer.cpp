@@ -25,17 +25,21 @@ Tensor sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& att
                                                   std::nullopt, gen);
 }
 
-// qkv:[B,T,3C] -> q, k, v:[B,nh,T,hd], contiguous (the layout the fused attention kernel
-// reads): one permuting copy into a [3,B,nh,T,hd] buffer whose three slices they are. One
+// qkv:[B,T,3C] -> q, k, v:[B,nh,T,hd], the three slices of one [3,B,nh,T,hd] buffer made by a
+// single permuting copy (contiguous: the layout the fused attention kernel reads). No history.
+std::array<Tensor, 3> packed_heads(const Tensor& qkv, int64_t n_head) {
+  const int64_t B = qkv.size(0), T = qkv.size(1), hd = qkv.size(2) / 3 / n_head;
+  const Tensor heads = native::contiguous(
+      native::permute(native::reshape(qkv, {B, T, 3, n_head, hd}), {2, 0, 3, 1, 4}));
+  return {native::select(heads, 0, 0), native::select(heads, 0, 1), native::select(heads, 0, 2)};
+}
+
+// qkv:[B,T,3C] -> q, k, v:[B,nh,T,hd] by packed_heads. One
 // autograd node for the three: its backward writes their gradients into one [B,T,3C] tensor,
 // where three narrow views would each zero-fill a [B,T,3C] gradient and add.
 std::array<Tensor, 3> split_heads(const Tensor& qkv, int64_t n_head) {
   const int64_t B = qkv.size(0), T = qkv.size(1), C = qkv.size(2) / 3, hd = C / n_head;
-  // native views: the node below is the only history
-  const Tensor heads = native::contiguous(
-      native::permute(native::reshape(qkv, {B, T, 3, n_head, hd}), {2, 0, 3, 1, 4}));
-  std::array<Tensor, 3> out;
-  for (int64_t p = 0; p < 3; ++p) out[size_t(p)] = native::select(heads, 0, p);
+  std::array<Tensor, 3> out = packed_heads(qkv, n_head);  // the node below is the only history
   autograd::record(
       "SplitHeadsBackward", {qkv}, {&out[0], &out[1], &out[2]}, {},
       [B, T, C, n_head, hd](const std::vector<Tensor>& g, const auto&) {
@@ -61,10 +65,7 @@ Tensor qkv_attention(const Tensor& qkv, int64_t n_head, double dropout_p, bool i
   if (auto ac = amp::autocast_inputs<amp::AutocastOp::scaled_dot_product_attention>(qkv))
     return qkv_attention(ac[0], n_head, dropout_p, is_causal, gen);
   const int64_t B = qkv.size(0), T = qkv.size(1), C = qkv.size(2) / 3, hd = C / n_head;
-  const Tensor heads = native::contiguous(
-      native::permute(native::reshape(qkv, {B, T, 3, n_head, hd}), {2, 0, 3, 1, 4}));
-  const Tensor q = native::select(heads, 0, 0), k = native::select(heads, 0, 1),
-               v = native::select(heads, 0, 2);
+  const auto [q, k, v] = packed_heads(qkv, n_head);
   const std::optional<SdpaParams> params = native::scaled_dot_product_attention_params(
       q, k, v, Tensor(), dropout_p, is_causal, std::nullopt, gen);
   if (!params) return {};  // (no random numbers drawn: the general path draws them)

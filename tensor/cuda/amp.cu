@@ -47,23 +47,14 @@ void non_finite_check_and_unscale_kernel(const std::vector<Tensor>& grads, Tenso
   float* fi = static_cast<float*>(found_inf.data_ptr());
   const float* inv = static_cast<const float*>(inv_scale.data_ptr());
   // Strided gradients go through contiguous copies written back afterwards.
-  std::vector<Tensor> dense(grads.size());
-  for (size_t i = 0; i < grads.size(); ++i)
-    dense[i] = grads[i].is_contiguous() ? grads[i] : native::contiguous(grads[i]);
-  for (const auto& [dt, idx] : by_dtype(dense)) {
-    const std::vector<Tensor> g = pick(dense, idx);
+  for_each_dtype_dense(grads, true, [&](const std::vector<Tensor>& g, DType dt) {
     dispatch_floating(dt, "non_finite_check_and_unscale", [&]<typename T>() {
       multi_tensor_apply<1>({&g}, nullptr, nullptr, [&](const auto& a, int blocks) {
         unscale_kernel<T><<<blocks, kThreads, 0, stream>>>(a, fi, inv);
         MINIDL_CUDA_LAUNCH_CHECK();
       });
     });
-  }
-  for (size_t i = 0; i < grads.size(); ++i)
-    if (!dense[i].is_same(grads[i])) {
-      Tensor dst = grads[i];
-      native::copy_(dst, dense[i]);
-    }
+  });
 }
 
 // PyTorch's _amp_update_scale_cuda_kernel.

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "tensor/cuda/runtime/common.cuh"
+#include "tensor/ops.h"
 
 namespace minidl::cuda::mta {
 
@@ -182,6 +183,22 @@ inline std::vector<Tensor> pick(const std::vector<Tensor>& v, const std::vector<
   if (v.empty()) return out;
   for (size_t i : idx) out.push_back(v[i]);
   return out;
+}
+
+// Runs fn(tensors of one dtype, dtype) per dtype over `tensors`, strided ones replaced by
+// contiguous copies that are written back afterwards when write_back (in-place list ops).
+template <typename Fn>
+void for_each_dtype_dense(const std::vector<Tensor>& tensors, bool write_back, Fn fn) {
+  std::vector<Tensor> dense(tensors.size());
+  for (size_t i = 0; i < tensors.size(); ++i)
+    dense[i] = tensors[i].is_contiguous() ? tensors[i] : native::contiguous(tensors[i]);
+  for (const auto& [dt, idx] : by_dtype(dense)) fn(pick(dense, idx), dt);
+  if (!write_back) return;
+  for (size_t i = 0; i < tensors.size(); ++i)
+    if (!dense[i].is_same(tensors[i])) {
+      Tensor dst = tensors[i];
+      native::copy_(dst, dense[i]);
+    }
 }
 
 }  // namespace minidl::cuda::mta

@@ -280,18 +280,12 @@ void foreach_norm_kernel(const std::vector<Tensor>& tensors, double p, Tensor& o
   TensorDeviceGuard guard(out);
   const cudaStream_t stream = stream_of(out);
   const int mode = std::isinf(p) ? kNormInf : p == 1.0 ? kNormL1 : p == 2.0 ? kNormL2 : kNormP;
-  std::vector<Tensor> dense;
   int64_t chunks = 0;
-  for (const Tensor& t : tensors) {
-    if (t.numel() == 0) continue;
-    dense.push_back(t.is_contiguous() ? t : native::contiguous(t));
-    chunks += (t.numel() + kChunk - 1) / kChunk;
-  }
+  for (const Tensor& t : tensors) chunks += (t.numel() + kChunk - 1) / kChunk;
   Tensor partial = empty({std::max<int64_t>(chunks, 1)}, kFloat64, out.device());
   double* part = static_cast<double*>(partial.data_ptr());
   int64_t written = 0;
-  for (const auto& [dt, idx] : by_dtype(dense)) {
-    const std::vector<Tensor> g = pick(dense, idx);
+  for_each_dtype_dense(tensors, false, [&](const std::vector<Tensor>& g, DType dt) {
     dispatch_floating(dt, "foreach_norm", [&]<typename T>() {
       multi_tensor_apply<1>({&g}, nullptr, nullptr, [&](const auto& a, int blocks) {
         norm_partial_kernel<T><<<blocks, kThreads, 0, stream>>>(a, p, mode, part + written);
@@ -299,7 +293,7 @@ void foreach_norm_kernel(const std::vector<Tensor>& tensors, double p, Tensor& o
         written += blocks;
       });
     });
-  }
+  });
   norm_finish_kernel<<<1, kThreads, 0, stream>>>(part, written, p, mode,
                                                  static_cast<double*>(out.data_ptr()));
   MINIDL_CUDA_LAUNCH_CHECK();
@@ -328,23 +322,14 @@ void foreach_clip_by_norm_kernel(const std::vector<Tensor>& tensors, const Tenso
   TensorDeviceGuard guard(total);
   const cudaStream_t stream = stream_of(total);
   const double* tot = static_cast<const double*>(total.data_ptr());
-  std::vector<Tensor> dense(tensors.size());
-  for (size_t i = 0; i < tensors.size(); ++i)
-    dense[i] = tensors[i].is_contiguous() ? tensors[i] : native::contiguous(tensors[i]);
-  for (const auto& [dt, idx] : by_dtype(dense)) {
-    const std::vector<Tensor> g = pick(dense, idx);
+  for_each_dtype_dense(tensors, true, [&](const std::vector<Tensor>& g, DType dt) {
     dispatch_floating(dt, "foreach_clip_by_norm", [&]<typename T>() {
       multi_tensor_apply<1>({&g}, nullptr, nullptr, [&](const auto& a, int blocks) {
         clip_by_norm_kernel<T><<<blocks, kThreads, 0, stream>>>(a, tot, max_norm);
         MINIDL_CUDA_LAUNCH_CHECK();
       });
     });
-  }
-  for (size_t i = 0; i < tensors.size(); ++i)
-    if (!dense[i].is_same(tensors[i])) {
-      Tensor dst = tensors[i];
-      native::copy_(dst, dense[i]);
-    }
+  });
 }
 
 }  // namespace
