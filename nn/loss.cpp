@@ -97,16 +97,6 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reducti
   return sum(loss) / sum(w);
 }
 
-Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
-  if (auto ac = amp::autocast_inputs<amp::AutocastOp::mse_loss>(input, target))
-    return mse_loss(ac[0], ac[1], reduction);
-  MINIDL_CHECK(input.defined() && target.defined(), "op `mse_loss`: undefined input");
-  MINIDL_CHECK(input.is_floating_point(), "op `mse_loss`: expected floating input, got dtype ",
-               input.dtype());
-  broadcast_shapes(input.shape(), target.shape(), "mse_loss");
-  return reduce(square(input - target), reduction);
-}
-
 Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,
                                         const Tensor& weight, Reduction reduction,
                                         const Tensor& pos_weight) {
@@ -187,13 +177,6 @@ NLLLoss::NLLLoss(Reduction r, int64_t ii) : ignore_index(ii) {
 }
 Tensor NLLLoss::forward(const Tensor& log_probs, const Tensor& target) {
   return functional::nll_loss(log_probs, target, reduction, ignore_index);
-}
-
-MSELoss::MSELoss(Reduction r) {
-  this->reduction = r;
-}
-Tensor MSELoss::forward(const Tensor& input, const Tensor& target) {
-  return functional::mse_loss(input, target, reduction);
 }
 
 BCEWithLogitsLoss::BCEWithLogitsLoss(Reduction r, Tensor pw) : pos_weight(std::move(pw)) {

@@ -195,9 +195,9 @@ TEST_SUITE("autocast") {
       CHECK(amp::policy(op, cu) == CastPolicy::lower);
       CHECK(amp::policy(op, cpu) == CastPolicy::lower);
     }
-    for (AutocastOp op :
-         {exp, log, log1p, rsqrt, pow, sum, logsumexp, softmax, log_softmax, layer_norm,
-          cross_entropy, nll_loss, mse_loss, binary_cross_entropy_with_logits}) {
+    for (AutocastOp op : {exp, log, log1p, rsqrt, pow, sum, logsumexp, softmax, log_softmax,
+                          layer_norm, cross_entropy, nll_loss, mse_loss, l1_loss, smooth_l1_loss,
+                          huber_loss, binary_cross_entropy, binary_cross_entropy_with_logits}) {
       INFO(amp::autocast_op_name(op));
       CHECK(amp::policy(op, cu) == CastPolicy::fp32);
     }
@@ -209,7 +209,8 @@ TEST_SUITE("autocast") {
       CHECK(amp::policy(op, cpu) == CastPolicy::none);
     }
     // torch 1.13 CPU lists: losses fp32; softmax, layer_norm, sum, exp run in the input dtype.
-    for (AutocastOp op : {cross_entropy, nll_loss, mse_loss, binary_cross_entropy_with_logits})
+    for (AutocastOp op : {cross_entropy, nll_loss, mse_loss, l1_loss, smooth_l1_loss, huber_loss,
+                          binary_cross_entropy, binary_cross_entropy_with_logits})
       CHECK(amp::policy(op, cpu) == CastPolicy::fp32);
     for (AutocastOp op : {softmax, log_softmax, layer_norm, sum, exp, log, pow, scatter_add})
       CHECK(amp::policy(op, cpu) == CastPolicy::none);
