@@ -4,9 +4,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <numbers>
 
 #include "tensor/error.h"
+#include "tensor/warning.h"
 #include "autograd/ops.h"
 
 namespace minidl::optim {
@@ -50,6 +53,10 @@ void LRScheduler::step_to(int64_t epoch) {
 
 std::map<std::string, Tensor> LRScheduler::state_dict() const {
   std::map<std::string, Tensor> sd;
+  for (const HyperParam& h : const_cast<LRScheduler*>(this)->hyper_params()) {
+    const double v = h.f64 ? *h.f64 : h.i64 ? double(*h.i64) : double(*h.flag);
+    sd[h.key] = scalar_tensor(v, kFloat64);
+  }
   sd["last_epoch"] = scalar_tensor(double(last_epoch_), kFloat64);
   sd["step_count"] = scalar_tensor(double(step_count_), kFloat64);
   for (size_t i = 0; i < base_lrs_.size(); ++i)
@@ -57,6 +64,22 @@ std::map<std::string, Tensor> LRScheduler::state_dict() const {
   for (size_t i = 0; i < last_lr_.size(); ++i)
     sd["last_lr." + std::to_string(i)] = scalar_tensor(last_lr_[i], kFloat64);
   return sd;
+}
+
+// 0.1 -> "0.1", 100 -> "100", 1e-05 (the shortest form that reads back as v).
+static std::string number_str(double v) {
+  char buf[32];
+  if (v == std::floor(v) && std::fabs(v) < 1e15) {
+    std::snprintf(buf, sizeof buf, "%.0f", v);
+    return buf;
+  }
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  for (int p = 1; p <= 17; ++p) {
+    char shorter[32];
+    std::snprintf(shorter, sizeof shorter, "%.*g", p, v);
+    if (std::strtod(shorter, nullptr) == v) return shorter;
+  }
+  return buf;
 }
 
 static double scalar_at(const std::map<std::string, Tensor>& sd, const std::string& key) {
@@ -76,10 +99,79 @@ void LRScheduler::load_state_dict(const std::map<std::string, Tensor>& sd) {
   }
   MINIDL_CHECK(!sd.count("base_lrs." + std::to_string(n)), "lr_scheduler load_state_dict: the ",
                "state dict has more than ", n, " param group(s)");
+  // Hyper-parameters: all read before any is set (a bad key changes nothing).
+  std::vector<std::pair<const HyperParam*, double>> loaded;
+  const std::vector<HyperParam> hyper = hyper_params();
+  for (const HyperParam& h : hyper)
+    if (sd.count(h.key)) loaded.emplace_back(&h, scalar_at(sd, h.key));
   last_epoch_ = int64_t(scalar_at(sd, "last_epoch"));
   step_count_ = int64_t(scalar_at(sd, "step_count"));
   base_lrs_ = std::move(base);
   last_lr_ = std::move(last);
+  for (const auto& [h, v] : loaded) {
+    const double constructed = h->f64 ? *h->f64 : h->i64 ? double(*h->i64) : double(*h->flag);
+    if (v != constructed)
+      warn(name() + ".load_state_dict: " + h->key + " = " + number_str(v) +
+           " from the state dict replaces the constructed " + number_str(constructed));
+    if (h->f64) *h->f64 = v;
+    if (h->i64) *h->i64 = int64_t(v);
+    if (h->flag) *h->flag = v != 0;
+  }
+}
+
+// ---- hyper-parameters per scheduler (PyTorch's attribute names)
+std::vector<LRScheduler::HyperParam> StepLR::hyper_params() {
+  return {{.key = "step_size", .i64 = &step_size_}, {.key = "gamma", .f64 = &gamma_}};
+}
+std::vector<LRScheduler::HyperParam> MultiStepLR::hyper_params() {
+  return {{.key = "gamma", .f64 = &gamma_}};
+}
+std::vector<LRScheduler::HyperParam> ExponentialLR::hyper_params() {
+  return {{.key = "gamma", .f64 = &gamma_}};
+}
+std::vector<LRScheduler::HyperParam> CosineAnnealingLR::hyper_params() {
+  return {{.key = "T_max", .i64 = &T_max_}, {.key = "eta_min", .f64 = &eta_min_}};
+}
+std::vector<LRScheduler::HyperParam> LinearLR::hyper_params() {
+  return {{.key = "start_factor", .f64 = &start_factor_},
+          {.key = "end_factor", .f64 = &end_factor_},
+          {.key = "total_iters", .i64 = &total_iters_}};
+}
+std::vector<LRScheduler::HyperParam> OneCycleLR::hyper_params() {
+  return {{.key = "total_steps", .i64 = &total_steps_},
+          {.key = "phase1_end", .f64 = &phase1_end_},
+          {.key = "cycle_momentum", .flag = &cycle_momentum_}};
+}
+
+// MultiStepLR's milestones (with repeats) as int64 [n].
+std::map<std::string, Tensor> MultiStepLR::state_dict() const {
+  std::map<std::string, Tensor> sd = LRScheduler::state_dict();
+  std::vector<int64_t> list;
+  for (const auto& [m, count] : milestones_) list.insert(list.end(), size_t(count), m);
+  sd["milestones"] = tensor(list, Shape{int64_t(list.size())});
+  return sd;
+}
+void MultiStepLR::load_state_dict(const std::map<std::string, Tensor>& sd) {
+  std::map<int64_t, int> loaded;
+  auto it = sd.find("milestones");
+  if (it != sd.end()) {
+    MINIDL_CHECK(it->second.dim() == 1 && !it->second.is_floating_point(),
+                 "MultiStepLR load_state_dict: `milestones` must be a 1-D integer tensor, got ",
+                 it->second.shape_str(), " ", it->second.dtype());
+    const Tensor m = it->second.to(kInt64).contiguous();
+    for (int64_t i = 0; i < m.numel(); ++i) ++loaded[m.data_ptr<int64_t>()[i]];
+  }
+  LRScheduler::load_state_dict(sd);
+  if (it == sd.end() || loaded == milestones_) return;
+  auto str = [](const std::map<int64_t, int>& ms) {
+    std::string r = "[";
+    for (const auto& [m, count] : ms)
+      for (int c = 0; c < count; ++c) r += (r.size() > 1 ? ", " : "") + std::to_string(m);
+    return r + "]";
+  };
+  warn("MultiStepLR.load_state_dict: milestones = " + str(loaded) +
+       " from the state dict replace the constructed " + str(milestones_));
+  milestones_ = std::move(loaded);
 }
 
 // ---- StepLR / MultiStepLR / ExponentialLR

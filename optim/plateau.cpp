@@ -3,8 +3,10 @@
 
 #include <algorithm>
 #include <limits>
+#include <sstream>
 
 #include "autograd/ops.h"
+#include "tensor/warning.h"
 
 namespace minidl::optim {
 
@@ -130,6 +132,29 @@ void ReduceLROnPlateau::load_state_dict(const std::map<std::string, Tensor>& sd)
   const double cooldown_counter = get("cooldown_counter"), best = get("best"),
                bad = get("num_bad_epochs"), last_epoch = get("last_epoch");
   get("mode_worse");
+  // Say which constructed hyper-parameters the state dict replaces.
+  std::string changed;
+  auto note = [&changed](const char* key, const std::string& from, const std::string& to) {
+    if (from != to)
+      changed += std::string(changed.empty() ? "" : ", ") + key + " " + from + " -> " + to;
+  };
+  auto num = [](double v) {
+    std::ostringstream os;
+    os << v;
+    return os.str();
+  };
+  note("factor", num(opt_.factor), num(o.factor));
+  note("patience", num(double(opt_.patience)), num(double(o.patience)));
+  note("threshold", num(opt_.threshold), num(o.threshold));
+  note("cooldown", num(double(opt_.cooldown)), num(double(o.cooldown)));
+  note("eps", num(opt_.eps), num(o.eps));
+  note("mode", opt_.mode, o.mode);
+  note("threshold_mode", opt_.threshold_mode, o.threshold_mode);
+  for (size_t i = 0; i < n && i < min_lrs_.size(); ++i)
+    note(("min_lr[" + std::to_string(i) + "]").c_str(), num(min_lrs_[i]), num(min_lrs[i]));
+  if (!changed.empty())
+    warn("ReduceLROnPlateau.load_state_dict: the state dict replaces constructed values: " +
+         changed);
   opt_ = std::move(o);
   opt_.min_lr = min_lrs;
   min_lrs_ = std::move(min_lrs);
