@@ -267,7 +267,20 @@ void Module::zero_grad(bool set_to_none) {
 
 // ---------------------------------------------------------------- forward, printing
 
-Tensor Module::forward(const Tensor&) {
+Tensor Module::forward(const Tensor& x) {
+  // A module whose forward takes several tensors (Cloneable routes by arity) reports the arity
+  // mismatch: "TwoIn: forward called with 1 tensor(s), but its forward takes 2". One with no
+  // forward at all comes back here from forward_inputs, and says so.
+  static thread_local const Module* routing = nullptr;
+  if (routing != this) {
+    const Module* outer = routing;
+    routing = this;
+    struct Restore {
+      const Module* outer;
+      ~Restore() { routing = outer; }
+    } restore{outer};
+    return forward_inputs({x});
+  }
   MINIDL_FAIL(name(), ": forward(const Tensor&) is not implemented for this module");
 }
 
