@@ -20,6 +20,11 @@ int device_count();  // 0 without a driver or GPU; never throws
 inline bool is_available() {
   return device_count() > 0;
 }
+// Why CUDA cannot be used here, as one line for error messages ("" when it can): "CUDA is not
+// available on this machine (no NVIDIA driver found): ...", "... (the NVIDIA driver supports
+// CUDA 12.2; this minidl needs 13.0): ...", "... (no CUDA device visible; CUDA_VISIBLE_DEVICES
+// is \"\"): ...", or "minidl was built without CUDA: ...". Never throws.
+std::string unavailable_reason();
 
 int current_device();
 void set_device(int index);  // throws naming the index and device_count()

@@ -20,6 +20,9 @@ bool is_built() {
 int device_count() {
   return 0;
 }
+std::string unavailable_reason() {
+  return "minidl was built without CUDA (configure with nvcc available and -DMINIDL_CUDA=ON)";
+}
 int current_device() {
   no_cuda("cuda::current_device");
 }

@@ -2,6 +2,7 @@
 // with CUDA (tensor/cuda/runtime/device.cu); clear errors otherwise.
 #include "tensor/pinned.h"
 
+#include "tensor/cuda_api.h"
 #include "tensor/error.h"
 #include "tensor/ops.h"
 
@@ -16,7 +17,7 @@ Tensor empty_pinned(const Shape& shape, DType dtype) {
     MINIDL_CHECK(s >= 0, "empty_pinned: negative size in shape ", shape_str(shape));
 #ifdef MINIDL_WITH_CUDA
   MINIDL_CHECK(cuda_is_available(),
-               "empty_pinned: pinned memory needs a CUDA device, but none is available");
+               "empty_pinned: pinned memory needs a CUDA device: ", cuda::unavailable_reason());
   const size_t nbytes = size_t(shape_numel(shape)) * itemsize(dtype);
   void* p = cuda::host_alloc_pinned(nbytes);
   return from_blob(p, shape, dtype, kCPU, [](void* q) { cuda::host_free_pinned(q); });

@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -35,6 +36,14 @@ namespace cuda {
 namespace detail {
 void throw_cuda_error(cudaError_t err, const char* call, const char* file, int line) {
   (void)cudaGetLastError();  // clear a non-sticky error so later calls are not blamed
+  // No usable driver or device: say so as PyTorch does, not as a runtime error code.
+  if (err == cudaErrorInsufficientDriver || err == cudaErrorNoDevice ||
+      err == cudaErrorStubLibrary) {
+    const std::string reason = unavailable_reason();
+    if (!reason.empty())
+      MINIDL_FAIL(reason, " (", call, " returned ", cudaGetErrorName(err),
+                  "). Check with minidl::cuda::is_available(), or use the CPU.");
+  }
   MINIDL_FAIL("CUDA error: ", call, " failed at ", file, ":", line, ": ", cudaGetErrorString(err),
               " (", cudaGetErrorName(err), ")");
 }
@@ -45,9 +54,9 @@ constexpr int kMaxDevices = 64;
 
 void check_index(int index, const char* what) {
   const int n = cuda_device_count_impl();
+  if (n == 0) MINIDL_FAIL(what, ": ", unavailable_reason());
   MINIDL_CHECK(index >= 0 && index < n, what, ": CUDA device ", index, " does not exist (", n,
-               " device", n == 1 ? "" : "s", " visible",
-               n == 0 ? "; no driver or GPU on this machine" : "", ")");
+               " device", n == 1 ? "" : "s", " visible)");
 }
 
 struct StreamSlot {
@@ -72,6 +81,27 @@ bool is_built() {
 }
 int device_count() {
   return cuda_device_count_impl();
+}
+
+std::string unavailable_reason() {
+  if (cuda_device_count_impl() > 0) return "";
+  const std::string head = "CUDA is not available on this machine (";
+  const std::string tail = "): minidl found no usable NVIDIA GPU";
+  int driver = 0, runtime = 0;
+  (void)cudaDriverGetVersion(&driver);  // 0 when no driver is installed
+  (void)cudaRuntimeGetVersion(&runtime);
+  (void)cudaGetLastError();
+  auto version = [](int v) {
+    return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
+  };
+  if (driver == 0) return head + "no NVIDIA driver found" + tail;
+  if (driver < runtime)
+    return head + "the NVIDIA driver supports CUDA " + version(driver) + "; this minidl needs " +
+           version(runtime) + tail;
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  if (visible != nullptr)
+    return head + "no CUDA device visible; CUDA_VISIBLE_DEVICES is \"" + visible + "\"" + tail;
+  return head + "no CUDA device found" + tail;
 }
 
 int current_device() {
