@@ -38,3 +38,8 @@ Tensor adaptive_avg_pool2d(const Tensor& x, Size2 output_size);
 
 }  // namespace functional
 }  // namespace minidl::nn
+
+namespace minidl {
+// PyTorch's `import torch.nn.functional as F`: F::interpolate, F::mse_loss, F::gelu, ...
+namespace F = nn::functional;
+}  // namespace minidl

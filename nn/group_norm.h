@@ -15,8 +15,16 @@ Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight = {}
                   const Tensor& bias = {}, double eps = 1e-5);
 }  // namespace functional
 
+// Named options like LayerNormOptions / BatchNormOptions: GroupNorm(8, 64, {.eps = 1e-6}).
+struct GroupNormOptions {
+  double eps = 1e-5;
+  bool affine = true;
+};
+
 class GroupNorm : public Cloneable<GroupNorm> {
  public:
+  GroupNorm(int64_t num_groups, int64_t num_channels, GroupNormOptions options)
+      : GroupNorm(num_groups, num_channels, options.eps, options.affine) {}
   GroupNorm(int64_t num_groups, int64_t num_channels, double eps = 1e-5, bool affine = true);
   Tensor forward(const Tensor& x) override;
   std::string name() const override { return "GroupNorm"; }

@@ -16,3 +16,9 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, doubl
 void clip_grad_value_(const std::vector<Tensor>& params, double clip_value);
 
 }  // namespace minidl::optim
+
+// torch.nn.utils.clip_grad_norm_ / clip_grad_value_: where PyTorch users reach for them.
+namespace minidl::nn::utils {
+using optim::clip_grad_norm_;
+using optim::clip_grad_value_;
+}  // namespace minidl::nn::utils

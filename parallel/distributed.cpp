@@ -133,6 +133,51 @@ void barrier() {
   if (is_initialized()) default_group().barrier()->wait();
 }
 
+namespace {
+ProcessGroup& group_or_default(ProcessGroup* group, const char* op) {
+  if (group != nullptr) return *group;
+  MINIDL_CHECK(is_initialized(), "dist::", op,
+               ": Default process group has not been initialized, please make sure to call "
+               "dist::init_process_group() (or pass a group)");
+  return default_group();
+}
+std::shared_ptr<Work> finish(std::shared_ptr<Work> work, bool async_op) {
+  if (!async_op) work->wait();
+  return work;
+}
+}  // namespace
+
+std::shared_ptr<Work> all_reduce(Tensor& tensor, ReduceOp op, ProcessGroup* group, bool async_op) {
+  ProcessGroup& g = group_or_default(group, "all_reduce");
+  return finish(g.allreduce(tensor, op), async_op);
+}
+
+std::shared_ptr<Work> broadcast(Tensor& tensor, int src, ProcessGroup* group, bool async_op) {
+  ProcessGroup& g = group_or_default(group, "broadcast");
+  MINIDL_CHECK(src >= 0 && src < g.size(), "dist::broadcast: src ", src,
+               " is not a rank of the group (world size ", g.size(), ")");
+  return finish(g.broadcast(tensor, src), async_op);
+}
+
+std::shared_ptr<Work> all_gather(std::vector<Tensor>& tensor_list, const Tensor& tensor,
+                                 ProcessGroup* group, bool async_op) {
+  ProcessGroup& g = group_or_default(group, "all_gather");
+  if (tensor_list.empty())
+    for (int r = 0; r < g.size(); ++r)
+      tensor_list.push_back(empty(tensor.shape(), tensor.dtype(), tensor.device()));
+  MINIDL_CHECK(int(tensor_list.size()) == g.size(), "dist::all_gather: tensor_list has ",
+               tensor_list.size(), " tensors, but the group has ", g.size(), " ranks");
+  return finish(g.allgather(tensor_list, tensor), async_op);
+}
+
+std::shared_ptr<Work> reduce_scatter(Tensor& output, const std::vector<Tensor>& input_list,
+                                     ReduceOp op, ProcessGroup* group, bool async_op) {
+  ProcessGroup& g = group_or_default(group, "reduce_scatter");
+  MINIDL_CHECK(int(input_list.size()) == g.size(), "dist::reduce_scatter: input_list has ",
+               input_list.size(), " tensors, but the group has ", g.size(), " ranks");
+  return finish(g.reduce_scatter(output, input_list, op), async_op);
+}
+
 void print_main(const std::string& text) {
   if (!is_main_process()) return;
   std::fwrite(text.data(), 1, text.size(), stdout);

@@ -45,7 +45,26 @@ int get_rank();
 int get_world_size();
 int get_local_rank();
 bool is_main_process();  // global rank 0
+// Waits for every rank of the default group (a no-op without one, unlike the collectives).
 void barrier();
+
+// torch.distributed's collectives on the default group (or `group`), in place as in PyTorch.
+// async_op = false waits and returns the finished Work; true returns it to wait() on. They
+// throw when no group is initialised (PyTorch: "Default process group has not been
+// initialized"). Tensors must be contiguous and on the group's device (CPU for gloo).
+std::shared_ptr<Work> all_reduce(Tensor& tensor, ReduceOp op = ReduceOp::sum,
+                                 ProcessGroup* group = nullptr, bool async_op = false);
+// tensor = rank src's tensor.
+std::shared_ptr<Work> broadcast(Tensor& tensor, int src, ProcessGroup* group = nullptr,
+                                bool async_op = false);
+// tensor_list[r] = rank r's tensor; an empty tensor_list is filled with world_size tensors
+// shaped like `tensor`.
+std::shared_ptr<Work> all_gather(std::vector<Tensor>& tensor_list, const Tensor& tensor,
+                                 ProcessGroup* group = nullptr, bool async_op = false);
+// output = op over ranks of input_list[rank] (input_list.size() == world_size).
+std::shared_ptr<Work> reduce_scatter(Tensor& output, const std::vector<Tensor>& input_list,
+                                     ReduceOp op = ReduceOp::sum, ProcessGroup* group = nullptr,
+                                     bool async_op = false);
 
 // Print on global rank 0 only, then flush stdout (print_main adds a newline, like Python's
 // print; printf_main prints exactly its format). Not collective: other ranks return at once.

@@ -23,6 +23,8 @@ using Strides = std::vector<int64_t>;  // in elements
 using DimList = std::vector<int64_t>;  // dims, may be negative
 
 std::string shape_str(const Shape& s);  // "[2, 3]"
+// `std::cout << x.sizes()` prints "[2, 3]", like shape_str (torch's print(x.shape)).
+std::ostream& operator<<(std::ostream& os, const Shape& s);
 
 struct AutogradMeta;  // autograd/node.h
 struct Node;          // autograd/node.h
@@ -48,6 +50,7 @@ class Tensor {
 
   // ---- metadata
   const Shape& shape() const { return impl_->shape; }
+  // torch's x.size() / x.shape; as text: x.shape_str() -> "[2, 3]" (or `os << x.sizes()`).
   const Shape& sizes() const { return impl_->shape; }
   const Strides& strides() const { return impl_->strides; }
   int64_t dim() const { return int64_t(impl_->shape.size()); }

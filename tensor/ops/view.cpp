@@ -16,6 +16,10 @@ std::string shape_str(const Shape& s) {
   return r + "]";
 }
 
+std::ostream& operator<<(std::ostream& os, const Shape& s) {
+  return os << shape_str(s);
+}
+
 int64_t shape_numel(const Shape& s) {
   int64_t n = 1;
   for (int64_t d : s) n *= d;
