@@ -3,6 +3,8 @@
 // queued end-of-backward callbacks. Single-threaded per backward call.
 #include "autograd/engine.h"
 
+#include <atomic>
+#include <mutex>
 #include <queue>
 #include <unordered_map>
 #include <unordered_set>
@@ -15,6 +17,10 @@ namespace minidl::autograd {
 namespace {
 
 thread_local int t_backward_depth = 0;
+
+std::atomic<int> g_census_armed{0};
+std::mutex g_census_mutex;
+std::vector<LeafUse> g_census;  // the last recorded backward's leaves
 thread_local std::vector<std::function<void()>>* t_callbacks = nullptr;
 
 struct ByLatest {
@@ -69,14 +75,30 @@ std::vector<Tensor> execute(const std::vector<Tensor>& roots, const std::vector<
   std::vector<Node*> stack;
   for (auto& [e, g] : starts)
     if (seen.insert(e.fn.get()).second) stack.push_back(e.fn.get());
+  // Leaf census (run_backward only, while an optimizer awaits its first step).
+  const bool census = inputs == nullptr && g_census_armed.load(std::memory_order_relaxed) > 0;
+  std::vector<LeafUse> leaves;
+  std::unordered_map<const TensorImpl*, size_t> leaf_index;
   while (!stack.empty()) {
     Node* n = stack.back();
     stack.pop_back();
     for (const Edge& e : n->next_edges) {
       if (!e.valid()) continue;
       ++deps[e.fn.get()];
+      if (census)
+        if (const auto* acc = dynamic_cast<const AccumulateGrad*>(e.fn.get())) {
+          auto [it, fresh] = leaf_index.try_emplace(acc->leaf().impl(), leaves.size());
+          if (fresh)
+            leaves.push_back({acc->leaf().impl_ptr(), n->name(), n->sequence_nr});
+          else if (n->sequence_nr < leaves[it->second].sequence_nr)
+            leaves[it->second] = {acc->leaf().impl_ptr(), n->name(), n->sequence_nr};
+        }
       if (seen.insert(e.fn.get()).second) stack.push_back(e.fn.get());
     }
+  }
+  if (census) {
+    std::lock_guard<std::mutex> lock(g_census_mutex);
+    g_census = std::move(leaves);
   }
   std::vector<Capture> captures;
   std::vector<Tensor> captured;
@@ -184,6 +206,26 @@ void queue_callback(std::function<void()> cb) {
 
 bool in_backward() {
   return t_backward_depth > 0;
+}
+
+void arm_leaf_census() {
+  g_census_armed.fetch_add(1, std::memory_order_relaxed);
+}
+
+void disarm_leaf_census() {
+  if (g_census_armed.fetch_sub(1, std::memory_order_relaxed) == 1) {
+    std::lock_guard<std::mutex> lock(g_census_mutex);
+    g_census.clear();
+  }
+}
+
+bool leaf_census_armed() {
+  return g_census_armed.load(std::memory_order_relaxed) > 0;
+}
+
+std::vector<LeafUse> last_backward_leaves() {
+  std::lock_guard<std::mutex> lock(g_census_mutex);
+  return g_census;
 }
 
 }  // namespace minidl::autograd

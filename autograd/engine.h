@@ -2,6 +2,8 @@
 // accumulation, hooks, and a queue of end-of-backward callbacks (DDP uses both).
 #pragma once
 #include <functional>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "autograd/node.h"
@@ -27,5 +29,20 @@ std::vector<Tensor> backward_capture(const std::vector<Tensor>& roots,
 // Queues `cb` to run once when the current backward finishes (throws outside a backward).
 void queue_callback(std::function<void()> cb);
 bool in_backward();  // whether this thread is running a backward
+
+// Leaf census for the optimizers' first-step registration check (nn/registration_check.h):
+// while armed (a count: each optimizer arms it until its first step), every run_backward
+// records the leaves it reaches, each with its first (earliest created) consumer. One walk the
+// engine makes anyway; nothing is recorded while disarmed.
+struct LeafUse {
+  std::weak_ptr<TensorImpl> leaf;
+  std::string used_by;       // the consumer's name, e.g. "AddmmBackward"
+  uint64_t sequence_nr = 0;  // the consumer's creation order
+};
+void arm_leaf_census();
+void disarm_leaf_census();
+bool leaf_census_armed();
+// The leaves of the last recorded backward (any thread), in the order the walk met them.
+std::vector<LeafUse> last_backward_leaves();
 
 }  // namespace minidl::autograd

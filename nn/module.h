@@ -156,7 +156,7 @@ class Module : public std::enable_shared_from_this<Module> {
   static constexpr size_t kMaxForwardInputs = 6;
 
   // Calls run the forward hooks (torch's module(x)); forward() itself does not.
-  Tensor operator()(const Tensor& x) { return hooks_ == nullptr ? forward(x) : call({x}); }
+  Tensor operator()(const Tensor& x);
   template <class... Ts>
   requires(sizeof...(Ts) >= 2 && (std::same_as<std::remove_cvref_t<Ts>, Tensor> && ...)) Tensor
   operator()(const Ts&... inputs) {
@@ -241,6 +241,16 @@ class Module : public std::enable_shared_from_this<Module> {
 };
 
 std::ostream& operator<<(std::ostream& os, const Module& m);
+
+// The outermost module call (operator() or call) of the latest forward on any thread, kept
+// while an optimizer awaits its first step (autograd::leaf_census_armed): the registration
+// check of optimizer.step() names parameters by it. Empty when none was recorded, or when the
+// module is not held by a shared_ptr.
+struct RootCall {
+  std::weak_ptr<const Module> module;
+  std::vector<std::weak_ptr<TensorImpl>> inputs;
+};
+RootCall last_root_call();
 
 struct Module::RemovableHandle::Hooks {
   uint64_t next_id = 1;

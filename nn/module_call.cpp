@@ -2,6 +2,10 @@
 // run by operator(), removable hook handles, and apply(fn) over the module tree.
 #include "nn/module.h"
 
+#include <mutex>
+
+#include "autograd/engine.h"
+
 namespace minidl::nn {
 
 Tensor Module::forward_inputs(const std::vector<Tensor>& inputs) {
@@ -12,7 +16,41 @@ Tensor Module::forward_inputs(const std::vector<Tensor>& inputs) {
   return forward(inputs[0]);
 }
 
+namespace {
+thread_local int t_call_depth = 0;
+std::mutex g_root_mutex;
+RootCall g_root;
+
+// Records the outermost call of a forward (only while an optimizer awaits its first step).
+class RootScope {
+ public:
+  RootScope(const Module& m, const Tensor* inputs, size_t n) {
+    if (t_call_depth++ > 0 || !autograd::leaf_census_armed()) return;
+    RootCall r{m.weak_from_this(), {}};
+    for (size_t i = 0; i < n; ++i)
+      if (inputs[i].defined()) r.inputs.push_back(inputs[i].impl_ptr());
+    std::lock_guard<std::mutex> lock(g_root_mutex);
+    g_root = std::move(r);
+  }
+  ~RootScope() { --t_call_depth; }
+  RootScope(const RootScope&) = delete;
+  RootScope& operator=(const RootScope&) = delete;
+};
+}  // namespace
+
+RootCall last_root_call() {
+  std::lock_guard<std::mutex> lock(g_root_mutex);
+  return g_root;
+}
+
+Tensor Module::operator()(const Tensor& x) {
+  if (hooks_ != nullptr) return call({x});
+  RootScope scope(*this, &x, 1);
+  return forward(x);
+}
+
 Tensor Module::call(std::vector<Tensor> inputs) {
+  RootScope scope(*this, inputs.data(), inputs.size());
   if (hooks_ == nullptr) return inputs.size() == 1 ? forward(inputs[0]) : forward_inputs(inputs);
   // Copies: a hook may register or remove hooks while it runs.
   const auto pre = hooks_->pre;

@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "autograd/engine.h"
 #include "autograd/node.h"
 
 namespace minidl::nn {
@@ -112,19 +113,70 @@ std::vector<UnregisteredTensor> check_registration(const Module& module, const T
   return out;
 }
 
-void assert_registered(const Module& module, const Tensor& output,
-                       const std::vector<Tensor>& inputs, const std::string& context) {
-  const std::vector<UnregisteredTensor> found = check_registration(module, output, inputs);
-  if (found.empty()) return;
+std::string unregistered_message(const std::string& context, const std::string& module_name,
+                                 const std::vector<UnregisteredTensor>& found) {
   std::ostringstream os;
-  os << context << ": the forward of " << module.name() << " used " << found.size()
+  os << context << ": the forward of " << module_name << " used " << found.size()
      << " tensor(s) that require grad but are not registered in the module, so parameters(), "
         "state_dict(), optimizers, clone(), to() and DDP's gradient averaging miss them:";
   for (const UnregisteredTensor& u : found) os << "\n  " << u.str();
   os << "\nRegister each where it is held: register_parameter(\"name\", &member) for a tensor, "
         "register_module(\"name\", &member) for a layer (or add_module(\"name\", layer) for one "
         "kept in a container)";
-  MINIDL_FAIL(os.str());
+  return os.str();
+}
+
+void assert_registered(const Module& module, const Tensor& output,
+                       const std::vector<Tensor>& inputs, const std::string& context) {
+  const std::vector<UnregisteredTensor> found = check_registration(module, output, inputs);
+  if (found.empty()) return;
+  MINIDL_FAIL(unregistered_message(context, module.name(), found));
+}
+
+std::vector<UnregisteredTensor> unregistered_after_backward(
+    const std::unordered_set<const TensorImpl*>& optimized, std::string* module_name) {
+  std::vector<UnregisteredTensor> out;
+  const RootCall root = last_root_call();
+  const std::shared_ptr<const Module> module = root.module.lock();
+  if (!module) return out;
+  if (module_name) *module_name = module->name();
+  std::unordered_map<const TensorImpl*, std::pair<size_t, std::string>> registered;
+  for (const auto& [name, p] : module->named_parameters())
+    registered.emplace(p.impl(), std::make_pair(registered.size(), name));
+  std::unordered_set<const TensorImpl*> inputs;
+  for (const auto& w : root.inputs)
+    if (auto x = w.lock()) inputs.insert(x.get());
+  // Registered uses by consumer order (ties, e.g. a Linear's weight and bias in one node, in
+  // registration order), to place each unregistered leaf between two names.
+  std::vector<std::tuple<uint64_t, size_t, std::string>> uses;
+  std::vector<std::pair<autograd::LeafUse, Tensor>> suspects;
+  for (const autograd::LeafUse& u : autograd::last_backward_leaves()) {
+    std::shared_ptr<TensorImpl> impl = u.leaf.lock();
+    if (!impl) continue;
+    if (auto it = registered.find(impl.get()); it != registered.end()) {
+      uses.emplace_back(u.sequence_nr, it->second.first, it->second.second);
+      continue;
+    }
+    if (optimized.count(impl.get()) || inputs.count(impl.get())) continue;
+    suspects.emplace_back(u, Tensor(impl));
+  }
+  std::sort(uses.begin(), uses.end());
+  std::sort(suspects.begin(), suspects.end(),
+            [](const auto& a, const auto& b) { return a.first.sequence_nr < b.first.sequence_nr; });
+  for (auto& [u, t] : suspects) {
+    UnregisteredTensor r;
+    r.tensor = t;
+    r.used_by = u.used_by;
+    const uint64_t s = u.sequence_nr;
+    auto next = std::upper_bound(uses.begin(), uses.end(), s,
+                                 [](uint64_t v, const auto& x) { return v < std::get<0>(x); });
+    auto prev = std::lower_bound(uses.begin(), uses.end(), s,
+                                 [](const auto& x, uint64_t v) { return std::get<0>(x) < v; });
+    if (prev != uses.begin()) r.after = std::get<2>(*std::prev(prev));
+    if (next != uses.end()) r.before = std::get<2>(*next);
+    out.push_back(std::move(r));
+  }
+  return out;
 }
 
 }  // namespace minidl::nn

@@ -3,6 +3,7 @@
 // register_parameter), which parameters(), state_dict(), optimizers, clone(), to() and DDP miss.
 #pragma once
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "nn/module.h"
@@ -38,5 +39,18 @@ std::vector<UnregisteredTensor> check_registration(const Module& module, const T
 void assert_registered(const Module& module, const Tensor& output,
                        const std::vector<Tensor>& inputs = {},
                        const std::string& context = "check_registration");
+
+// The message assert_registered throws, for `found` in the forward of `module_name`.
+std::string unregistered_message(const std::string& context, const std::string& module_name,
+                                 const std::vector<UnregisteredTensor>& found);
+
+// The check optimizer.step() runs once, on its first step, for models no wrapper checks: the
+// leaves the last backward reached (autograd's leaf census) that are neither registered in the
+// last forward's outermost module (nn::last_root_call), nor among `optimized` (the parameters
+// of every live optimizer), nor one of that forward's inputs. Those are what an unregistered
+// layer's parameters look like: they get gradients that no optimizer applies. Empty when no
+// forward of a shared_ptr-held module and backward were recorded; *module_name gets its name.
+std::vector<UnregisteredTensor> unregistered_after_backward(
+    const std::unordered_set<const TensorImpl*>& optimized, std::string* module_name);
 
 }  // namespace minidl::nn

@@ -1,9 +1,14 @@
 // Optimizer base: parameter groups, zero_grad, and the flat state_dict save/load with validation.
 #include "optim/optimizer.h"
 
+#include <mutex>
 #include <set>
+#include <unordered_set>
 
+#include "autograd/engine.h"
 #include "autograd/grad_mode.h"
+#include "nn/registration_check.h"
+#include "tensor/warning.h"
 #include "optim/fused.h"
 #include "tensor/error.h"
 #include "autograd/ops.h"
@@ -14,6 +19,47 @@ double ParamGroup::get(const std::string& name) const {
   auto it = options.find(name);
   MINIDL_CHECK(it != options.end(), "optimizer: param group has no option `", name, "`");
   return it->second;
+}
+
+// ---- the live optimizers, for the first-step registration check
+namespace {
+std::mutex g_live_mutex;
+std::unordered_set<const Optimizer*>& live_optimizers() {
+  static std::unordered_set<const Optimizer*> live;
+  return live;
+}
+}  // namespace
+
+Optimizer::Optimizer(Options defaults) : defaults_(std::move(defaults)) {
+  autograd::arm_leaf_census();
+  std::lock_guard<std::mutex> lock(g_live_mutex);
+  live_optimizers().insert(this);
+}
+
+Optimizer::~Optimizer() {
+  if (!first_step_checked_) autograd::disarm_leaf_census();
+  std::lock_guard<std::mutex> lock(g_live_mutex);
+  live_optimizers().erase(this);
+}
+
+void Optimizer::check_registration_on_first_step() {
+  if (first_step_checked_) return;
+  first_step_checked_ = true;
+  std::unordered_set<const TensorImpl*> optimized;
+  {
+    std::lock_guard<std::mutex> lock(g_live_mutex);
+    for (const Optimizer* o : live_optimizers())
+      for (const ParamGroup& g : o->groups_)
+        for (const Tensor& p : g.params) optimized.insert(p.impl());
+  }
+  std::string module_name;
+  const std::vector<nn::UnregisteredTensor> found =
+      nn::unregistered_after_backward(optimized, &module_name);
+  autograd::disarm_leaf_census();
+  if (!found.empty())
+    warn(nn::unregistered_message("optimizer.step() (checked on the first step)", module_name,
+                                  found) +
+         "\nUntil then their gradients are computed and never applied.");
 }
 
 void Optimizer::check_options(const Options& o) const {
@@ -84,6 +130,7 @@ bool Optimizer::unscale_group_for_step(size_t g, const Tensor& grad_scale, const
 }
 
 void Optimizer::step_with_scaling(const Tensor& grad_scale, const Tensor& found_inf) {
+  check_registration_on_first_step();
   NoGradGuard guard;
   int skip = -1;
   bool go = true;
@@ -96,6 +143,7 @@ void Optimizer::step_groups_with_scaling(
     const Tensor& grad_scale, const Tensor& found_inf,
     const std::function<bool(size_t, size_t, const FusedAmpArgs*)>& fused,
     const std::function<void(size_t, size_t)>& plain) {
+  check_registration_on_first_step();
   NoGradGuard guard;
   const FusedAmpArgs amp{grad_scale, found_inf};
   int skip = -1;

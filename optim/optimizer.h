@@ -43,8 +43,8 @@ struct ParamGroup {
 //   "param_groups.<g>.<opt>"  0-d f64 tensor per option (e.g. "param_groups.0.lr").
 class Optimizer {
  public:
-  explicit Optimizer(Options defaults) : defaults_(std::move(defaults)) {}
-  virtual ~Optimizer() = default;
+  explicit Optimizer(Options defaults);
+  virtual ~Optimizer();
   Optimizer(const Optimizer&) = delete;
   Optimizer& operator=(const Optimizer&) = delete;
 
@@ -105,12 +105,17 @@ class Optimizer {
       const Tensor& grad_scale, const Tensor& found_inf,
       const std::function<bool(size_t, size_t, const FusedAmpArgs*)>& fused,
       const std::function<void(size_t, size_t)>& plain);
+  // Once, at the start of the first step (every step path calls it): warns, with
+  // check_registration's message, about leaves the last backward reached that the forward's
+  // module does not register and no optimizer holds (nn::unregistered_after_backward).
+  void check_registration_on_first_step();
   Options defaults_;
   std::vector<ParamGroup> groups_;
   std::vector<std::map<std::string, Tensor>> state_;  // by global parameter index
 
  private:
   std::vector<std::shared_ptr<FusedHyper>> fused_hyper_;  // by group
+  bool first_step_checked_ = false;
 };
 
 // Incremented step count stored in state["step"] (a 0-d f64 tensor); returns the new value.

@@ -105,6 +105,7 @@ void SGD::plain_step(size_t gi, size_t idx0) {
 
 void SGD::step() {
   NoGradGuard guard;
+  check_registration_on_first_step();
   size_t idx = 0;
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
     const size_t idx0 = idx;
