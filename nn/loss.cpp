@@ -2,6 +2,7 @@
 // ops they use; binary_cross_entropy_with_logits records its own node, PyTorch's gradients) and
 // the loss Module wrappers.
 #include "nn/loss.h"
+#include "nn/loss_reduction.h"
 
 #include <limits>
 
@@ -19,21 +20,6 @@ Reduction parse_reduction(std::string_view s) {
 }
 
 namespace functional {
-namespace {
-
-Tensor reduce(const Tensor& loss, Reduction r) {
-  switch (r) {
-    case Reduction::none:
-      return loss;
-    case Reduction::sum:
-      return sum(loss);
-    case Reduction::mean:
-      break;
-  }
-  return mean(loss);
-}
-
-}  // namespace
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduction,
                      int64_t ignore_index, double label_smoothing) {
@@ -157,7 +143,7 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& targe
                      }
                      return std::vector<Tensor>{gx, gy};
                    });
-  return reduce(loss, reduction);
+  return detail::reduce_loss(loss, reduction);
 }
 
 }  // namespace functional

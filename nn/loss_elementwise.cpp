@@ -5,23 +5,12 @@
 #include "autograd/autocast.h"
 #include "autograd/grad_mode.h"
 #include "nn/loss.h"
+#include "nn/loss_reduction.h"
 #include "tensor/warning.h"
 
 namespace minidl::nn {
 namespace functional {
 namespace {
-
-Tensor reduce(const Tensor& loss, Reduction r) {
-  switch (r) {
-    case Reduction::none:
-      return loss;
-    case Reduction::sum:
-      return sum(loss);
-    case Reduction::mean:
-      break;
-  }
-  return mean(loss);
-}
 
 // Checks input/target and warns once per call site when their shapes differ (they broadcast).
 void check_regression(std::string_view op, const Tensor& input, const Tensor& target,
@@ -54,7 +43,7 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction,
   if (auto ac = amp::autocast_inputs<amp::AutocastOp::mse_loss>(input, target))
     return mse_loss(ac[0], ac[1], reduction, caller);
   check_regression("mse_loss", input, target, caller);
-  return reduce(square(input - target), reduction);
+  return detail::reduce_loss(square(input - target), reduction);
 }
 
 Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction,
@@ -62,7 +51,7 @@ Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction,
   if (auto ac = amp::autocast_inputs<amp::AutocastOp::l1_loss>(input, target))
     return l1_loss(ac[0], ac[1], reduction, caller);
   check_regression("l1_loss", input, target, caller);
-  return reduce(abs(input - target), reduction);
+  return detail::reduce_loss(abs(input - target), reduction);
 }
 
 Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, Reduction reduction, double beta,
@@ -73,7 +62,8 @@ Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, Reduction reduc
   MINIDL_CHECK(beta >= 0, "op `smooth_l1_loss`: beta must be non-negative, got ", beta);
   if (beta == 0) return l1_loss(input, target, reduction, caller);
   Tensor d = abs(input - target);
-  return reduce(where(lt(d, Scalar(beta)), square(d) * (0.5 / beta), d - 0.5 * beta), reduction);
+  return detail::reduce_loss(where(lt(d, Scalar(beta)), square(d) * (0.5 / beta), d - 0.5 * beta),
+                             reduction);
 }
 
 Tensor huber_loss(const Tensor& input, const Tensor& target, Reduction reduction, double delta,
@@ -83,7 +73,8 @@ Tensor huber_loss(const Tensor& input, const Tensor& target, Reduction reduction
   check_regression("huber_loss", input, target, caller);
   MINIDL_CHECK(delta > 0, "op `huber_loss`: delta must be positive, got ", delta);
   Tensor d = abs(input - target);
-  return reduce(where(lt(d, Scalar(delta)), square(d) * 0.5, (d - 0.5 * delta) * delta), reduction);
+  return detail::reduce_loss(
+      where(lt(d, Scalar(delta)), square(d) * 0.5, (d - 0.5 * delta) * delta), reduction);
 }
 
 Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const Tensor& weight,
@@ -113,7 +104,7 @@ Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const Ten
   Tensor log_1mx = clamp(log(neg(input) + 1.0), Scalar(-100), std::nullopt);
   Tensor loss = neg(target * log_x + (neg(target) + 1.0) * log_1mx);
   if (weight.defined()) loss = loss * weight;
-  return reduce(loss, reduction);
+  return detail::reduce_loss(loss, reduction);
 }
 
 }  // namespace functional
