@@ -69,6 +69,16 @@ void Module::register_parameter(std::string name, Tensor* slot, bool requires_gr
   params_.push_back({std::move(name), off});
 }
 
+Tensor& Module::parameter_slot(const std::string& name) {
+  std::string names;
+  for (const TensorEntry& e : params_) {
+    if (e.name == name) return tensor_at(e.offset);
+    names += (names.empty() ? "" : ", ") + e.name;
+  }
+  MINIDL_FAIL(this->name(), ".parameter_slot: no parameter '", name,
+              "' (its own parameters: ", names.empty() ? std::string("none") : names, ")");
+}
+
 void Module::register_buffer(std::string name, Tensor* slot) {
   check_new_name(name, "register_buffer");
   buffers_.push_back({name, slot_offset(slot, "register_buffer")});

@@ -69,6 +69,11 @@ class Module : public std::enable_shared_from_this<Module> {
   // ---- registration (slot = pointer to a data member of this module)
   void register_parameter(std::string name, Tensor* slot, bool requires_grad = true);
   void register_buffer(std::string name, Tensor* slot);
+  // The slot of this module's own parameter `name` (not a child's), for a wrapper that swaps
+  // what the slot holds: FullyShardedDataParallel puts views of its gathered flat parameter
+  // there and puts the originals back (torch's setattr on a module). Throws naming the
+  // module's parameters when it has no parameter `name`.
+  Tensor& parameter_slot(const std::string& name);
   template <class M>
   void register_module(std::string name, std::shared_ptr<M>* slot) {
     static_assert(std::is_base_of_v<Module, M>, "register_module: M must derive from nn::Module");

@@ -244,11 +244,28 @@ Storage::Storage(void* data, size_t nbytes, Device device, std::function<void(vo
 
 Storage::~Storage() {
   if (owned_) {
-    if (data_) get_allocator(device_.type).deallocate(data_, nbytes_, device_);
-    count_allocation(device_, -int64_t(nbytes_));
+    if (data_) {
+      get_allocator(device_.type).deallocate(data_, nbytes_, device_);
+      count_allocation(device_, -int64_t(nbytes_));
+    }
   } else if (deleter_) {
     deleter_(data_);
   }
+}
+
+void Storage::release_data() {
+  MINIDL_CHECK(owned_, "Storage::release_data: only storages minidl allocated can be released");
+  if (data_ == nullptr) return;
+  get_allocator(device_.type).deallocate(data_, nbytes_, device_);
+  count_allocation(device_, -int64_t(nbytes_));
+  data_ = nullptr;
+}
+
+void Storage::restore_data() {
+  MINIDL_CHECK(owned_, "Storage::restore_data: only storages minidl allocated can be restored");
+  if (data_ != nullptr || nbytes_ == 0) return;
+  data_ = get_allocator(device_.type).allocate(nbytes_, device_);
+  count_allocation(device_, int64_t(nbytes_));
 }
 
 }  // namespace minidl

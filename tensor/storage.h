@@ -64,6 +64,14 @@ class Storage {
   size_t nbytes() const { return nbytes_; }
   Device device() const { return device_; }
 
+  // Gives an owned storage's memory back to its allocator, keeping nbytes(), and takes it
+  // again (contents undefined): FullyShardedDataParallel frees a gathered parameter after a
+  // unit's forward and re-gathers it before its backward, while the views autograd saved stay
+  // valid (torch's storage().resize_(0)). data() is null in between.
+  void release_data();
+  void restore_data();
+  bool has_data() const { return data_ != nullptr || nbytes_ == 0; }
+
   // Version counter shared by all views: bumped by in-place writes (autograd checks it).
   uint64_t version() const { return version_.load(std::memory_order_relaxed); }
   void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }

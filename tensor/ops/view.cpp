@@ -78,6 +78,11 @@ bool Tensor::is_contiguous() const {
 
 void* Tensor::data_ptr() const {
   char* base = static_cast<char*>(impl_->storage->data());
+  if (base == nullptr && impl_->storage->nbytes() > 0)
+    MINIDL_FAIL("tensor of shape ", shape_str(), " ", dtype_name(dtype()),
+                ": its memory was released (a FullyShardedDataParallel parameter outside its "
+                "unit's forward and backward; call the model through its FSDP wrapper, and a "
+                "wrapped unit through operator(), not forward())");
   return base ? base + impl_->offset * int64_t(element_size()) : nullptr;
 }
 
