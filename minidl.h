@@ -59,3 +59,4 @@
 #include "parallel/ddp/comm_hooks.h"
 #include "parallel/sync_batchnorm/sync_batchnorm.h"
 #include "parallel/zero/zero_redundancy_optimizer.h"
+#include "parallel/fsdp/fsdp.h"

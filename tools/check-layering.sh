@@ -72,7 +72,7 @@ fi
 # dispatch, ops.h and the headers every room uses) are left out: they sit on both sides. In
 # tensor/ the op frontends (ops/) reach the kernels only through the dispatch table, never by
 # including a cpu/ or cuda/ header; the kernels may use the raw ops of tensor/ops.h.
-rooms_parallel=(launch store rendezvous process_group gloo nccl . ddp zero data_parallel
+rooms_parallel=(launch store rendezvous process_group gloo nccl . ddp zero fsdp data_parallel
                 sync_batchnorm accelerator)
 rooms_tensor=(ops cpu cuda/runtime cuda)
 # The room of a path inside floor $1 given the ordered rooms (longest prefix wins); "" if none.

@@ -1,0 +1,182 @@
+// FlatParamUnit: building the flat parameter from a unit's originals, the all-gather into
+// views for a forward (an autograd node whose backward reduce-scatters), freeing and
+// re-gathering the memory around the backward, and no_sync's unsharded accumulation.
+#include "parallel/fsdp/flat_param.h"
+
+#include "autograd/function.h"
+#include "autograd/grad_mode.h"
+#include "autograd/ops.h"
+#include "tensor/dispatch.h"
+
+namespace minidl::dist {
+
+std::string sharding_strategy_name(ShardingStrategy s) {
+  switch (s) {
+    case ShardingStrategy::FULL_SHARD:
+      return "FULL_SHARD";
+    case ShardingStrategy::SHARD_GRAD_OP:
+      return "SHARD_GRAD_OP";
+    case ShardingStrategy::NO_SHARD:
+      break;
+  }
+  return "NO_SHARD";
+}
+
+FlatParamUnit::FlatParamUnit(std::string name, std::vector<Param> params,
+                             std::shared_ptr<ProcessGroup> group, ShardingStrategy strategy)
+    : name_(std::move(name)),
+      params_(std::move(params)),
+      group_(std::move(group)),
+      strategy_(strategy) {
+  MINIDL_CHECK(!params_.empty(), "FSDP unit '", name_, "': no parameters");
+  rank_ = group_ ? group_->rank() : 0;
+  world_ = group_ ? group_->size() : 1;
+  const Tensor& first = params_[0].slots[0].module->parameter_slot(params_[0].slots[0].name);
+  const DType dtype = first.dtype();
+  const Device device = first.device();
+  for (Param& p : params_) {
+    const Tensor& t = p.slots[0].module->parameter_slot(p.slots[0].name);
+    MINIDL_CHECK(t.dtype() == dtype && t.device() == device, "FSDP unit '", name_,
+                 "': parameters must share one dtype and device to be flattened, but '",
+                 p.slots[0].fqn, "' is ", t.dtype(), " on ", t.device(), " and '",
+                 params_[0].slots[0].fqn, "' is ", dtype, " on ", device);
+    p.shape = t.shape();
+    p.numel = t.numel();
+    p.offset = numel_;
+    numel_ += p.numel;
+  }
+  const int64_t k =
+      strategy_ == ShardingStrategy::NO_SHARD ? numel_ : (numel_ + world_ - 1) / world_;
+  padded_ = strategy_ == ShardingStrategy::NO_SHARD ? numel_ : k * int64_t(world_);
+  NoGradGuard no_grad;
+  Tensor full = zeros({padded_}, dtype, device);  // the padding stays zero
+  for (const Param& p : params_) {
+    const Tensor& t = p.slots[0].module->parameter_slot(p.slots[0].name);
+    full.narrow(0, p.offset, p.numel).copy_(t.reshape({-1}));
+  }
+  flat_param =
+      strategy_ == ShardingStrategy::NO_SHARD ? full : full.narrow(0, rank_ * k, k).clone();
+  register_parameter("flat_param", &flat_param);
+  // Until the first forward the slots hold views without memory (a use outside the unit's
+  // forward is an error that says so, not a read of stale values).
+  if (strategy_ != ShardingStrategy::NO_SHARD) {
+    full_ = full;
+    set_views(full_);
+    full_.storage()->release_data();
+  } else {
+    set_views(flat_param.detach());
+  }
+  if (strategy_ == ShardingStrategy::NO_SHARD && world_ > 1) {
+    // DDP's reduction: pre-divide, then sum over the ranks, once the backward filled .grad.
+    flat_param.register_post_accumulate_grad_hook([this](Tensor& grad) {
+      if (!require_sync) return;
+      mul_(grad, 1.0 / world_);
+      group_->allreduce(grad, ReduceOp::sum)->wait();
+      ++reductions;
+    });
+  }
+}
+
+void FlatParamUnit::set_views(const Tensor& full) {
+  for (const Param& p : params_) {
+    Tensor view = full.narrow(0, p.offset, p.numel).view(p.shape);
+    for (const Slot& s : p.slots) s.module->parameter_slot(s.name) = view;
+  }
+}
+
+void FlatParamUnit::gather_into(const Tensor& dst) {
+  // Gathered into a new tensor, then copied by the copy kernel: the destination's version
+  // counter must not move (the backward re-gathers into memory its saved views point at).
+  const int64_t k = flat_param.numel();
+  Tensor all = empty({padded_}, flat_param.dtype(), flat_param.device());
+  std::vector<Tensor> outs;
+  for (int r = 0; r < world_; ++r) outs.push_back(all.narrow(0, r * k, k));
+  group_->allgather(outs, flat_param.detach())->wait();
+  Tensor d = dst;
+  kernel<Op::copy>(dst.device())(all, d);
+  ++gathers;
+}
+
+Tensor FlatParamUnit::gather_full() {
+  NoGradGuard no_grad;
+  if (strategy_ == ShardingStrategy::NO_SHARD) return flat_param.detach().clone();
+  Tensor full = empty({padded_}, flat_param.dtype(), flat_param.device());
+  gather_into(full);
+  return full;
+}
+
+void FlatParamUnit::unshard_for_forward() {
+  if (strategy_ == ShardingStrategy::NO_SHARD) {
+    set_views(flat_param);  // differentiable views of the leaf: gradients land in its .grad
+    return;
+  }
+  if (gathered()) full_.storage()->release_data();  // a forward that no backward followed
+  Tensor full = empty({padded_}, flat_param.dtype(), flat_param.device());
+  {
+    NoGradGuard no_grad;
+    gather_into(full);
+  }
+  std::weak_ptr<Module> weak = weak_from_this();
+  autograd::record("FsdpAllGatherBackward", {flat_param}, {&full}, {},
+                   [weak](const std::vector<Tensor>& g, const std::vector<Tensor>&) {
+                     auto self = std::static_pointer_cast<FlatParamUnit>(weak.lock());
+                     MINIDL_CHECK(self != nullptr,
+                                  "FSDP: a backward ran after its FullyShardedDataParallel "
+                                  "was destroyed");
+                     return std::vector<Tensor>{self->reduce_grad(g[0])};
+                   });
+  full_ = full;
+  set_views(full_);
+}
+
+void FlatParamUnit::after_forward(const Tensor& output, bool reshard_after_forward) {
+  if (strategy_ == ShardingStrategy::NO_SHARD) return;
+  const bool backward_comes = output.defined() && output.requires_grad();
+  if (!backward_comes) {
+    reshard();  // no backward will need them (evaluation, no_grad)
+    return;
+  }
+  if (!reshard_after_forward) return;
+  full_.storage()->release_data();
+  std::weak_ptr<Module> weak = weak_from_this();
+  Tensor out = output;
+  out.register_hook([weak](const Tensor&) {
+    if (auto self = std::static_pointer_cast<FlatParamUnit>(weak.lock())) self->regather();
+    return Tensor();
+  });
+}
+
+void FlatParamUnit::regather() {
+  if (gathered() || !full_.defined()) return;
+  full_.storage()->restore_data();
+  gather_into(full_);
+}
+
+void FlatParamUnit::reshard() {
+  if (strategy_ != ShardingStrategy::NO_SHARD && gathered()) full_.storage()->release_data();
+}
+
+Tensor FlatParamUnit::reduce_grad(const Tensor& full_grad) {
+  Tensor g = full_grad.contiguous();
+  reshard();  // the backward of this unit is done with the gathered parameters
+  if (!require_sync) {
+    unsharded_grad_ = unsharded_grad_.defined() ? add(unsharded_grad_, g) : g.clone();
+    return Tensor();  // nothing reaches the shard until a synced backward
+  }
+  if (unsharded_grad_.defined()) {
+    g = add(g, unsharded_grad_);
+    unsharded_grad_ = Tensor();
+  }
+  // DDP's averaging: pre-divide, then sum over the ranks (here scattered: each rank gets the
+  // sum of its own piece).
+  g = mul(g, Scalar(1.0 / world_));
+  const int64_t k = flat_param.numel();
+  std::vector<Tensor> pieces;
+  for (int r = 0; r < world_; ++r) pieces.push_back(g.narrow(0, r * k, k).contiguous());
+  Tensor out = empty({k}, g.dtype(), g.device());
+  group_->reduce_scatter(out, pieces, ReduceOp::sum)->wait();
+  ++reductions;
+  return out;
+}
+
+}  // namespace minidl::dist

@@ -1,0 +1,231 @@
+// FullyShardedDataParallel: the auto-wrap traversal that assigns parameters to units, the
+// forward hooks that gather and free them, no_sync, the sharded clip_grad_norm_ and the
+// gathered full state dict.
+#include "parallel/fsdp/fsdp.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "autograd/grad_mode.h"
+#include "autograd/ops.h"
+#include "nn/container.h"
+#include "parallel/distributed.h"
+
+namespace minidl::dist {
+
+AutoWrapPolicy size_based_auto_wrap_policy(int64_t min_num_params) {
+  return [min_num_params](const nn::Module&, int64_t unclaimed) {
+    return unclaimed >= min_num_params;
+  };
+}
+
+namespace {
+
+// Every parameter of the model (by TensorImpl: tied parameters once) with all its slots.
+struct ParamIndex {
+  std::unordered_map<const TensorImpl*, FlatParamUnit::Param> params;
+  std::vector<const TensorImpl*> order;  // first-seen order
+};
+
+ParamIndex index_parameters(nn::Module& root) {
+  ParamIndex idx;
+  for (const auto& [prefix, m] : root.named_modules())
+    for (const auto& [name, t] : m->named_parameters(/*recurse=*/false)) {
+      if (!t.defined()) continue;
+      const std::string fqn = prefix.empty() ? name : prefix + "." + name;
+      MINIDL_CHECK(t.requires_grad(), "FullyShardedDataParallel: parameter '", fqn,
+                   "' does not require grad; a flat parameter needs every parameter it holds to "
+                   "be trainable (freeze none, or keep frozen ones out of the model)");
+      auto [it, fresh] = idx.params.try_emplace(t.impl());
+      if (fresh) idx.order.push_back(t.impl());
+      it->second.slots.push_back({m.get(), name, fqn});
+    }
+  return idx;
+}
+
+struct Planner {
+  ParamIndex& idx;
+  const AutoWrapPolicy& policy;
+  std::unordered_map<const TensorImpl*, std::string> claimed;  // -> unit name
+  // (unit name, module, its parameters) in post-order
+  std::vector<std::tuple<std::string, nn::Module*, std::vector<const TensorImpl*>>> units;
+
+  int64_t numel_of(const std::vector<const TensorImpl*>& ps) const {
+    int64_t n = 0;
+    for (const TensorImpl* p : ps) n += shape_numel(p->shape);
+    return n;
+  }
+
+  // The parameters of m's subtree that no unit claimed, after m's children decided.
+  std::vector<const TensorImpl*> visit(nn::Module& m, const std::string& prefix, bool is_root) {
+    std::vector<const TensorImpl*> unclaimed;
+    std::unordered_set<const TensorImpl*> seen;
+    auto add = [&](const TensorImpl* p) {
+      if (!claimed.count(p) && seen.insert(p).second) unclaimed.push_back(p);
+    };
+    for (const auto& [name, t] : m.named_parameters(false))
+      if (t.defined()) add(t.impl());
+    for (const auto& [name, child] : m.named_children())
+      for (const TensorImpl* p : visit(*child, prefix.empty() ? name : prefix + "." + name, false))
+        add(p);
+    if (is_root || !policy || unclaimed.empty() || !policy(m, numel_of(unclaimed)))
+      return unclaimed;
+    for (const TensorImpl* p : unclaimed) claimed[p] = prefix;
+    units.emplace_back(prefix, &m, unclaimed);
+    return {};
+  }
+};
+
+// Every module in m's subtree.
+void subtree(nn::Module& m, std::unordered_set<const nn::Module*>& out) {
+  out.insert(&m);
+  for (const auto& child : m.children()) subtree(*child, out);
+}
+
+}  // namespace
+
+FullyShardedDataParallel::FullyShardedDataParallel(std::shared_ptr<nn::Module> module,
+                                                   std::shared_ptr<ProcessGroup> group,
+                                                   FSDPOptions options)
+    : module_(std::move(module)),
+      group_(group ? std::move(group) : default_group_ptr()),
+      options_(std::move(options)) {
+  MINIDL_CHECK(module_ != nullptr, "FullyShardedDataParallel: null module");
+  NoGradGuard no_grad;
+  if (options_.sync_module_states && group_->size() > 1) {
+    for (Tensor t : module_->parameters()) group_->broadcast(t, 0)->wait();
+    for (Tensor t : module_->buffers())
+      if (t.defined()) group_->broadcast(t, 0)->wait();
+  }
+  ParamIndex idx = index_parameters(*module_);
+  Planner plan{idx, options_.auto_wrap_policy, {}, {}};
+  std::vector<const TensorImpl*> rest = plan.visit(*module_, "", /*is_root=*/true);
+  auto build = [&](const std::string& unit_name, nn::Module* unit_module,
+                   const std::vector<const TensorImpl*>& impls) {
+    std::unordered_set<const nn::Module*> inside;
+    if (unit_module != nullptr) subtree(*unit_module, inside);
+    std::vector<FlatParamUnit::Param> params;
+    for (const TensorImpl* p : idx.order) {  // the model's parameter order
+      if (std::find(impls.begin(), impls.end(), p) == impls.end()) continue;
+      const FlatParamUnit::Param& param = idx.params.at(p);
+      for (const auto& slot : param.slots)
+        MINIDL_CHECK(unit_module == nullptr || inside.count(slot.module),
+                     "FullyShardedDataParallel: parameter '", param.slots[0].fqn, "' of unit '",
+                     unit_name, "' is shared with '", slot.fqn,
+                     "' outside it; tied parameters must be in one unit (wrap their common "
+                     "parent, or leave both in the root)");
+      params.push_back(param);
+    }
+    return std::make_shared<FlatParamUnit>(unit_name, std::move(params), group_,
+                                           options_.sharding_strategy);
+  };
+  for (const auto& [unit_name, unit_module, impls] : plan.units) {
+    auto unit = build(unit_name, unit_module, impls);
+    std::weak_ptr<FlatParamUnit> weak = unit;
+    const bool reshard = options_.sharding_strategy == ShardingStrategy::FULL_SHARD;
+    hooks_.push_back(unit_module->register_forward_pre_hook(
+        [weak](nn::Module&, const std::vector<Tensor>&) -> std::optional<std::vector<Tensor>> {
+          if (auto u = weak.lock()) u->unshard_for_forward();
+          return std::nullopt;
+        }));
+    hooks_.push_back(unit_module->register_forward_hook(
+        [weak, reshard](nn::Module&, const std::vector<Tensor>&,
+                        const Tensor& out) -> std::optional<Tensor> {
+          if (auto u = weak.lock()) u->after_forward(out, reshard);
+          return std::nullopt;
+        }));
+    units_.push_back(std::move(unit));
+  }
+  if (!rest.empty()) {
+    root_unit_ = build("", nullptr, rest);
+    units_.push_back(root_unit_);
+  }
+  // parameters() and state_dict() are the shards: "units.<i>.flat_param".
+  unit_list_ = std::make_shared<nn::ModuleListOf<FlatParamUnit>>();
+  for (const auto& u : units_) unit_list_->push_back(u);
+  register_module("units", &unit_list_);
+}
+
+Tensor FullyShardedDataParallel::forward(const Tensor& x) {
+  return forward_inputs({x});
+}
+
+Tensor FullyShardedDataParallel::forward_inputs(const std::vector<Tensor>& inputs) {
+  if (root_unit_) root_unit_->unshard_for_forward();
+  Tensor out = module_->call(inputs);
+  // The root's parameters stay gathered until its backward ends (torch: the root does not
+  // reshard after forward); without a backward they are freed now.
+  if (root_unit_) root_unit_->after_forward(out, /*reshard_after_forward=*/false);
+  return out;
+}
+
+void FullyShardedDataParallel::train(bool on) {
+  nn::Module::train(on);
+  module_->train(on);
+}
+
+FullyShardedDataParallel::NoSync::NoSync(FullyShardedDataParallel& fsdp) : fsdp_(fsdp) {
+  for (auto& u : fsdp_.units_) u->require_sync = false;
+}
+FullyShardedDataParallel::NoSync::~NoSync() {
+  for (auto& u : fsdp_.units_) u->require_sync = true;
+}
+
+double FullyShardedDataParallel::clip_grad_norm_(double max_norm, double norm_type) {
+  NoGradGuard no_grad;
+  const bool inf = std::isinf(norm_type);
+  const bool sharded = options_.sharding_strategy != ShardingStrategy::NO_SHARD;
+  double local = 0;
+  for (auto& u : units_) {
+    const Tensor& g = u->shard().grad();
+    if (!g.defined()) continue;
+    Tensor a = abs(g.to(kFloat64));
+    if (inf)
+      local = std::max(local, max(a).item<double>());
+    else
+      local += sum(pow(a, Scalar(norm_type))).item<double>();
+  }
+  double total = local;
+  if (sharded && group_->size() > 1) {
+    Tensor t = full({1}, local, kFloat64);
+    group_->allreduce(t, inf ? ReduceOp::max : ReduceOp::sum)->wait();
+    total = t.item<double>();
+  }
+  if (!inf) total = std::pow(total, 1.0 / norm_type);
+  const double coef = max_norm / (total + 1e-6);
+  if (coef < 1.0)
+    for (auto& u : units_) {
+      Tensor& g = u->shard().mutable_grad();
+      if (g.defined()) mul_(g, Scalar(coef));
+    }
+  return total;
+}
+
+nn::StateDict FullyShardedDataParallel::full_state_dict() {
+  nn::StateDict sd;
+  for (auto& u : units_) {
+    Tensor full = u->gather_full();
+    for (const auto& p : u->params()) {
+      Tensor value = full.narrow(0, p.offset, p.numel).view(p.shape).clone();
+      for (const auto& slot : p.slots) sd[slot.fqn] = value;
+    }
+  }
+  for (const auto& [name, b] : module_->named_buffers())
+    if (b.defined()) sd[name] = b.detach();
+  return sd;
+}
+
+int64_t FullyShardedDataParallel::sharded_state_bytes() const {
+  int64_t bytes = 0;
+  for (const auto& u : units_) {
+    const Tensor& s = u->flat_param;
+    bytes += s.numel() * int64_t(s.element_size());
+    if (s.grad().defined()) bytes += s.grad().numel() * int64_t(s.grad().element_size());
+  }
+  return bytes;
+}
+
+}  // namespace minidl::dist

@@ -1,0 +1,100 @@
+// FullyShardedDataParallel (torch.distributed.fsdp, the ZeRO-3 idea): each auto-wrapped
+// submodule ("unit") owns one flat parameter sharded evenly over the ranks; a unit's
+// parameters are all-gathered just before its forward (and, with FULL_SHARD, again before its
+// backward) and freed after use; gradients are reduce-scattered unit by unit as backward
+// produces them. The optimizer sees only this rank's shards: any minidl optimizer, unchanged.
+//
+//   auto fsdp = std::make_shared<dist::FSDP>(model, nullptr,
+//       dist::FSDPOptions{.auto_wrap_policy = dist::module_wrap_policy<Block>()});
+//   optim::AdamW opt(fsdp->parameters(), 3e-4);   // the shards
+//   loss = cross_entropy((*fsdp)(x), y); loss.backward(); fsdp->clip_grad_norm_(1.0); opt.step();
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nn/container.h"
+#include "nn/module.h"
+#include "parallel/fsdp/flat_param.h"
+#include "parallel/process_group/process_group.h"
+
+namespace minidl::dist {
+
+// Decides whether `module` becomes a unit, given how many of its parameters no unit below it
+// claimed yet (the traversal is post-order: children decide first, as torch's).
+using AutoWrapPolicy = std::function<bool(const nn::Module& module, int64_t unclaimed_params)>;
+
+// torch's ModuleWrapPolicy({Block, ...}): every module of one of these types becomes a unit.
+template <class... Modules>
+AutoWrapPolicy module_wrap_policy() {
+  return [](const nn::Module& m, int64_t) {
+    return ((dynamic_cast<const Modules*>(&m) != nullptr) || ...);
+  };
+}
+// torch's size_based_auto_wrap_policy: a module whose unclaimed parameters number at least
+// min_num_params becomes a unit.
+AutoWrapPolicy size_based_auto_wrap_policy(int64_t min_num_params = 100000000);
+
+struct FSDPOptions {
+  ShardingStrategy sharding_strategy = ShardingStrategy::FULL_SHARD;
+  AutoWrapPolicy auto_wrap_policy = nullptr;  // none: the whole model is one unit
+  bool sync_module_states = true;  // broadcast rank 0's parameters and buffers when wrapping
+};
+
+class FullyShardedDataParallel : public nn::Module {
+ public:
+  // group: the default group when null. Collective: every rank wraps the same model.
+  FullyShardedDataParallel(std::shared_ptr<nn::Module> module,
+                           std::shared_ptr<ProcessGroup> group = nullptr, FSDPOptions options = {});
+
+  Tensor forward(const Tensor& x) override;
+  Tensor forward_inputs(const std::vector<Tensor>& inputs) override;
+  void train(bool on = true) override;
+  std::string name() const override { return "FullyShardedDataParallel"; }
+
+  // Gradient accumulation without communication (torch's no_sync()): gradients stay
+  // unsharded until the first backward after the guard ends.
+  class NoSync {
+   public:
+    explicit NoSync(FullyShardedDataParallel& fsdp);
+    ~NoSync();
+    NoSync(const NoSync&) = delete;
+    NoSync& operator=(const NoSync&) = delete;
+
+   private:
+    FullyShardedDataParallel& fsdp_;
+  };
+  [[nodiscard]] NoSync no_sync() { return NoSync(*this); }
+
+  // torch's FSDP.clip_grad_norm_: the norm over every rank's shards (collective), then the
+  // shards' gradients scaled by min(1, max_norm / (norm + 1e-6)). Returns the total norm.
+  double clip_grad_norm_(double max_norm, double norm_type = 2.0);
+
+  // The wrapped model's parameters and buffers under its own names (the names a non-sharded
+  // model saves), gathered to every rank. Collective.
+  nn::StateDict full_state_dict();
+
+  nn::Module& module() const { return *module_; }
+  ProcessGroup& process_group() const { return *group_; }
+  ShardingStrategy sharding_strategy() const { return options_.sharding_strategy; }
+  // The units in creation order (post-order; the root's own unit, if any, last).
+  const std::vector<std::shared_ptr<FlatParamUnit>>& units() const { return units_; }
+  // Bytes of parameters, gradients and optimizer-state-free state this rank holds between
+  // steps: its shards and their gradients (the memory the sharding saves; compare DDP's
+  // whole copies).
+  int64_t sharded_state_bytes() const;
+
+ private:
+  std::shared_ptr<nn::Module> module_;
+  std::shared_ptr<ProcessGroup> group_;
+  FSDPOptions options_;
+  std::vector<std::shared_ptr<FlatParamUnit>> units_;
+  std::shared_ptr<FlatParamUnit> root_unit_;  // the parameters no wrapped submodule claimed
+  std::vector<nn::Module::RemovableHandle> hooks_;
+  std::shared_ptr<nn::ModuleListOf<FlatParamUnit>> unit_list_;
+};
+
+using FSDP = FullyShardedDataParallel;
+
+}  // namespace minidl::dist
