@@ -60,3 +60,4 @@
 #include "parallel/sync_batchnorm/sync_batchnorm.h"
 #include "parallel/zero/zero_redundancy_optimizer.h"
 #include "parallel/fsdp/fsdp.h"
+#include "parallel/fsdp/checkpoint.h"

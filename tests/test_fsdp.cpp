@@ -226,3 +226,54 @@ TEST_CASE("FSDP: size-based policy, tied parameters across units are refused") {
     return ok;
   });
 }
+
+TEST_CASE("FSDP FULL_SHARD: a step's peak memory is below DDP's for a parameter-heavy model") {
+  // 12 wide blocks, a batch of 2: parameters, gradients and AdamW's state dominate the step.
+  struct Wide : nn::Cloneable<Wide> {
+    std::shared_ptr<nn::ModuleListOf<Block>> blocks = std::make_shared<nn::ModuleListOf<Block>>();
+    Wide() {
+      for (int i = 0; i < 12; ++i) blocks->push_back(std::make_shared<Block>());
+      register_module("blocks", &blocks);
+    }
+    Tensor forward(const Tensor& x) override {
+      Tensor h = x;
+      for (const auto& b : *blocks) h = (*b)(h);
+      return h;
+    }
+  };
+  ddptest::run_ranks(2, [](int rank, std::shared_ptr<ProcessGroup> pg) {
+    const Device cpu = kCPU;
+    auto step_peak = [&](auto& model, optim::Optimizer& opt) {
+      Tensor x = testutil::random_tensor({2, 16}, kFloat32, 7);
+      for (int s = 0; s < 2; ++s) {  // the second step has the optimizer state
+        reset_peak_memory_stats(cpu);
+        opt.zero_grad();
+        sum(square(model(x))).backward();
+        opt.step();
+        if (s == 1) return memory_stats(cpu).peak;  // every live allocation of this rank
+      }
+      return int64_t(0);
+    };
+    int64_t ddp_peak = 0, fsdp_peak = 0;
+    {
+      manual_seed(0);
+      auto m = std::make_shared<Wide>();
+      DistributedDataParallel ddp(m, pg);
+      optim::AdamW opt(m->parameters(), 1e-3);
+      ddp_peak = step_peak(ddp, opt);
+    }
+    {
+      manual_seed(0);
+      auto fsdp =
+          std::make_shared<FSDP>(std::make_shared<Wide>(), pg,
+                                 FSDPOptions{.auto_wrap_policy = module_wrap_policy<Block>()});
+      optim::AdamW opt(fsdp->parameters(), 1e-3);
+      fsdp_peak = step_peak(*fsdp, opt);
+    }
+    std::fprintf(stderr, "[rank %d] step peak: DDP %lld bytes, FSDP FULL_SHARD %lld bytes\n", rank,
+                 (long long)ddp_peak, (long long)fsdp_peak);
+    return report(
+        rank, fsdp_peak < ddp_peak * 0.75,
+        "FULL_SHARD peak " + std::to_string(fsdp_peak) + " vs DDP " + std::to_string(ddp_peak));
+  });
+}
