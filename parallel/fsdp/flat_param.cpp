@@ -3,6 +3,7 @@
 // re-gathering the memory around the backward, and no_sync's unsharded accumulation.
 #include "parallel/fsdp/flat_param.h"
 
+#include "autograd/engine.h"
 #include "autograd/function.h"
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
@@ -84,14 +85,34 @@ void FlatParamUnit::set_views(const Tensor& full) {
   }
 }
 
+void FlatParamUnit::prefetch() {
+  if (strategy_ == ShardingStrategy::NO_SHARD || world_ == 1) return;
+  const int64_t now = epoch ? *epoch : 0;
+  if (gather_.work && gather_.epoch == now) return;  // already on the way
+  if (gather_.work) gather_.work->wait();            // a stale one: let it finish, drop it
+  const int64_t k = flat_param.numel();
+  gather_.data = empty({padded_}, flat_param.dtype(), flat_param.device());
+  std::vector<Tensor> outs;
+  for (int r = 0; r < world_; ++r) outs.push_back(gather_.data.narrow(0, r * k, k));
+  gather_.work = group_->allgather(outs, flat_param.detach());
+  gather_.epoch = now;
+}
+
 void FlatParamUnit::gather_into(const Tensor& dst) {
   // Gathered into a new tensor, then copied by the copy kernel: the destination's version
   // counter must not move (the backward re-gathers into memory its saved views point at).
-  const int64_t k = flat_param.numel();
-  Tensor all = empty({padded_}, flat_param.dtype(), flat_param.device());
-  std::vector<Tensor> outs;
-  for (int r = 0; r < world_; ++r) outs.push_back(all.narrow(0, r * k, k));
-  group_->allgather(outs, flat_param.detach())->wait();
+  if (world_ == 1) {  // nothing to gather: the shard is everything
+    Tensor d = dst;
+    kernel<Op::copy>(dst.device())(flat_param.detach(), d);
+    ++gathers;
+    return;
+  }
+  const bool ready = gather_.work && gather_.epoch == (epoch ? *epoch : 0);
+  if (ready) ++prefetched;
+  if (!ready) prefetch();
+  gather_.work->wait();
+  Tensor all = std::move(gather_.data);
+  gather_ = Pending{};
   Tensor d = dst;
   kernel<Op::copy>(dst.device())(all, d);
   ++gathers;
@@ -100,6 +121,10 @@ void FlatParamUnit::gather_into(const Tensor& dst) {
 Tensor FlatParamUnit::gather_full() {
   NoGradGuard no_grad;
   if (strategy_ == ShardingStrategy::NO_SHARD) return flat_param.detach().clone();
+  if (gather_.work) {  // a prefetch that no backward used may predate an optimizer step
+    gather_.work->wait();
+    gather_ = Pending{};
+  }
   Tensor full = empty({padded_}, flat_param.dtype(), flat_param.device());
   gather_into(full);
   return full;
@@ -150,6 +175,9 @@ void FlatParamUnit::regather() {
   if (gathered() || !full_.defined()) return;
   full_.storage()->restore_data();
   gather_into(full_);
+  // The unit whose backward comes next gathers meanwhile.
+  if (auto next = next_in_backward.lock())
+    if (!next->gathered()) next->prefetch();
 }
 
 void FlatParamUnit::reshard() {
@@ -173,10 +201,30 @@ Tensor FlatParamUnit::reduce_grad(const Tensor& full_grad) {
   const int64_t k = flat_param.numel();
   std::vector<Tensor> pieces;
   for (int r = 0; r < world_; ++r) pieces.push_back(g.narrow(0, r * k, k).contiguous());
-  Tensor out = empty({k}, g.dtype(), g.device());
-  group_->reduce_scatter(out, pieces, ReduceOp::sum)->wait();
+  // Asynchronous: the rest of the backward runs while it communicates; the end-of-backward
+  // callback waits and accumulates (the engine gets no gradient for the shard here).
+  if (reduce_.work) finish_backward();  // a second backward of one graph (retain_graph)
+  reduce_.data = empty({k}, g.dtype(), g.device());
+  reduce_.work = group_->reduce_scatter(reduce_.data, pieces, ReduceOp::sum);
   ++reductions;
-  return out;
+  std::weak_ptr<Module> weak = weak_from_this();
+  autograd::queue_callback([weak] {
+    if (auto self = std::static_pointer_cast<FlatParamUnit>(weak.lock())) self->finish_backward();
+  });
+  return Tensor();
+}
+
+void FlatParamUnit::finish_backward() {
+  if (!reduce_.work) return;
+  reduce_.work->wait();
+  Tensor out = std::move(reduce_.data);
+  reduce_ = Pending{};
+  NoGradGuard no_grad;
+  Tensor& grad = flat_param.mutable_grad();
+  if (!grad.defined())
+    grad = out;
+  else
+    add_(grad, out);
 }
 
 }  // namespace minidl::dist

@@ -64,6 +64,20 @@ class FlatParamUnit : public nn::Module {
   void after_forward(const Tensor& output, bool reshard_after_forward);
   // Frees the gathered memory (the views stay, without memory, until the next forward).
   void reshard();
+  // Starts this unit's all-gather on the group's communication thread, so it runs while the
+  // unit before it computes (forward prefetch) or while the unit after it runs its backward
+  // (backward prefetch, FULL_SHARD). The gather that needs it then only waits. A prefetch
+  // from an earlier forward (`epoch`) is never used: the shard may have changed since.
+  void prefetch();
+  // At the end of a backward (FSDP queues it): waits for this unit's reduce-scatter, started
+  // asynchronously so it overlaps the rest of the backward, and adds the result to
+  // flat_param's gradient.
+  void finish_backward();
+
+  // The forward count of the owning FSDP (prefetches are tagged with it).
+  std::shared_ptr<const int64_t> epoch;
+  // The units that ran after / before this one in the last forward (prefetch targets).
+  std::weak_ptr<FlatParamUnit> next_in_forward, next_in_backward;
 
   Tensor flat_param;  // the shard: a leaf that requires grad
 
@@ -71,6 +85,7 @@ class FlatParamUnit : public nn::Module {
   bool require_sync = true;
   // Collectives and bytes this unit issued (all-gathers, reduce-scatters / all-reduces).
   int64_t gathers = 0, reductions = 0;
+  int64_t prefetched = 0;  // gathers that found their data already on the way
 
  private:
   void gather_into(const Tensor& dst);
@@ -86,6 +101,13 @@ class FlatParamUnit : public nn::Module {
   int64_t numel_ = 0, padded_ = 0;
   Tensor full_;            // the gathered flat parameter of the current forward ([padded])
   Tensor unsharded_grad_;  // accumulated under no_sync
+  struct Pending {
+    std::shared_ptr<Work> work;
+    Tensor data;
+    int64_t epoch = -1;
+  };
+  Pending gather_;  // a prefetched all-gather ([padded])
+  Pending reduce_;  // the reduce-scatter of the current backward ([shard])
 };
 
 }  // namespace minidl::dist

@@ -127,8 +127,9 @@ FullyShardedDataParallel::FullyShardedDataParallel(std::shared_ptr<nn::Module> m
     std::weak_ptr<FlatParamUnit> weak = unit;
     const bool reshard = options_.sharding_strategy == ShardingStrategy::FULL_SHARD;
     hooks_.push_back(unit_module->register_forward_pre_hook(
-        [weak](nn::Module&, const std::vector<Tensor>&) -> std::optional<std::vector<Tensor>> {
-          if (auto u = weak.lock()) u->unshard_for_forward();
+        [this, weak](nn::Module&,
+                     const std::vector<Tensor>&) -> std::optional<std::vector<Tensor>> {
+          if (auto u = weak.lock()) unit_forward_begins(u);
           return std::nullopt;
         }));
     hooks_.push_back(unit_module->register_forward_hook(
@@ -145,16 +146,36 @@ FullyShardedDataParallel::FullyShardedDataParallel(std::shared_ptr<nn::Module> m
   }
   // parameters() and state_dict() are the shards: "units.<i>.flat_param".
   unit_list_ = std::make_shared<nn::ModuleListOf<FlatParamUnit>>();
-  for (const auto& u : units_) unit_list_->push_back(u);
+  for (const auto& u : units_) {
+    u->epoch = epoch_;
+    unit_list_->push_back(u);
+  }
   register_module("units", &unit_list_);
+}
+
+FullyShardedDataParallel::~FullyShardedDataParallel() {
+  for (auto& h : hooks_) h.remove();
 }
 
 Tensor FullyShardedDataParallel::forward(const Tensor& x) {
   return forward_inputs({x});
 }
 
+void FullyShardedDataParallel::unit_forward_begins(const std::shared_ptr<FlatParamUnit>& unit) {
+  if (auto last = last_in_forward_.lock()) {
+    last->next_in_forward = unit;
+    unit->next_in_backward = last;
+  }
+  last_in_forward_ = unit;
+  unit->unshard_for_forward();
+  // The next unit of the last forward gathers while this one computes.
+  if (auto next = unit->next_in_forward.lock()) next->prefetch();
+}
+
 Tensor FullyShardedDataParallel::forward_inputs(const std::vector<Tensor>& inputs) {
-  if (root_unit_) root_unit_->unshard_for_forward();
+  ++*epoch_;
+  last_in_forward_.reset();
+  if (root_unit_) unit_forward_begins(root_unit_);
   Tensor out = module_->call(inputs);
   // The root's parameters stay gathered until its backward ends (torch: the root does not
   // reshard after forward); without a backward they are freed now.

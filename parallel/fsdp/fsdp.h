@@ -47,6 +47,7 @@ class FullyShardedDataParallel : public nn::Module {
   // group: the default group when null. Collective: every rank wraps the same model.
   FullyShardedDataParallel(std::shared_ptr<nn::Module> module,
                            std::shared_ptr<ProcessGroup> group = nullptr, FSDPOptions options = {});
+  ~FullyShardedDataParallel() override;  // removes its hooks from the wrapped modules
 
   Tensor forward(const Tensor& x) override;
   Tensor forward_inputs(const std::vector<Tensor>& inputs) override;
@@ -93,6 +94,11 @@ class FullyShardedDataParallel : public nn::Module {
   std::shared_ptr<FlatParamUnit> root_unit_;  // the parameters no wrapped submodule claimed
   std::vector<nn::Module::RemovableHandle> hooks_;
   std::shared_ptr<nn::ModuleListOf<FlatParamUnit>> unit_list_;
+  std::shared_ptr<int64_t> epoch_ = std::make_shared<int64_t>(0);  // forwards begun
+  std::weak_ptr<FlatParamUnit> last_in_forward_;  // the order of this forward's units
+  // A unit's forward begins: records the order (for the prefetches of the next forward and of
+  // this backward), gathers it, and starts the next unit's gather.
+  void unit_forward_begins(const std::shared_ptr<FlatParamUnit>& unit);
 };
 
 using FSDP = FullyShardedDataParallel;
