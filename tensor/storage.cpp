@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "tensor/cuda_api.h"
 #include "tensor/kernel_registration.h"
 #include "tensor/error.h"
 
@@ -176,8 +177,9 @@ Allocator& get_allocator(DeviceType type) {
   if (type != DeviceType::cpu && !g_allocators[int(type)]) ensure_kernels_registered();
   Allocator* a =
       type == DeviceType::cpu && !g_allocators[0] ? &cpu_allocator() : g_allocators[int(type)];
-  MINIDL_CHECK(a, "no allocator for ", device_type_name(type),
-               " tensors: this build has no CUDA backend or no GPU is available");
+  MINIDL_CHECK(a, "no allocator for ", device_type_name(type), " tensors: ",
+               type == DeviceType::cuda ? cuda::unavailable_reason()
+                                        : std::string("this build has no backend for them"));
   return *a;
 }
 
