@@ -12,6 +12,7 @@
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 #include "nn/container.h"
+#include "optim/fused.h"
 #include "parallel/distributed.h"
 
 namespace minidl::dist {
@@ -198,31 +199,22 @@ FullyShardedDataParallel::NoSync::~NoSync() {
 double FullyShardedDataParallel::clip_grad_norm_(double max_norm, double norm_type) {
   NoGradGuard no_grad;
   const bool inf = std::isinf(norm_type);
-  const bool sharded = options_.sharding_strategy != ShardingStrategy::NO_SHARD;
-  double local = 0;
-  for (auto& u : units_) {
-    const Tensor& g = u->shard().grad();
-    if (!g.defined()) continue;
-    Tensor a = abs(g.to(kFloat64));
-    if (inf)
-      local = std::max(local, max(a).item<double>());
-    else
-      local += sum(pow(a, Scalar(norm_type))).item<double>();
-  }
-  double total = local;
-  if (sharded && group_->size() > 1) {
-    Tensor t = full({1}, local, kFloat64);
+  std::vector<Tensor> grads;
+  for (auto& u : units_)
+    if (u->shard().grad().defined()) grads.push_back(u->shard().grad());
+  // clip_grad_norm_'s list ops (one dispatch each, the norm kept on the device), with the
+  // shards' partial norms combined over the ranks in between. A rank without gradients still
+  // takes part in the collective.
+  Tensor total = grads.empty() ? zeros({}, kFloat64,
+                                       units_.empty() ? Device(kCPU) : units_[0]->shard().device())
+                               : optim::fused::foreach_norm(grads, norm_type);
+  if (options_.sharding_strategy != ShardingStrategy::NO_SHARD && group_->size() > 1) {
+    Tensor t = (inf ? total : pow(total, Scalar(norm_type))).reshape({1}).clone();
     group_->allreduce(t, inf ? ReduceOp::max : ReduceOp::sum)->wait();
-    total = t.item<double>();
+    total = (inf ? t : pow(t, Scalar(1.0 / norm_type))).reshape({});
   }
-  if (!inf) total = std::pow(total, 1.0 / norm_type);
-  const double coef = max_norm / (total + 1e-6);
-  if (coef < 1.0)
-    for (auto& u : units_) {
-      Tensor& g = u->shard().mutable_grad();
-      if (g.defined()) mul_(g, Scalar(coef));
-    }
-  return total;
+  if (!grads.empty()) optim::fused::foreach_clip_by_norm_(grads, total, max_norm);
+  return total.item<double>();
 }
 
 nn::StateDict FullyShardedDataParallel::full_state_dict() {
