@@ -1,11 +1,11 @@
 // Every loss in one place (PyTorch semantics): the functional forms in nn::functional (= F::,
 // also callable unqualified as minidl::mse_loss like cross_entropy) and the loss Modules.
 #pragma once
-#include <source_location>
 #include <string>
 
 #include "nn/module.h"
 #include "autograd/ops.h"
+#include "tensor/warning.h"
 
 namespace minidl::nn {
 
@@ -29,18 +29,17 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target,
 // [4, 1] ...", once per call site (`caller`; leave it defaulted).
 // (input - target)^2.
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean,
-                std::source_location caller = std::source_location::current());
+                SourceLocation caller = SourceLocation::current());
 // |input - target|.
 Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean,
-               std::source_location caller = std::source_location::current());
+               SourceLocation caller = SourceLocation::current());
 // d = |input - target|: 0.5 d^2 / beta where d < beta, else d - 0.5 beta (beta = 0: l1_loss).
 Tensor smooth_l1_loss(const Tensor& input, const Tensor& target,
                       Reduction reduction = Reduction::mean, double beta = 1.0,
-                      std::source_location caller = std::source_location::current());
+                      SourceLocation caller = SourceLocation::current());
 // d = |input - target|: 0.5 d^2 where d < delta, else delta (d - 0.5 delta).
 Tensor huber_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean,
-                  double delta = 1.0,
-                  std::source_location caller = std::source_location::current());
+                  double delta = 1.0, SourceLocation caller = SourceLocation::current());
 // Probabilities input in [0, 1] (after a sigmoid): -w (y log x + (1 - y) log(1 - x)), each log
 // clamped to >= -100 as in PyTorch. target must have input's shape (PyTorch refuses others);
 // weight broadcasts to it. Prefer binary_cross_entropy_with_logits (stable, autocast-safe).

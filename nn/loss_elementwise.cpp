@@ -14,7 +14,7 @@ namespace {
 
 // Checks input/target and warns once per call site when their shapes differ (they broadcast).
 void check_regression(std::string_view op, const Tensor& input, const Tensor& target,
-                      const std::source_location& caller) {
+                      const SourceLocation& caller) {
   MINIDL_CHECK(input.defined() && target.defined(), "op `", op, "`: undefined input");
   MINIDL_CHECK(input.is_floating_point(), "op `", op, "`: expected floating input, got dtype ",
                input.dtype());
@@ -22,7 +22,7 @@ void check_regression(std::string_view op, const Tensor& input, const Tensor& ta
   if (target.shape() == input.shape()) return;
   // A loss Module calls from this file: its site says nothing to the user, so leave it out.
   const bool from_module =
-      std::string_view(caller.file_name()) == std::source_location::current().file_name();
+      std::string_view(caller.file_name()) == SourceLocation::current().file_name();
   const std::string site =
       from_module
           ? std::string()
@@ -39,7 +39,7 @@ void check_regression(std::string_view op, const Tensor& input, const Tensor& ta
 }  // namespace
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction,
-                std::source_location caller) {
+                SourceLocation caller) {
   if (auto ac = amp::autocast_inputs<amp::AutocastOp::mse_loss>(input, target))
     return mse_loss(ac[0], ac[1], reduction, caller);
   check_regression("mse_loss", input, target, caller);
@@ -47,7 +47,7 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction,
 }
 
 Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction,
-               std::source_location caller) {
+               SourceLocation caller) {
   if (auto ac = amp::autocast_inputs<amp::AutocastOp::l1_loss>(input, target))
     return l1_loss(ac[0], ac[1], reduction, caller);
   check_regression("l1_loss", input, target, caller);
@@ -55,7 +55,7 @@ Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction,
 }
 
 Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, Reduction reduction, double beta,
-                      std::source_location caller) {
+                      SourceLocation caller) {
   if (auto ac = amp::autocast_inputs<amp::AutocastOp::smooth_l1_loss>(input, target))
     return smooth_l1_loss(ac[0], ac[1], reduction, beta, caller);
   check_regression("smooth_l1_loss", input, target, caller);
@@ -67,7 +67,7 @@ Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, Reduction reduc
 }
 
 Tensor huber_loss(const Tensor& input, const Tensor& target, Reduction reduction, double delta,
-                  std::source_location caller) {
+                  SourceLocation caller) {
   if (auto ac = amp::autocast_inputs<amp::AutocastOp::huber_loss>(input, target))
     return huber_loss(ac[0], ac[1], reduction, delta, caller);
   check_regression("huber_loss", input, target, caller);

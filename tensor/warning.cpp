@@ -35,7 +35,7 @@ bool warn_once(const std::string& key, const std::string& text) {
   return true;
 }
 
-std::string call_site_key(const std::source_location& where) {
+std::string call_site_key(const SourceLocation& where) {
   return std::string(where.file_name()) + ":" + std::to_string(where.line()) + ":" +
          std::to_string(where.column());
 }
