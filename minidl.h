@@ -61,3 +61,4 @@
 #include "parallel/zero/zero_redundancy_optimizer.h"
 #include "parallel/fsdp/fsdp.h"
 #include "parallel/fsdp/checkpoint.h"
+#include "parallel/fsdp/optimizer_shards.h"

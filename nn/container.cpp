@@ -48,7 +48,7 @@ std::shared_ptr<Module> Sequential::operator[](int64_t i) const {
 
 Tensor Sequential::forward(const Tensor& x) {
   Tensor y = x;
-  for (auto& m : children()) y = m->forward(y);
+  for (auto& m : children()) y = (*m)(y);  // through operator(): each child's hooks run
   return y;
 }
 

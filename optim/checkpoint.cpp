@@ -72,6 +72,12 @@ void check_scheduler_counters(const TensorMap& sd, const std::string& path) {
 void save_checkpoint(const std::string& path, Module& model, optim::Optimizer* opt,
                      optim::LRScheduler* sched, const std::map<std::string, std::string>& extra,
                      const TensorMap* amp) {
+  save_checkpoint(path, model.state_dict(), opt, sched, extra, amp);
+}
+
+void save_checkpoint(const std::string& path, const StateDict& model_state, optim::Optimizer* opt,
+                     optim::LRScheduler* sched, const std::map<std::string, std::string>& extra,
+                     const TensorMap* amp) {
   SafetensorsMetadata meta;
   for (const auto& [k, v] : extra) {
     MINIDL_CHECK(k != "format" && k != "version", "save_checkpoint: '", path,
@@ -81,7 +87,7 @@ void save_checkpoint(const std::string& path, Module& model, optim::Optimizer* o
   meta["format"] = kFormat;
   meta["version"] = kVersion;
   TensorMap all;
-  add_prefixed(all, "model.", model.state_dict());
+  add_prefixed(all, "model.", model_state);
   if (opt) add_prefixed(all, "optimizer.", opt->state_dict());
   if (sched) add_prefixed(all, "scheduler.", sched->state_dict());
   if (amp) add_prefixed(all, "amp.", *amp);

@@ -22,6 +22,13 @@ void save_checkpoint(const std::string& path, Module& model, optim::Optimizer* o
                      const std::map<std::string, std::string>& extra = {},
                      const std::map<std::string, Tensor>* amp = nullptr);
 
+// The same file from a model's state dict: an FSDP model's full_state_dict() saved under the
+// names a plain model saves, so the file loads into the plain model.
+void save_checkpoint(const std::string& path, const StateDict& model_state,
+                     optim::Optimizer* opt = nullptr, optim::LRScheduler* sched = nullptr,
+                     const std::map<std::string, std::string>& extra = {},
+                     const std::map<std::string, Tensor>* amp = nullptr);
+
 // Restores what save_checkpoint wrote and returns the file's metadata. The whole file is read
 // and validated first; if anything fails (unreadable/truncated/corrupted file, not a minidl
 // checkpoint, missing/unexpected keys with `strict`, shape mismatch, missing optimizer or

@@ -108,6 +108,7 @@ void GradScaler::unscale_(optim::Optimizer& opt) {
   check_grads(opt, grads);
   st.found_inf = zeros({}, kFloat32, scale_.device());
   non_finite_check_and_unscale_(grads, st.found_inf, inv);
+  if (opt_.reduce_found_inf) opt_.reduce_found_inf(st.found_inf);  // every rank's verdict
   st.stage = Stage::kUnscaled;
 }
 
@@ -144,6 +145,7 @@ bool GradScaler::step(optim::Optimizer& opt) {
       check_grads(opt, grads);
       st.found_inf = zeros({}, kFloat32, scale_.device());
       non_finite_check_and_unscale_(grads, st.found_inf, one_);
+      if (opt_.reduce_found_inf) opt_.reduce_found_inf(st.found_inf);
       grad_scale = scale_;
     }
     opt.step_with_scaling(grad_scale, st.found_inf);

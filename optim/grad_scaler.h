@@ -1,6 +1,7 @@
 // Dynamic loss scaling for fp16 mixed precision (torch.cuda.amp.GradScaler): PyTorch's
 // algorithm and per-optimizer state machine, plus skip counters, warnings and checks.
 #pragma once
+#include <functional>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -22,6 +23,10 @@ struct GradScalerOptions {
   double min_scale = 1.0 / 65536;       // update() throws when the scale falls below (0: never)
   int64_t warn_consecutive_skips = 10;  // stderr warning once per streak of skips (0: never)
   int rank = -1;                        // named in messages; -1: unknown
+  // Sharded training (FSDP's ShardedGradScaler, dist::sharded_grad_scaler): each rank sees only
+  // its shards' gradients, so the inf/NaN flag (0-d f32) is made every rank's maximum here
+  // before any rank decides to step or skip. Unset: the local flag decides.
+  std::function<void(Tensor& found_inf)> reduce_found_inf = nullptr;
 };
 
 // Usage, per iteration (PyTorch order):

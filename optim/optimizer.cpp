@@ -82,6 +82,25 @@ void Optimizer::add_param_group(ParamGroup group) {
   groups_.push_back(std::move(group));
 }
 
+void Optimizer::replace_parameters(std::vector<std::vector<Tensor>> params) {
+  MINIDL_CHECK(params.size() == groups_.size(), "optimizer: replace_parameters got ", params.size(),
+               " parameter list(s) for ", groups_.size(), " param group(s)");
+  for (size_t i = 0; i < state_.size(); ++i)
+    MINIDL_CHECK(state_[i].empty(),
+                 "optimizer: replace_parameters after the optimizer stepped "
+                 "(parameter ",
+                 i, " has state); replace them before the first step");
+  size_t n = 0;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    for (const Tensor& p : params[g])
+      MINIDL_CHECK(p.defined() && p.requires_grad(), "optimizer: replace_parameters: group ", g,
+                   " gets an undefined tensor or one that does not require grad");
+    groups_[g].params = std::move(params[g]);
+    n += groups_[g].params.size();
+  }
+  state_.assign(n, {});
+}
+
 void Optimizer::zero_grad(bool set_to_none) {
   NoGradGuard guard;
   for (ParamGroup& g : groups_)

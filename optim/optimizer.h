@@ -54,6 +54,12 @@ class Optimizer {
   // Fills missing options from the defaults, validates them; a parameter may be in one group only.
   void add_param_group(ParamGroup group);
 
+  // For wrappers that own the parameters the optimizer must step instead of the ones it was
+  // built on (FSDP's shards): group g's parameters become params[g], its options kept. Only
+  // before any state exists (the optimizer has not stepped); throws otherwise, or when the
+  // number of lists is not the number of groups.
+  void replace_parameters(std::vector<std::vector<Tensor>> params);
+
   virtual void step() = 0;
   // AMP (optim/grad_scaler.h). Whether step_with_scaling() runs on the device without a host
   // sync for every group (PyTorch's _step_supports_amp_scaling: the fused CUDA path).

@@ -33,10 +33,11 @@ class SmallNet : public nn::Cloneable<SmallNet> {
     }
   }
   Tensor forward(const Tensor& x) override {
-    Tensor h = conv->forward(x);
-    if (bn) h = bn->forward(h);
-    h = fc->forward(relu(h).flatten(1));
-    return use_fc3_ ? fc3->forward(h) : h;
+    // Through operator(): wrappers' hooks (FSDP units, module hooks) see every call.
+    Tensor h = (*conv)(x);
+    if (bn) h = (*bn)(h);
+    h = (*fc)(relu(h).flatten(1));
+    return use_fc3_ ? (*fc3)(h) : h;
   }
   std::string name() const override { return "SmallNet"; }
   bool use_fc3_;

@@ -20,6 +20,7 @@ AcceleratorOptions accelerator_options(const RunOptions& o) {
   a.amp = o.amp;
   a.opt_level = o.opt_level;
   a.init_scale = o.init_scale;
+  a.fsdp = o.fsdp;
   a.seed = o.seed;
   a.threads = o.threads;
   a.verbose = !o.quiet;
@@ -55,7 +56,8 @@ int64_t amp_skipped_steps(const Accelerator& acc) {
 }
 
 Tensor eval_forward(const Accelerator& acc, const Tensor& x) {
-  nn::Module& model = acc.unwrap_model();
+  // FSDP's units gather their parameters around each forward: it evaluates through the wrapper.
+  nn::Module& model = acc.fsdp() ? acc.model() : acc.unwrap_model();
   if (!acc.amp()) return model(x);
   auto region = acc.amp()->autocast_region();
   return acc.amp()->forward(model, x).to(kFloat32);

@@ -21,9 +21,11 @@ extern "C" void on_stop_signal(int) {
   g_stop_requested.store(1);
 }
 
-// The number a checkpoint file name of `unit` stands for, or -1.
-int64_t checkpoint_number(const fs::path& p, const std::string& unit) {
-  const std::regex re("checkpoint-" + unit + R"(-(\d+)\.safetensors)");
+// The number a checkpoint file name of `unit` stands for, or -1. With `shards`, the number of
+// an FSDP run's shard directory ("<checkpoint file>.shards") instead.
+int64_t checkpoint_number(const fs::path& p, const std::string& unit, bool shards = false) {
+  const std::regex re("checkpoint-" + unit + R"(-(\d+)\.safetensors)" +
+                      std::string(shards ? R"(\.shards)" : ""));
   std::smatch m;
   std::string name = p.filename().string();
   return std::regex_match(name, m, re) ? std::stoll(m[1]) : -1;
@@ -75,6 +77,8 @@ void remove_older_checkpoints(const std::string& dir, const std::string& unit, i
   for (const auto& entry : fs::directory_iterator(dir)) {
     int64_t n = checkpoint_number(entry.path(), unit);
     if (n >= 0 && n < keep) fs::remove(entry.path());
+    n = checkpoint_number(entry.path(), unit, /*shards=*/true);  // FSDP's shard directories
+    if (n >= 0 && n < keep) fs::remove_all(entry.path());
   }
 }
 

@@ -19,7 +19,8 @@ std::string resolve_resume(const std::string& arg, const std::string& checkpoint
 // After a complete checkpoint: tells minidl-run --max-restarts that a restart can resume
 // (writes `path` to $MINIDL_PROGRESS_FILE when set; errors are ignored).
 void note_checkpoint_written(const std::string& path);
-// Removes the checkpoints of `unit` older than `keep` (after the newest is complete).
+// Removes the checkpoints of `unit` older than `keep` (after the newest is complete), with
+// their FSDP shard directories.
 void remove_older_checkpoints(const std::string& dir, const std::string& unit, int64_t keep);
 
 // Installs SIGINT/SIGTERM handlers that ask the training loop to stop after the current step

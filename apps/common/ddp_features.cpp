@@ -20,6 +20,7 @@ std::string flags_given(const RunOptions& o) {
   add(o.sync_bn, "--sync-bn");
   add(o.zero1, "--zero1");
   add(!o.comm_hook.empty(), "--comm-hook");
+  add(o.fsdp != "off", "--fsdp");
   return s;
 }
 
@@ -47,15 +48,26 @@ std::string mib(int64_t bytes) {
 }  // namespace
 
 bool ddp_features_requested(const RunOptions& o) {
-  return o.sync_bn || o.zero1 || !o.comm_hook.empty();
+  return o.sync_bn || o.zero1 || !o.comm_hook.empty() || o.fsdp != "off";
 }
 
 std::string ddp_flags_error(const RunOptions& o) {
   if (!ddp_features_requested(o)) return "";
   if (o.mode == "single" || o.mode == "dp")
     return need_ddp(o) + " (--mode ddp or auto), not --mode " + o.mode;
-  if (o.mode == "auto" && o.nproc <= 1 && !dist::launched_by_launcher())
+  // --fsdp alone on one process runs as a one-rank job (self_launch_if_requested).
+  if (o.mode == "auto" && o.nproc <= 1 && !dist::launched_by_launcher() && o.fsdp == "off")
     return need_ddp(o) + ": give -n N, or run under minidl-run/torchrun/mpirun/srun";
+  if (o.fsdp != "off" && (o.zero1 || !o.comm_hook.empty()))
+    return std::string("--fsdp ") + o.fsdp + " replaces DDP: " +
+           (o.zero1 ? "--zero1 (FSDP shards the optimizer state itself)"
+                    : "--comm-hook (a DDP gradient hook)") +
+           " does not apply";
+  if (o.fsdp != "off" && o.amp != "off" &&
+      (o.amp != "bf16" || (!o.opt_level.empty() && o.opt_level != "O1")))
+    return "--fsdp with --amp " + o.amp +
+           (o.opt_level.empty() ? "" : " --opt-level " + o.opt_level) +
+           ": FSDP runs AMP as --amp bf16 (O1) only";
   if (!o.comm_hook.empty()) {
     try {
       dist::make_comm_hook(o.comm_hook);
@@ -116,6 +128,14 @@ std::string ddp_features_summary(const RunOptions& o, const Accelerator& acc,
     add("zero1 (rank " + std::to_string(st.rank) + " steps " + std::to_string(st.params_owned) +
         "/" + std::to_string(st.params_total) + " parameters, optimizer state " +
         mib(st.state_bytes) + ")");
+  }
+  if (const dist::FullyShardedDataParallel* fsdp = acc.fsdp()) {
+    int64_t opt_bytes = 0;
+    for (size_t i = 0; i < opt.num_params(); ++i)
+      for (const auto& [key, t] : opt.state(i)) opt_bytes += int64_t(t.nbytes());
+    add("fsdp " + o.fsdp + " (" + std::to_string(fsdp->units().size()) +
+        " units; this rank holds parameters + gradients " + mib(fsdp->sharded_state_bytes()) +
+        ", optimizer state " + mib(opt_bytes) + ")");
   }
   if (!o.comm_hook.empty() && acc.ddp()) {
     char buf[96];

@@ -3,6 +3,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <algorithm>
 #include <exception>
 
 #include "parallel/launch/launcher.h"
@@ -70,6 +71,13 @@ void add_run_flags(CLI::App& app, RunOptions& o) {
   app.add_option("--comm-hook", o.comm_hook,
                  "ddp: compress gradient buckets: fp16 | bf16 | powersgd:R[:START] (rank R, "
                  "plain allreduce for the first START steps, default 1000)");
+  app.add_option("--fsdp", o.fsdp,
+                 "ddp: shard the model instead of replicating it (FullyShardedDataParallel): "
+                 "full (parameters, gradients and optimizer state; ZeRO-3) | grad-op (gradients "
+                 "and optimizer state; ZeRO-2) | no-shard | off; checkpoints resume on any "
+                 "number of ranks")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"off", "full", "grad-op", "no-shard"}));
   app.footer(
       "Environment: MINIDL_CPU_ISA=avx2|avx512|avx512_bf16|native caps the CPU kernels' "
       "instruction set (oneDNN's too; here: " +
@@ -93,7 +101,11 @@ std::string amp_flags_error(const RunOptions& o) {
 
 bool self_launch_if_requested(const RunOptions& o, const char* program, int argc, char** argv,
                               int& exit_code) {
-  if (o.nproc <= 1 || dist::launched_by_launcher()) return false;
+  if (dist::launched_by_launcher()) return false;
+  // --fsdp shards over a process group: on one process it runs as a one-rank job (a 2-rank
+  // FSDP checkpoint resumes there too).
+  const bool fsdp_alone = o.nproc <= 1 && o.fsdp != "off" && o.mode == "auto";
+  if (o.nproc <= 1 && !fsdp_alone) return false;
   if (o.mode == "single" || o.mode == "dp") {
     std::fprintf(stderr, "%s: error: -n %d needs --mode ddp or auto (see --help)\n", program,
                  o.nproc);
@@ -105,7 +117,7 @@ bool self_launch_if_requested(const RunOptions& o, const char* program, int argc
   const bool cuda = o.device.rfind("cuda", 0) == 0;
   launch.backend = o.backend == "auto" ? (cuda ? "nccl" : "gloo") : o.backend;
   try {
-    exit_code = dist::self_launch(o.nproc, argc, argv, {"-n", "--nproc"}, launch);
+    exit_code = dist::self_launch(std::max(1, o.nproc), argc, argv, {"-n", "--nproc"}, launch);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "%s: error: %s\n", program, e.what());
     exit_code = 2;

@@ -40,11 +40,14 @@ struct RunOptions {
   bool sync_bn = false;
   bool zero1 = false;
   std::string comm_hook;
+  // Fully sharded data parallel instead of DDP (ddp only): off | full | grad-op | no-shard.
+  std::string fsdp = "off";
 };
 
 // Adds the shared flags (--seed, --device, --threads, --checkpoint-dir, --resume, --log-json,
 // --plot, --log-interval, --quiet, --mode, -n, --backend, --init-method, --dp-devices,
-// --dist-timeout, --amp, --opt-level, --init-scale, --sync-bn, --zero1, --comm-hook) to `app`,
+// --dist-timeout, --amp, --opt-level, --init-scale, --sync-bn, --zero1, --comm-hook, --fsdp) to
+// `app`,
 // writing into `o`.
 void add_run_flags(CLI::App& app, RunOptions& o);
 

@@ -22,13 +22,16 @@ const char* const kHelpFooter =
           ddp with a ZeroRedundancyOptimizer, an fp16/bf16/PowerSGD comm hook (rank
           --powersgd-rank from the third step), or SyncBatchNorm (--model resnet-mini); rows that
           round or approximate (hooks, per-replica BatchNorm) get their own loss tolerance
+  fsdp, fsdp-grad-op
+          FullyShardedDataParallel over --devices processes: FULL_SHARD (ZeRO-3) or
+          SHARD_GRAD_OP (ZeRO-2); units: mnist's layers, the GPT's blocks
 Every mode first runs --warmup steps, then --steps timed steps, in --rounds rounds. The losses of every step must
 agree with the first row's within --tolerance (relative), else the run fails naming the modes.
 MINIDL_COMPARE_BREAK=dp (a comma list of modes) is a test hook that breaks those modes' gradients.
 
 JSON (--json): {"title", "rows": [{mode, label, device, devices, threads, global_batch,
   per_rank_batch, samples_per_s, samples_per_s_rounds[], step_ms_p50, step_ms_p90, step_ms[], losses[], speedup,
-  efficiency, loss_tolerance, loss_tolerance_reason, peak_memory_mib, optimizer_state_mib,
+  efficiency, loss_tolerance, loss_tolerance_reason, peak_memory_mib, state_mib, optimizer_state_mib,
   optimizer_state_total_mib, breakdown: {forward_ms, backward_ms, reduce_exposed_ms,
   reduce_hidden_ms, optimizer_ms, data_wait_ms, dp_replicate_ms, dp_scatter_ms, dp_gather_ms,
   dp_reduce_ms, ddp_broadcast_ms}, ddp: {bucket_bytes[], comm_ms, exposed_ms, hidden_fraction,
@@ -80,6 +83,7 @@ nlohmann::json to_json(const RunResult& r) {
       {"peak_memory_mib", double(r.peak_memory_bytes) / (1 << 20)},
       {"optimizer_state_mib", double(r.optimizer_state_bytes) / (1 << 20)},
       {"optimizer_state_total_mib", double(r.optimizer_state_total) / (1 << 20)},
+      {"state_mib", double(r.state_bytes) / (1 << 20)},
       {"breakdown",
        {{"forward_ms", b.forward * ms},
         {"backward_ms", b.backward * ms},
@@ -134,6 +138,7 @@ RunResult run_result_from_json(const nlohmann::json& j) {
   r.peak_memory_bytes = int64_t(j.at("peak_memory_mib").get<double>() * (1 << 20));
   r.optimizer_state_bytes = int64_t(j.value("optimizer_state_mib", 0.0) * (1 << 20));
   r.optimizer_state_total = int64_t(j.value("optimizer_state_total_mib", 0.0) * (1 << 20));
+  r.state_bytes = int64_t(j.value("state_mib", 0.0) * (1 << 20));
   const auto& b = j.at("breakdown");
   Breakdown& d = r.breakdown;
   d.forward = b.at("forward_ms").get<double>() * s;

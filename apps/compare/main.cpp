@@ -163,7 +163,7 @@ int run_compare(Options& o) {
   } cleanup{dir};
   const bool cpu = c.device == "cpu";
   const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
-  const bool with_ddp = std::any_of(modes.begin(), modes.end(), is_ddp_mode);
+  const bool with_ddp = std::any_of(modes.begin(), modes.end(), is_multiprocess_mode);
 
   Report rep;
   rep.cores = cores;
@@ -178,7 +178,7 @@ int run_compare(Options& o) {
     std::fflush(stdout);
     std::vector<std::string> args = worker_args(o, mode, devices, threads, compute_batch, out);
     int rc;
-    if (is_ddp_mode(mode)) {
+    if (is_multiprocess_mode(mode)) {
       dist::LaunchOptions lo;
       lo.log_dir = "none";
       lo.device_per_rank = "none";
@@ -280,7 +280,7 @@ int main(int argc, char** argv) {
                  "data/moby-dick/data.txt)");
   app.add_option("--modes", o.modes,
                  "comma list of single, dp, ddp, ddp-zero1, ddp-fp16, ddp-bf16, ddp-powersgd, "
-                 "ddp-syncbn (resnet-mini)")
+                 "ddp-syncbn (resnet-mini), fsdp, fsdp-grad-op")
       ->capture_default_str();
   app.add_option("--devices", devices, "K: dp replicas and ddp processes")
       ->check(CLI::Range(1, 64))

@@ -70,7 +70,7 @@ constexpr double kFp16Tolerance = 1e-3, kBf16Tolerance = 1e-2, kPowerSGDToleranc
 // drift from the exact modes' by a little.
 void set_row_tolerance(RunResult& r, const std::string& model) {
   if (model == "resnet-mini" &&
-      (r.mode == "dp" || (is_ddp_mode(r.mode) && r.mode != "ddp-syncbn"))) {
+      (r.mode == "dp" || (is_multiprocess_mode(r.mode) && r.mode != "ddp-syncbn"))) {
     r.tolerance = kBatchNormTolerance;
     r.tolerance_reason = "per-replica BatchNorm statistics";
   }
@@ -104,21 +104,24 @@ std::string format_table(const Report& rep) {
   std::ostringstream o;
   o << "## " << rep.title << "\n\n";
   o << "| mode | devices | threads | samples/s | step ms p50 | p90 | speedup | efficiency | "
-       "peak MiB/device | opt state MiB max rank / all | forward | backward | reduce exposed | "
+       "peak MiB/device | state MiB | opt state MiB max rank / all | forward | backward | reduce "
+       "exposed | "
        "reduce hidden | "
        "optimizer | "
        "data wait | dp replicate | dp scatter | dp gather | dp reduce | ddp broadcast | "
        "collectives/step | MB/step | grad MB/step |\n";
   o << "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-       "---:|---:|---:|---:|---:|---:|\n";
+       "---:|---:|---:|---:|---:|---:|---:|\n";
   for (const RunResult& r : rep.rows) {
     const Breakdown& b = r.breakdown;
     const bool ddp = is_ddp_mode(r.mode), dp = r.mode == "dp";
+    const bool ranks = is_multiprocess_mode(r.mode);  // ddp and fsdp: collectives counted
     auto ms = [](double s) { return fmt("%.2f", s * 1e3); };
     o << "| " << r.label << " | " << r.devices << " | " << r.threads << " | "
       << fmt("%.0f", r.samples_per_s()) << " | " << ms(r.step_p(0.5)) << " | " << ms(r.step_p(0.9))
       << " | " << fmt("%.2fx", rep.speedup(r)) << " | " << fmt("%.0f%%", 100 * rep.efficiency(r))
       << " | " << fmt("%.1f", double(r.peak_memory_bytes) / (1 << 20)) << " | "
+      << fmt("%.3f", double(r.state_bytes) / (1 << 20)) << " | "
       << fmt("%.3f", double(r.optimizer_state_bytes) / (1 << 20)) << " / "
       << fmt("%.3f", double(r.optimizer_state_total) / (1 << 20)) << " | " << ms(b.forward) << " | "
       << ms(b.backward) << " | " << (ddp ? ms(b.reduce_exposed) : "-") << " | "
@@ -126,15 +129,16 @@ std::string format_table(const Report& rep) {
       << " | " << (dp ? ms(b.dp_replicate) : "-") << " | " << (dp ? ms(b.dp_scatter) : "-") << " | "
       << (dp ? ms(b.dp_gather) : "-") << " | " << (dp ? ms(b.dp_reduce) : "-") << " | "
       << (ddp ? ms(b.ddp_broadcast) : "-") << " | "
-      << (ddp ? fmt("%.1f", r.collectives_per_step) : "-") << " | "
-      << (ddp ? fmt("%.3f", r.payload_bytes_per_step / 1e6) : "-") << " | "
+      << (ranks ? fmt("%.1f", r.collectives_per_step) : "-") << " | "
+      << (ranks ? fmt("%.3f", r.payload_bytes_per_step / 1e6) : "-") << " | "
       << (ddp ? fmt("%.3f", double(r.grad_bytes_per_step) / 1e6) : "-") << " |\n";
   }
   o << "\nBreakdown columns: ms per step; forward/backward exclude the DP and DDP work shown in "
        "their own columns (ddp broadcast: the forwards' buffer broadcasts). Collectives/step and "
        "MB/step: what rank 0 issued per measured step (ProcessGroup::collective_counts(), "
        "payload before the ring's 2(N-1)/N); grad MB/step: the gradient payload "
-       "(DDPStats::bytes_per_step, compressed by a comm hook). Opt state: the largest rank's "
+       "(DDPStats::bytes_per_step, compressed by a comm hook). State: parameters + gradients + "
+       "optimizer state held by the largest rank (fsdp: its shards). Opt state: the largest rank's "
        "optimizer state (ddp-zero1: its shard; ZeRO-1 places whole tensors, so one large tensor "
        "bounds it) and the sum over ranks. Speedup: samples/s against the first row; "
        "efficiency: "
@@ -199,6 +203,20 @@ std::vector<std::string> explain(const Report& rep) {
                         " of its step) broadcasting rank 0's buffers before each forward; it "
                         "issues " +
                         fmt("%.1f", r.collectives_per_step) + " collectives per step.");
+    } else if (is_fsdp_mode(r.mode)) {
+      const RunResult* ref = nullptr;
+      for (const RunResult& q : rep.rows)
+        if (q.mode == "ddp" && !ref) ref = &q;
+      std::string line = r.label + " issues " + fmt("%.1f", r.collectives_per_step) +
+                         " collectives per step (all-gathers of each unit's parameters, "
+                         "reduce-scatters of its gradients; " +
+                         fmt("%.3f", r.payload_bytes_per_step / 1e6) + " MB) and holds " +
+                         fmt("%.3f", double(r.state_bytes) / (1 << 20)) + " MiB of state per rank";
+      if (ref && ref->state_bytes > 0)
+        line += ", " + fmt("%.2fx", double(r.state_bytes) / double(ref->state_bytes)) +
+                " of ddp's; its step takes " + fmt("%.2fx", mean_step(r) / mean_step(*ref)) +
+                " ddp's";
+      lines.push_back(line + ".");
     } else if (r.mode == "single" && r.threads > 1) {
       lines.push_back(r.label + " (one process, " + std::to_string(r.threads) +
                       " intra-op threads) reaches " + fmt("%.2fx", rep.speedup(r)) +

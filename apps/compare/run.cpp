@@ -154,7 +154,9 @@ double RunResult::samples_per_s() const {
 
 ModeSpec parse_mode(const std::string& mode, int powersgd_rank) {
   ModeSpec m;
-  m.base = is_ddp_mode(mode) ? "ddp" : mode;
+  m.base = is_multiprocess_mode(mode) ? "ddp" : mode;
+  if (mode == "fsdp") m.fsdp = "full";
+  if (mode == "fsdp-grad-op") m.fsdp = "grad-op";
   if (mode == "ddp-zero1") m.zero1 = true;
   if (mode == "ddp-syncbn") m.sync_bn = true;
   if (mode == "ddp-fp16") m.comm_hook = "fp16";
@@ -170,11 +172,20 @@ ModeSpec parse_mode(const std::string& mode, int powersgd_rank) {
 }
 
 std::vector<std::string> known_modes() {
-  return {"single", "dp", "ddp", "ddp-zero1", "ddp-fp16", "ddp-bf16", "ddp-powersgd", "ddp-syncbn"};
+  return {"single",   "dp",           "ddp",        "ddp-zero1", "ddp-fp16",
+          "ddp-bf16", "ddp-powersgd", "ddp-syncbn", "fsdp",      "fsdp-grad-op"};
 }
 
 bool is_ddp_mode(const std::string& mode) {
   return mode == "ddp" || mode.rfind("ddp-", 0) == 0;
+}
+
+bool is_fsdp_mode(const std::string& mode) {
+  return mode == "fsdp" || mode == "fsdp-grad-op";
+}
+
+bool is_multiprocess_mode(const std::string& mode) {
+  return is_ddp_mode(mode) || is_fsdp_mode(mode);
 }
 
 std::string default_data(const std::string& model) {
@@ -193,6 +204,12 @@ RunResult run_mode(const RunConfig& c) {
   ao.amp = c.amp;
   ao.seed = c.seed;
   ao.verbose = false;
+  ao.fsdp = spec.fsdp;
+  // fsdp: mnist's layers or the GPT's blocks are the units (the rest in the root's).
+  if (c.model == "gpt")
+    ao.fsdp_auto_wrap_policy = dist::module_wrap_policy<nn::TransformerBlock>();
+  else
+    ao.fsdp_auto_wrap_policy = dist::module_wrap_policy<nn::Conv2d, nn::Linear>();
   Accelerator acc(ao);
   MINIDL_CHECK(acc.mode() != "ddp" || acc.num_processes() == c.devices,
                "minidl-compare: ", acc.num_processes(), " DDP processes started, expected ",
@@ -238,6 +255,7 @@ RunResult run_mode(const RunConfig& c) {
       if (dp) dp->reset_stats();
       acc.wait_for_everyone();
       if (ddp) counts0 = ddp->process_group().collective_counts();
+      if (acc.fsdp()) counts0 = acc.fsdp()->process_group().collective_counts();
     }
     sync();
     const double t0 = now_s();
@@ -272,8 +290,9 @@ RunResult run_mode(const RunConfig& c) {
     }
   }
   const double n = double(c.steps);
-  if (ddp) {
-    const dist::CollectiveCounts counts1 = ddp->process_group().collective_counts();
+  if (ddp || acc.fsdp()) {
+    const dist::CollectiveCounts counts1 = ddp ? ddp->process_group().collective_counts()
+                                               : acc.fsdp()->process_group().collective_counts();
     r.collectives_per_step = double(counts1.collectives - counts0.collectives) / n;
     r.payload_bytes_per_step = double(counts1.bytes - counts0.bytes) / n;
   }
@@ -328,13 +347,22 @@ RunResult run_mode(const RunConfig& c) {
   for (const Device& d : acc.devices()) peak = std::max(peak, memory_stats(d).peak);
   auto* zero = dynamic_cast<dist::ZeroRedundancyOptimizer*>(task.opt.get());
   const int64_t state = zero ? zero->stats().state_bytes : dist::optimizer_state_bytes(*task.opt);
-  Tensor mine = tensor(std::vector<double>{double(peak), double(state)}).to(dev);
-  Tensor ranks = acc.gather(mine.reshape({1, 2})).cpu().contiguous();  // [ranks, 2]
+  // Parameters and gradients this rank holds: FSDP's shards, else the model's whole tensors.
+  int64_t held = 0;
+  if (const dist::FullyShardedDataParallel* fsdp = acc.fsdp()) {
+    held = fsdp->sharded_state_bytes();
+  } else {
+    for (const Tensor& p : task.model->parameters())
+      held += int64_t(p.nbytes()) + (p.grad().defined() ? int64_t(p.grad().nbytes()) : 0);
+  }
+  Tensor mine = tensor(std::vector<double>{double(peak), double(state), double(held + state)});
+  Tensor ranks = acc.gather(mine.to(dev).reshape({1, 3})).cpu().contiguous();  // [ranks, 3]
   for (int64_t i = 0; i < ranks.size(0); ++i) {
-    const double* v = ranks.data_ptr<double>() + 2 * i;
+    const double* v = ranks.data_ptr<double>() + 3 * i;
     r.peak_memory_bytes = std::max(r.peak_memory_bytes, int64_t(v[0]));
     r.optimizer_state_bytes = std::max(r.optimizer_state_bytes, int64_t(v[1]));
     r.optimizer_state_total += int64_t(v[1]);
+    r.state_bytes = std::max(r.state_bytes, int64_t(v[2]));
   }
 
   if (ddp && c.allreduce_sweep && c.devices > 1 && spec.comm_hook.empty() && !spec.zero1 &&

@@ -11,17 +11,22 @@
 namespace minidl::compare {
 
 // A --modes entry: single | dp | ddp, or a DDP variant ddp-zero1 (ZeroRedundancyOptimizer),
-// ddp-fp16 / ddp-bf16 / ddp-powersgd (comm hooks), ddp-syncbn (SyncBatchNorm).
+// ddp-fp16 / ddp-bf16 / ddp-powersgd (comm hooks), ddp-syncbn (SyncBatchNorm), or
+// FullyShardedDataParallel: fsdp (FULL_SHARD) | fsdp-grad-op (SHARD_GRAD_OP).
 struct ModeSpec {
-  std::string base;  // single | dp | ddp
+  std::string base;  // single | dp | ddp (fsdp's processes are launched like ddp's)
   bool zero1 = false, sync_bn = false;
-  std::string comm_hook;  // "" or dist::make_comm_hook's spec
+  std::string comm_hook;     // "" or dist::make_comm_hook's spec
+  std::string fsdp = "off";  // AcceleratorOptions::fsdp
 };
 // Throws naming the mode and the known ones. ddp-powersgd: rank `powersgd_rank`, compressing
 // from the third step (the first two allreduce plainly; DDP fixes its buckets after the first).
 ModeSpec parse_mode(const std::string& mode, int powersgd_rank = 2);
 std::vector<std::string> known_modes();
-bool is_ddp_mode(const std::string& mode);  // ddp or one of its variants
+bool is_ddp_mode(const std::string& mode);   // ddp or one of its variants
+bool is_fsdp_mode(const std::string& mode);  // fsdp | fsdp-grad-op
+// One process per rank through the launcher: the ddp and fsdp modes.
+bool is_multiprocess_mode(const std::string& mode);
 
 struct RunConfig {
   std::string model = "mnist-cnn";  // mnist-cnn | resnet-mini | gpt
@@ -60,6 +65,9 @@ struct RunResult {
   int64_t peak_memory_bytes = 0;      // the largest per-device peak (ddp: over ranks)
   int64_t optimizer_state_bytes = 0;  // the largest rank's optimizer state (zero1: its shard)
   int64_t optimizer_state_total = 0;  // summed over ranks (replicated: devices x the above)
+  // Parameters + gradients + optimizer state the largest rank holds after a step, measured
+  // from its tensors (fsdp: its shards and their gradients and state).
+  int64_t state_bytes = 0;
   // ddp
   std::vector<int64_t> bucket_bytes;
   double comm_s = 0, exposed_s = 0, hidden_fraction = 0;  // per step

@@ -89,8 +89,8 @@ Tensor GPT::run(const Tensor& idx, int64_t pos0, std::vector<nn::KVCache>* cache
   Tensor x = (*drop)((*wte)(idx) + (*wpe)(pos));                 // [B,T,C]
   for (int64_t i = 0; i < h->size(); ++i) {
     auto& block = *(*h)[i];
-    x = caches ? block.forward(x, nn::AttentionOptions{.cache = &(*caches)[size_t(i)]})
-               : block.forward(x);
+    // Through the module call (its hooks run: FSDP gathers a block's parameters there).
+    x = caches ? block.forward(x, nn::AttentionOptions{.cache = &(*caches)[size_t(i)]}) : block(x);
   }
   Tensor logits = (*lm_head)((*ln_f)(x));  // [B,T,Vp]
   // The padded columns (tokens that never occur) stay out of the loss and sampling: a view of

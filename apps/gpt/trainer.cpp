@@ -135,7 +135,14 @@ void Options::validate() const {
 
 Result run_training(const Options& o) {
   o.validate();
-  Accelerator acc(apps::accelerator_options(o));
+  AcceleratorOptions acc_options = apps::accelerator_options(o);
+  // --fsdp: each transformer block is a unit, with its matrices and its biases / LayerNorm
+  // weights in two flat parameters, so AdamW's two groups (decay, no decay) step whole shards.
+  acc_options.fsdp_auto_wrap_policy = dist::module_wrap_policy<nn::TransformerBlock>();
+  acc_options.fsdp_flat_param_split = [](const std::string&, const Tensor& p) {
+    return p.dim() >= 2 ? 0 : 1;  // optim::weight_decay_groups' rule
+  };
+  Accelerator acc(acc_options);
   const bool main_rank = acc.is_main_process(), verbose = main_rank && !o.quiet;
 
   const std::unique_ptr<TokenData> data_ptr = open_data(o);

@@ -28,12 +28,12 @@ class Net : public nn::Cloneable<Net> {
   }
 
   Tensor forward(const Tensor& x) override {
-    Tensor h = relu(conv1->forward(x));
-    h = relu(conv2->forward(h));
-    h = pool->forward(h);                 // [B,64,12,12]
-    h = dropout1->forward(h).flatten(1);  // [B,9216]
-    h = relu(fc1->forward(h));
-    h = fc2->forward(dropout2->forward(h));  // [B,10]
+    Tensor h = relu((*conv1)(x));
+    h = relu((*conv2)(h));
+    h = (*pool)(h);                 // [B,64,12,12]
+    h = (*dropout1)(h).flatten(1);  // [B,9216]
+    h = relu((*fc1)(h));
+    h = (*fc2)((*dropout2)(h));  // [B,10]
     return log_softmax(h, 1);
   }
   std::string name() const override { return "Net"; }

@@ -34,9 +34,9 @@ BasicBlock::BasicBlock(int64_t in_channels, int64_t out_channels, int64_t stride
 }
 
 Tensor BasicBlock::forward(const Tensor& x) {
-  Tensor h = relu(bn1->forward(conv1->forward(x)));
-  h = bn2->forward(conv2->forward(h));
-  const Tensor identity = shortcut_conv ? shortcut_bn->forward(shortcut_conv->forward(x)) : x;
+  Tensor h = relu((*bn1)((*conv1)(x)));
+  h = (*bn2)((*conv2)(h));
+  const Tensor identity = shortcut_conv ? (*shortcut_bn)((*shortcut_conv)(x)) : x;
   return relu(h + identity);
 }
 
@@ -54,11 +54,11 @@ ResNetMini::ResNetMini() {
 }
 
 Tensor ResNetMini::forward(const Tensor& x) {
-  Tensor h = relu(stem_bn->forward(stem->forward(x)));  // [B,16,28,28]
-  h = block1->forward(h);                               // [B,16,28,28]
-  h = block2->forward(h);                               // [B,32,14,14]
-  h = mean(h, {2, 3});                                  // [B,32]
-  return log_softmax(fc->forward(h), 1);                // [B,10]
+  Tensor h = relu((*stem_bn)((*stem)(x)));  // [B,16,28,28]
+  h = (*block1)(h);                         // [B,16,28,28]
+  h = (*block2)(h);                         // [B,32,14,14]
+  h = mean(h, {2, 3});                      // [B,32]
+  return log_softmax((*fc)(h), 1);          // [B,10]
 }
 
 std::shared_ptr<nn::Module> make_model(const std::string& name) {

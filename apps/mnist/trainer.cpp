@@ -93,7 +93,10 @@ Result run_training(const Options& o) {
   MINIDL_CHECK(o.batch_size >= 1, "--batch-size must be >= 1, got ", o.batch_size);
   MINIDL_CHECK(o.lr > 0, "--lr must be > 0, got ", o.lr);
   MINIDL_CHECK(o.workers >= 0, "--workers must be >= 0, got ", o.workers);
-  Accelerator acc(apps::accelerator_options(o));
+  AcceleratorOptions acc_options = apps::accelerator_options(o);
+  // --fsdp: each convolution and linear layer is a unit, gathered just before it runs.
+  acc_options.fsdp_auto_wrap_policy = dist::module_wrap_policy<nn::Conv2d, nn::Linear>();
+  Accelerator acc(acc_options);
   const bool main_rank = acc.is_main_process(), verbose = main_rank && !o.quiet;
 
   // Data: MNIST normalised with the usual mean/std (0.1307, 0.3081); each rank reads its

@@ -11,6 +11,7 @@
 #include "optim/clip_grad.h"
 #include "parallel/data_parallel/data_parallel.h"
 #include "parallel/distributed.h"
+#include "parallel/fsdp/optimizer_shards.h"
 #include "parallel/rendezvous/launch_env.h"
 #include "tensor/cuda_api.h"
 #include "autograd/ops.h"
@@ -48,6 +49,13 @@ Accelerator::Accelerator(AcceleratorOptions options) : opts_(std::move(options))
   mode_ = opts_.mode == "auto" ? (under_launcher() ? "ddp" : "single") : opts_.mode;
   MINIDL_CHECK(mode_ == "single" || mode_ == "dp" || mode_ == "ddp",
                "Accelerator: mode must be single, dp, ddp or auto, got '", opts_.mode, "'");
+  MINIDL_CHECK(opts_.fsdp == "off" || opts_.fsdp == "full" || opts_.fsdp == "grad-op" ||
+                   opts_.fsdp == "no-shard",
+               "Accelerator: fsdp must be off, full, grad-op or no-shard, got '", opts_.fsdp, "'");
+  MINIDL_CHECK(opts_.fsdp == "off" || mode_ == "ddp", "Accelerator: fsdp ", opts_.fsdp,
+               " shards the model over processes and needs mode ddp (-n N, or a launcher), but "
+               "this run's mode is ",
+               mode_);
   Device requested(opts_.device);
   const int gpus = device_count(DeviceType::cuda);
   MINIDL_CHECK(requested.is_cpu() || requested.index < gpus, "Accelerator: device ", opts_.device,
@@ -94,6 +102,9 @@ int Accelerator::parallel_degree() const {
 }
 
 std::string Accelerator::describe() const {
+  if (fsdp_ || (mode_ == "ddp" && opts_.fsdp != "off"))
+    return "fsdp " + opts_.fsdp + ", " + std::to_string(world_size_) + " rank(s) (" + backend_ +
+           "), " + device_.str();
   if (mode_ == "ddp")
     return "ddp, " + std::to_string(world_size_) + " rank(s) (" + backend_ + "), " + device_.str();
   if (mode_ == "dp")
@@ -114,6 +125,12 @@ std::shared_ptr<nn::Module> Accelerator::prepare(std::shared_ptr<nn::Module> mod
   manual_seed(dist::rank_seed(opts_.seed, rank_));
   MINIDL_CHECK(opts_.amp == "off" || opts_.amp == "bf16" || opts_.amp == "fp16",
                "Accelerator: amp must be off, bf16 or fp16, got '", opts_.amp, "'");
+  MINIDL_CHECK(opts_.fsdp == "off" || opts_.amp == "off" ||
+                   (opts_.amp == "bf16" && (opts_.opt_level.empty() || opts_.opt_level == "O1")),
+               "Accelerator: fsdp ", opts_.fsdp, " with amp ", opts_.amp, " ",
+               opts_.opt_level.empty() ? "O1" : opts_.opt_level,
+               ": FSDP runs AMP as bf16 autocast at O1 only (fp16 needs a loss scaler agreed "
+               "over the shards, O2/O3 cast the parameters FSDP owns)");
   if (opts_.amp != "off") {
     amp::AmpOptions ao;
     ao.opt_level = amp::parse_opt_level(opts_.opt_level.empty() ? "O1" : opts_.opt_level);
@@ -127,7 +144,19 @@ std::shared_ptr<nn::Module> Accelerator::prepare(std::shared_ptr<nn::Module> mod
           "diverge\n",
           opts_.amp.c_str());
   }
-  if (mode_ == "ddp") {
+  if (mode_ == "ddp" && opts_.fsdp != "off") {
+    // The optimizer was built over the model's parameters: it steps the shards from now on.
+    const auto names = dist::optimizer_param_names(opt, *model_);
+    dist::FSDPOptions fo;
+    fo.sharding_strategy = opts_.fsdp == "full"      ? dist::ShardingStrategy::FULL_SHARD
+                           : opts_.fsdp == "grad-op" ? dist::ShardingStrategy::SHARD_GRAD_OP
+                                                     : dist::ShardingStrategy::NO_SHARD;
+    fo.auto_wrap_policy = opts_.fsdp_auto_wrap_policy;
+    fo.flat_param_split = opts_.fsdp_flat_param_split;
+    fsdp_ = std::make_shared<dist::FullyShardedDataParallel>(model_, nullptr, fo);
+    dist::shard_optimizer_params(opt, *fsdp_, names);
+    wrapped_ = fsdp_;
+  } else if (mode_ == "ddp") {
     ddp_ = std::make_shared<dist::DistributedDataParallel>(model_, nullptr, opts_.ddp);
     wrapped_ = ddp_;
   } else if (mode_ == "dp") {
@@ -201,6 +230,9 @@ void Accelerator::zero_grad() {
 void Accelerator::backward(const Tensor& loss) {
   Tensor l = opts_.grad_accum_steps > 1 ? div(loss, double(opts_.grad_accum_steps)) : loss;
   window_synced_ = !accumulating_micro_batch();
+  // FSDP reads its no_sync state during backward (DDP's at forward, see forward_inputs).
+  std::optional<dist::FullyShardedDataParallel::NoSync> no_sync;
+  if (fsdp_ && !window_synced_) no_sync.emplace(*fsdp_);
   if (amp_)
     amp_->backward(l);
   else
@@ -211,6 +243,8 @@ void Accelerator::backward(const Tensor& loss) {
 
 double Accelerator::clip_grad_norm_(double max_norm, double norm_type) {
   if (backward_done_ && !window_synced_) return 0;
+  // The norm over every rank's shards (bf16 O1 has no loss scale to take out first).
+  if (fsdp_) return fsdp_->clip_grad_norm_(max_norm, norm_type);
   if (amp_) return amp_->clip_grad_norm_(max_norm, norm_type);
   return optim::clip_grad_norm_(unwrap_model().parameters(), max_norm, norm_type);
 }

@@ -14,6 +14,7 @@
 #include "optim/lr_scheduler.h"
 #include "optim/optimizer.h"
 #include "parallel/ddp/ddp.h"
+#include "parallel/fsdp/fsdp.h"
 #include "autograd/autocast.h"
 
 namespace minidl {
@@ -40,6 +41,13 @@ struct AcceleratorOptions {
   int64_t grad_accum_steps = 1;        // micro-batches per optimizer step
   uint64_t seed = 1;                   // data order; per-rank RNG streams (see prepare)
   int threads = 0;                     // intra-op threads (0: cores shared among local ranks)
+  // ddp: shard the model with FullyShardedDataParallel instead of replicating it with DDP:
+  // off | full (FULL_SHARD, ZeRO-3) | grad-op (SHARD_GRAD_OP, ZeRO-2) | no-shard (NO_SHARD).
+  // prepare() re-points the optimizer at the shards; AMP: off or bf16 at O1.
+  std::string fsdp = "off";
+  dist::AutoWrapPolicy fsdp_auto_wrap_policy = nullptr;  // the units (none: the model is one)
+  // Per-unit flat parameters by optimizer group (see dist::FSDPOptions::flat_param_split).
+  dist::FlatParamSplit fsdp_flat_param_split = nullptr;
   dist::DDPOptions ddp = {};
   bool verbose = true;  // notes (e.g. the O3 warning) on the main process
 };
@@ -133,14 +141,16 @@ class Accelerator {
   int parallel_degree() const;
   const std::string& backend() const { return backend_; }  // ddp only
   const AcceleratorOptions& options() const { return opts_; }
-  // "1 process, cpu" / "dp, 2 replica(s) on cpu" / "ddp, 2 rank(s) (gloo), cpu"
+  // "1 process, cpu" / "dp, 2 replica(s) on cpu" / "ddp, 2 rank(s) (gloo), cpu" /
+  // "fsdp full, 2 rank(s) (gloo), cpu"
   std::string describe() const;
 
   // ---- prepare
   // Moves `model` to device() (parameters keep their identity, so an optimizer built on them
   // stays valid), sets up AMP for the level (O2 re-points `opt` at fp32 master weights), and
   // returns the module the loop trains: the model itself (single), a DistributedDataParallel
-  // (ddp) or a DataParallel over devices() (dp). Then seeds the default generator with a
+  // (ddp), a FullyShardedDataParallel (ddp with options().fsdp; `opt` then steps the shards)
+  // or a DataParallel over devices() (dp). Then seeds the default generator with a
   // per-rank stream (dist::rank_seed(seed, rank)) for dropout. Call once, before load_state.
   std::shared_ptr<nn::Module> prepare(std::shared_ptr<nn::Module> model, optim::Optimizer& opt);
   // Registers a scheduler for save_state/load_state (step it yourself after an applied step).
@@ -154,9 +164,10 @@ class Accelerator {
   nn::Module& model() const;            // the prepared (wrapped) module
   nn::Module& unwrap_model() const;     // the user's model
   optim::Optimizer& optimizer() const;  // the prepared optimizer
-  dist::DistributedDataParallel* ddp() const { return ddp_.get(); }  // ddp only
-  dist::DataParallel* data_parallel() const { return dp_.get(); }    // dp only
-  amp::Amp* amp() const { return amp_.get(); }                       // null with amp off
+  dist::DistributedDataParallel* ddp() const { return ddp_.get(); }     // ddp only
+  dist::FullyShardedDataParallel* fsdp() const { return fsdp_.get(); }  // with options().fsdp
+  dist::DataParallel* data_parallel() const { return dp_.get(); }       // dp only
+  amp::Amp* amp() const { return amp_.get(); }                          // null with amp off
 
   // ---- the step
   // The prepared module on x under the AMP level's casting (O2/O3 cast floating inputs to the
@@ -211,7 +222,9 @@ class Accelerator {
   // ---- state
   // One atomic checkpoint file written by rank 0 (collective; every rank fails if the write
   // does): the unwrapped model, optimizer, registered scheduler, AMP state, every rank's RNG
-  // stream, the prepared loaders' epoch and the step counters, plus `meta`.
+  // stream, the prepared loaders' epoch and the step counters, plus `meta`. Under FSDP the
+  // model and optimizer go to a sharded checkpoint in the directory `path`.shards (one file per
+  // rank, written first), which load_state reads on any number of ranks.
   void save_state(const std::string& path, std::map<std::string, std::string> meta = {});
   // Restores what save_state wrote (this rank's own RNG stream; a checkpoint without AMP state
   // starts AMP fresh with one warning) and returns the metadata. Errors name the file.
@@ -233,6 +246,7 @@ class Accelerator {
   std::shared_ptr<nn::Module> model_, wrapped_;
   std::shared_ptr<dist::DistributedDataParallel> ddp_;
   std::shared_ptr<dist::DataParallel> dp_;
+  std::shared_ptr<dist::FullyShardedDataParallel> fsdp_;
   optim::Optimizer* opt_ = nullptr;
   optim::LRScheduler* scheduler_ = nullptr;
   std::unique_ptr<amp::Amp> amp_;

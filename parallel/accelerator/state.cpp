@@ -3,11 +3,14 @@
 #include <cinttypes>
 #include <cstdarg>
 #include <cstdio>
+#include <filesystem>
 
 #include "optim/amp.h"
 #include "parallel/accelerator/accelerator.h"
 #include "parallel/data_parallel/data_parallel.h"
 #include "parallel/distributed.h"
+#include "parallel/fsdp/checkpoint.h"
+#include "tensor/safetensors.h"
 #include "parallel/zero/zero_redundancy_optimizer.h"
 #include "autograd/grad_mode.h"
 #include "optim/checkpoint.h"
@@ -166,6 +169,23 @@ void Accelerator::save_state(const std::string& path, std::map<std::string, std:
   meta["accelerator.amp"] =
       amp_ ? opts_.amp + " " + std::string(amp::opt_level_name(amp_->opt_level()))
            : std::string("off");
+  if (fsdp_) {
+    // The shards (model and optimizer) first, each rank its own file; then rank 0's file with
+    // the rest, whose presence marks the checkpoint complete.
+    const std::string shards = path + ".shards";
+    dist::save_sharded_checkpoint(shards, *fsdp_, opt_);
+    meta["accelerator.fsdp"] = opts_.fsdp;
+    meta["fsdp.shards"] = std::filesystem::path(shards).filename().string();
+    // The full weights too (gathered, collective), under the plain model's names: the file
+    // loads into a plain model (sampling, evaluation, PyTorch) like any other checkpoint.
+    const nn::StateDict full = fsdp_->full_state_dict();
+    dist::save_on_main([&] {
+      std::map<std::string, Tensor> amp_state;
+      if (amp_) amp_state = amp_->state_dict();
+      nn::save_checkpoint(path, full, nullptr, scheduler_, meta, amp_ ? &amp_state : nullptr);
+    });
+    return;
+  }
   // A sharded optimizer's state comes together on rank 0 first (collective).
   if (auto* zero = dynamic_cast<dist::ZeroRedundancyOptimizer*>(opt_))
     zero->consolidate_state_dict(0);
@@ -180,8 +200,29 @@ void Accelerator::save_state(const std::string& path, std::map<std::string, std:
 std::map<std::string, std::string> Accelerator::load_state(const std::string& path) {
   MINIDL_CHECK(model_, "Accelerator::load_state: prepare() has not been called");
   std::map<std::string, Tensor> amp_state;
-  auto meta =
-      nn::load_checkpoint(path, *model_, opt_, scheduler_, true, amp_ ? &amp_state : nullptr);
+  // Whether an FSDP run wrote it decides where the model and optimizer are (the header only).
+  const SafetensorsMetadata head = SafetensorsFile(path).metadata();
+  const auto shards = head.find("fsdp.shards");
+  std::map<std::string, std::string> meta;
+  if (fsdp_) {
+    MINIDL_CHECK(shards != head.end(), "checkpoint '", path,
+                 "' was written without FSDP (its model and optimizer are whole): resume it "
+                 "without fsdp, or load its weights with dist::load_full_state_dict");
+    const std::string dir = (std::filesystem::path(path).parent_path() / shards->second).string();
+    dist::load_sharded_checkpoint(dir, *fsdp_, opt_);  // any earlier world size
+    // The rest from rank 0's file; its full weights are for plain-model readers (not strict:
+    // no module here takes them).
+    nn::Sequential no_model;
+    meta = nn::load_checkpoint(path, no_model, nullptr, scheduler_, /*strict=*/false,
+                               amp_ ? &amp_state : nullptr);
+  } else {
+    MINIDL_CHECK(
+        shards == head.end(), "checkpoint '", path, "' was written by an FSDP run (",
+        head.count("accelerator.fsdp") ? head.at("accelerator.fsdp") : std::string("?"),
+        "; model and optimizer sharded in ", shards->second, "): resume it with fsdp (e.g. --fsdp ",
+        head.count("accelerator.fsdp") ? head.at("accelerator.fsdp") : std::string("full"), ")");
+    meta = nn::load_checkpoint(path, *model_, opt_, scheduler_, true, amp_ ? &amp_state : nullptr);
+  }
   if (amp_) {
     if (amp_state.empty()) {
       if (is_main_process())

@@ -24,7 +24,8 @@ std::string sharding_strategy_name(ShardingStrategy s) {
 }
 
 FlatParamUnit::FlatParamUnit(std::string name, std::vector<Param> params,
-                             std::shared_ptr<ProcessGroup> group, ShardingStrategy strategy)
+                             std::shared_ptr<ProcessGroup> group, ShardingStrategy strategy,
+                             std::optional<DType> param_dtype, std::optional<DType> reduce_dtype)
     : name_(std::move(name)),
       params_(std::move(params)),
       group_(std::move(group)),
@@ -35,6 +36,8 @@ FlatParamUnit::FlatParamUnit(std::string name, std::vector<Param> params,
   const Tensor& first = params_[0].slots[0].module->parameter_slot(params_[0].slots[0].name);
   const DType dtype = first.dtype();
   const Device device = first.device();
+  compute_dtype_ = param_dtype.value_or(dtype);
+  reduce_dtype_ = reduce_dtype.value_or(compute_dtype_);
   for (Param& p : params_) {
     const Tensor& t = p.slots[0].module->parameter_slot(p.slots[0].name);
     MINIDL_CHECK(t.dtype() == dtype && t.device() == device, "FSDP unit '", name_,
@@ -61,18 +64,20 @@ FlatParamUnit::FlatParamUnit(std::string name, std::vector<Param> params,
   // Until the first forward the slots hold views without memory (a use outside the unit's
   // forward is an error that says so, not a read of stale values).
   if (strategy_ != ShardingStrategy::NO_SHARD) {
-    full_ = full;
+    full_ = compute_dtype_ == dtype ? full : empty({padded_}, compute_dtype_, device);
     set_views(full_);
     full_.storage()->release_data();
   } else {
-    set_views(flat_param.detach());
+    set_views(flat_param.detach().to(compute_dtype_));
   }
   if (strategy_ == ShardingStrategy::NO_SHARD && world_ > 1) {
     // DDP's reduction: pre-divide, then sum over the ranks, once the backward filled .grad.
     flat_param.register_post_accumulate_grad_hook([this](Tensor& grad) {
       if (!require_sync) return;
-      mul_(grad, 1.0 / world_);
-      group_->allreduce(grad, ReduceOp::sum)->wait();
+      Tensor wire = grad.dtype() == reduce_dtype_ ? grad : grad.to(reduce_dtype_);
+      mul_(wire, 1.0 / world_);
+      group_->allreduce(wire, ReduceOp::sum)->wait();
+      if (!wire.is_same(grad)) grad.copy_(wire);
       ++reductions;
     });
   }
@@ -91,10 +96,11 @@ void FlatParamUnit::prefetch() {
   if (gather_.work && gather_.epoch == now) return;  // already on the way
   if (gather_.work) gather_.work->wait();            // a stale one: let it finish, drop it
   const int64_t k = flat_param.numel();
-  gather_.data = empty({padded_}, flat_param.dtype(), flat_param.device());
+  gather_.data = empty({padded_}, compute_dtype_, flat_param.device());
   std::vector<Tensor> outs;
   for (int r = 0; r < world_; ++r) outs.push_back(gather_.data.narrow(0, r * k, k));
-  gather_.work = group_->allgather(outs, flat_param.detach());
+  // MixedPrecision: the shard is cast before it travels (half the bytes in bf16).
+  gather_.work = group_->allgather(outs, flat_param.detach().to(compute_dtype_));
   gather_.epoch = now;
 }
 
@@ -103,7 +109,7 @@ void FlatParamUnit::gather_into(const Tensor& dst) {
   // counter must not move (the backward re-gathers into memory its saved views point at).
   if (world_ == 1) {  // nothing to gather: the shard is everything
     Tensor d = dst;
-    kernel<Op::copy>(dst.device())(flat_param.detach(), d);
+    kernel<Op::copy>(dst.device())(flat_param.detach().to(dst.dtype()), d);
     ++gathers;
     return;
   }
@@ -125,18 +131,26 @@ Tensor FlatParamUnit::gather_full() {
     gather_.work->wait();
     gather_ = Pending{};
   }
+  // In the shard's own dtype (MixedPrecision gathers for compute in param_dtype).
+  const int64_t k = flat_param.numel();
   Tensor full = empty({padded_}, flat_param.dtype(), flat_param.device());
-  gather_into(full);
+  if (world_ == 1) return flat_param.detach().clone();
+  std::vector<Tensor> outs;
+  for (int r = 0; r < world_; ++r) outs.push_back(full.narrow(0, r * k, k));
+  group_->allgather(outs, flat_param.detach())->wait();
+  ++gathers;
   return full;
 }
 
 void FlatParamUnit::unshard_for_forward() {
   if (strategy_ == ShardingStrategy::NO_SHARD) {
-    set_views(flat_param);  // differentiable views of the leaf: gradients land in its .grad
+    // Differentiable views of the leaf (through a cast under MixedPrecision): gradients land
+    // in its .grad.
+    set_views(compute_dtype_ == flat_param.dtype() ? flat_param : flat_param.to(compute_dtype_));
     return;
   }
   if (gathered()) full_.storage()->release_data();  // a forward that no backward followed
-  Tensor full = empty({padded_}, flat_param.dtype(), flat_param.device());
+  Tensor full = empty({padded_}, compute_dtype_, flat_param.device());
   {
     NoGradGuard no_grad;
     gather_into(full);
@@ -186,6 +200,7 @@ void FlatParamUnit::reshard() {
 
 Tensor FlatParamUnit::reduce_grad(const Tensor& full_grad) {
   Tensor g = full_grad.contiguous();
+  if (g.dtype() != reduce_dtype_) g = g.to(reduce_dtype_);  // MixedPrecision's wire dtype
   reshard();  // the backward of this unit is done with the gathered parameters
   if (!require_sync) {
     unsharded_grad_ = unsharded_grad_.defined() ? add(unsharded_grad_, g) : g.clone();
@@ -220,6 +235,7 @@ void FlatParamUnit::finish_backward() {
   Tensor out = std::move(reduce_.data);
   reduce_ = Pending{};
   NoGradGuard no_grad;
+  if (out.dtype() != flat_param.dtype()) out = out.to(flat_param.dtype());  // into the f32 master
   Tensor& grad = flat_param.mutable_grad();
   if (!grad.defined())
     grad = out;

@@ -4,6 +4,7 @@
 // reduce-scattered back to the shard by its autograd node.
 #pragma once
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,9 +41,11 @@ class FlatParamUnit : public nn::Module {
 
   // `params` with their current values (every rank's the same: the wrapper broadcasts rank 0's
   // first). The slots are emptied: they hold views of the gathered flat parameter while the
-  // unit runs.
+  // unit runs. param_dtype: the gathered parameters' dtype (the shard keeps the originals');
+  // reduce_dtype: the gradients' on the wire (default: param_dtype).
   FlatParamUnit(std::string name, std::vector<Param> params, std::shared_ptr<ProcessGroup> group,
-                ShardingStrategy strategy);
+                ShardingStrategy strategy, std::optional<DType> param_dtype = std::nullopt,
+                std::optional<DType> reduce_dtype = std::nullopt);
 
   std::string name() const override { return "FlatParameter"; }
   const std::string& unit_name() const { return name_; }  // "h.0" ("" for the root)
@@ -99,8 +102,10 @@ class FlatParamUnit : public nn::Module {
   ShardingStrategy strategy_;
   int rank_ = 0, world_ = 1;
   int64_t numel_ = 0, padded_ = 0;
-  Tensor full_;            // the gathered flat parameter of the current forward ([padded])
-  Tensor unsharded_grad_;  // accumulated under no_sync
+  DType compute_dtype_ = kFloat32;  // of the gathered parameters
+  DType reduce_dtype_ = kFloat32;   // of the reduce-scatter
+  Tensor full_;                     // the gathered flat parameter of the current forward ([padded])
+  Tensor unsharded_grad_;           // accumulated under no_sync
   struct Pending {
     std::shared_ptr<Work> work;
     Tensor data;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -29,6 +30,7 @@ namespace {
 struct ParamIndex {
   std::unordered_map<const TensorImpl*, FlatParamUnit::Param> params;
   std::vector<const TensorImpl*> order;  // first-seen order
+  std::unordered_map<const TensorImpl*, Tensor> tensors;
 };
 
 ParamIndex index_parameters(nn::Module& root) {
@@ -41,7 +43,7 @@ ParamIndex index_parameters(nn::Module& root) {
                    "' does not require grad; a flat parameter needs every parameter it holds to "
                    "be trainable (freeze none, or keep frozen ones out of the model)");
       auto [it, fresh] = idx.params.try_emplace(t.impl());
-      if (fresh) idx.order.push_back(t.impl());
+      if (fresh) idx.order.push_back(t.impl()), idx.tensors.emplace(t.impl(), t);
       it->second.slots.push_back({m.get(), name, fqn});
     }
   return idx;
@@ -80,6 +82,17 @@ struct Planner {
   }
 };
 
+// `t` takes `src`'s data (and dtype) in place, keeping its identity: every module, optimizer
+// or hook holding the buffer sees the cast one (torch's `buffer.data = ...`).
+void replace_data(const Tensor& t, const Tensor& src) {
+  TensorImpl* dst = t.impl();  // its autograd fields stay
+  dst->storage = src.impl()->storage;
+  dst->shape = src.impl()->shape;
+  dst->strides = src.impl()->strides;
+  dst->offset = src.impl()->offset;
+  dst->dtype = src.impl()->dtype;
+}
+
 // Every module in m's subtree.
 void subtree(nn::Module& m, std::unordered_set<const nn::Module*>& out) {
   out.insert(&m);
@@ -101,6 +114,9 @@ FullyShardedDataParallel::FullyShardedDataParallel(std::shared_ptr<nn::Module> m
     for (Tensor t : module_->buffers())
       if (t.defined()) group_->broadcast(t, 0)->wait();
   }
+  if (const auto dt = options_.mixed_precision.buffer_dtype)
+    for (const Tensor& b : module_->buffers())
+      if (b.defined() && b.is_floating_point() && b.dtype() != *dt) replace_data(b, b.to(*dt));
   ParamIndex idx = index_parameters(*module_);
   Planner plan{idx, options_.auto_wrap_policy, {}, {}};
   std::vector<const TensorImpl*> rest = plan.visit(*module_, "", /*is_root=*/true);
@@ -120,31 +136,54 @@ FullyShardedDataParallel::FullyShardedDataParallel(std::shared_ptr<nn::Module> m
                      "parent, or leave both in the root)");
       params.push_back(param);
     }
+    const MixedPrecision& mp = options_.mixed_precision;
     return std::make_shared<FlatParamUnit>(unit_name, std::move(params), group_,
-                                           options_.sharding_strategy);
+                                           options_.sharding_strategy, mp.param_dtype,
+                                           mp.reduce_dtype);
   };
-  for (const auto& [unit_name, unit_module, impls] : plan.units) {
-    auto unit = build(unit_name, unit_module, impls);
-    std::weak_ptr<FlatParamUnit> weak = unit;
-    const bool reshard = options_.sharding_strategy == ShardingStrategy::FULL_SHARD;
-    hooks_.push_back(unit_module->register_forward_pre_hook(
-        [this, weak](nn::Module&,
-                     const std::vector<Tensor>&) -> std::optional<std::vector<Tensor>> {
-          if (auto u = weak.lock()) unit_forward_begins(u);
-          return std::nullopt;
-        }));
-    hooks_.push_back(unit_module->register_forward_hook(
-        [weak, reshard](nn::Module&, const std::vector<Tensor>&,
-                        const Tensor& out) -> std::optional<Tensor> {
-          if (auto u = weak.lock()) u->after_forward(out, reshard);
-          return std::nullopt;
-        }));
-    units_.push_back(std::move(unit));
-  }
-  if (!rest.empty()) {
-    root_unit_ = build("", nullptr, rest);
-    units_.push_back(root_unit_);
-  }
+  // flat_param_split: one unit per distinct value, "h.0", "h.0[1]", ... (ascending values).
+  auto split = [&](const std::string& unit_name, const std::vector<const TensorImpl*>& impls) {
+    std::vector<std::pair<std::string, std::vector<const TensorImpl*>>> parts;
+    if (!options_.flat_param_split) {
+      parts.emplace_back(unit_name, impls);
+      return parts;
+    }
+    std::map<int, std::vector<const TensorImpl*>> by_value;
+    for (const TensorImpl* p : impls) {
+      by_value[options_.flat_param_split(idx.params.at(p).slots[0].fqn, idx.tensors.at(p))]
+          .push_back(p);
+    }
+    for (auto& [value, ps] : by_value)
+      parts.emplace_back(
+          parts.empty() ? unit_name : unit_name + "[" + std::to_string(parts.size()) + "]",
+          std::move(ps));
+    return parts;
+  };
+  for (const auto& [planned_name, unit_module, planned] : plan.units)
+    for (const auto& [unit_name, impls] : split(planned_name, planned)) {
+      auto unit = build(unit_name, unit_module, impls);
+      std::weak_ptr<FlatParamUnit> weak = unit;
+      const bool reshard = options_.sharding_strategy == ShardingStrategy::FULL_SHARD;
+      hooks_.push_back(unit_module->register_forward_pre_hook(
+          [this, weak](nn::Module&,
+                       const std::vector<Tensor>&) -> std::optional<std::vector<Tensor>> {
+            if (auto u = weak.lock()) unit_forward_begins(u);
+            return std::nullopt;
+          }));
+      hooks_.push_back(unit_module->register_forward_hook(
+          [weak, reshard](nn::Module&, const std::vector<Tensor>&,
+                          const Tensor& out) -> std::optional<Tensor> {
+            if (auto u = weak.lock()) u->after_forward(out, reshard);
+            return std::nullopt;
+          }));
+      units_.push_back(std::move(unit));
+    }
+  // The root's parameters: one unit (or one per split), gathered around the whole forward.
+  if (!rest.empty())
+    for (const auto& [unit_name, impls] : split("", rest)) {
+      root_units_.push_back(build(unit_name, nullptr, impls));
+      units_.push_back(root_units_.back());
+    }
   // parameters() and state_dict() are the shards: "units.<i>.flat_param".
   unit_list_ = std::make_shared<nn::ModuleListOf<FlatParamUnit>>();
   for (const auto& u : units_) {
@@ -176,11 +215,21 @@ void FullyShardedDataParallel::unit_forward_begins(const std::shared_ptr<FlatPar
 Tensor FullyShardedDataParallel::forward_inputs(const std::vector<Tensor>& inputs) {
   ++*epoch_;
   last_in_forward_.reset();
-  if (root_unit_) unit_forward_begins(root_unit_);
-  Tensor out = module_->call(inputs);
+  for (const auto& root : root_units_) unit_forward_begins(root);
+  const MixedPrecision& mp = options_.mixed_precision;
+  Tensor out;
+  if (mp.param_dtype && mp.cast_forward_inputs) {  // the inputs in the parameters' dtype
+    std::vector<Tensor> cast = inputs;
+    for (Tensor& t : cast)
+      if (t.defined() && t.is_floating_point() && t.dtype() != *mp.param_dtype)
+        t = t.to(*mp.param_dtype);
+    out = module_->call(cast);
+  } else {
+    out = module_->call(inputs);
+  }
   // The root's parameters stay gathered until its backward ends (torch: the root does not
   // reshard after forward); without a backward they are freed now.
-  if (root_unit_) root_unit_->after_forward(out, /*reshard_after_forward=*/false);
+  for (const auto& root : root_units_) root->after_forward(out, /*reshard_after_forward=*/false);
   return out;
 }
 

@@ -11,6 +11,7 @@
 #pragma once
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,10 +37,31 @@ AutoWrapPolicy module_wrap_policy() {
 // min_num_params becomes a unit.
 AutoWrapPolicy size_based_auto_wrap_policy(int64_t min_num_params = 100000000);
 
+// torch's MixedPrecision: the dtype the units' parameters are gathered and computed in, the
+// dtype gradients are reduce-scattered in (default: param_dtype) and the dtype of the model's
+// floating buffers. The shards the optimizer steps stay in the model's dtype (f32 masters), and
+// so do their gradients. Unset: no casting.
+struct MixedPrecision {
+  std::optional<DType> param_dtype = std::nullopt;
+  std::optional<DType> reduce_dtype = std::nullopt;
+  std::optional<DType> buffer_dtype = std::nullopt;
+  bool cast_forward_inputs = true;  // floating inputs of the root forward cast to param_dtype
+};
+
+// Splits each unit's parameters into several flat parameters, one per distinct value it
+// returns, so that optimizer param groups that treat them differently (weight decay on the
+// matrices only) each step whole flat parameters: torch needs use_orig_params=True for this.
+//   .flat_param_split = [](const std::string&, const Tensor& p) { return p.dim() >= 2 ? 0 : 1; }
+using FlatParamSplit = std::function<int(const std::string& fqn, const Tensor& param)>;
+
 struct FSDPOptions {
   ShardingStrategy sharding_strategy = ShardingStrategy::FULL_SHARD;
   AutoWrapPolicy auto_wrap_policy = nullptr;  // none: the whole model is one unit
   bool sync_module_states = true;  // broadcast rank 0's parameters and buffers when wrapping
+  MixedPrecision mixed_precision = {};
+  // None: one flat parameter per unit. Else unit "h.0" holds its first split's parameters
+  // and "h.0[1]", "h.0[2]", ... the others' (by ascending value).
+  FlatParamSplit flat_param_split = nullptr;
 };
 
 class FullyShardedDataParallel : public nn::Module {
@@ -91,7 +113,8 @@ class FullyShardedDataParallel : public nn::Module {
   std::shared_ptr<ProcessGroup> group_;
   FSDPOptions options_;
   std::vector<std::shared_ptr<FlatParamUnit>> units_;
-  std::shared_ptr<FlatParamUnit> root_unit_;  // the parameters no wrapped submodule claimed
+  // The parameters no wrapped submodule claimed (several with flat_param_split).
+  std::vector<std::shared_ptr<FlatParamUnit>> root_units_;
   std::vector<nn::Module::RemovableHandle> hooks_;
   std::shared_ptr<nn::ModuleListOf<FlatParamUnit>> unit_list_;
   std::shared_ptr<int64_t> epoch_ = std::make_shared<int64_t>(0);  // forwards begun

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end tests of minidl-compare on a short MNIST run: the table, explanations and
 # projection print and the JSON has its documented fields (table); the DDP variants on resnet-mini
-# (variants); a deliberately broken mode (MINIDL_COMPARE_BREAK) fails naming it (broken); bad
+# (variants); FSDP's rows with the state per rank (fsdp); a deliberately broken mode (MINIDL_COMPARE_BREAK) fails naming it (broken); bad
 # flags give one-line errors, exit 2 (errors).
 # Usage: compare_test.sh MINIDL_COMPARE DATA_DIR CASE
 set -uo pipefail
@@ -104,6 +104,25 @@ assert 0 < z["optimizer_state_mib"] <= p["optimizer_state_mib"], (z, p)
 assert z["ddp"]["zero_broadcasts_per_step"] >= 1 and p["ddp"]["buffer_broadcasts_per_step"] >= 1
 assert {v["mode"] for v in d["variant_projection"]} == {"ddp", "ddp-syncbn", "ddp-zero1",
                                                          "ddp-bf16", "ddp-powersgd"}
+EOF
+  ;;
+fsdp)  # FSDP's rows: losses agree with DDP's; a rank holds <= 0.6x DDP's state under FULL_SHARD
+  rc=$(run "${QUICK[@]}" --modes ddp,fsdp,fsdp-grad-op --json "$WORK/f.json")
+  cat "$WORK/out"
+  [ "$rc" -eq 0 ] || { cat "$WORK/err" >&2; fail "exit $rc"; }
+  for label in '| ddp |' '| fsdp |' '| fsdp-grad-op |'; do
+    grep -qF -- "$label" "$WORK/out" || fail "no row $label"
+  done
+  grep -q '| state MiB |' "$WORK/out" || fail "no state MiB column"
+  grep -q 'fsdp issues [0-9.]* collectives per step' "$WORK/out" || fail "no FSDP explanation"
+  python3 - "$WORK/f.json" <<'EOF' || fail "FSDP JSON fields"
+import json, sys
+d = json.load(open(sys.argv[1]))
+rows = {r["mode"]: r for r in d["rows"]}
+assert d["consistency"]["ok"] and d["consistency"]["max_rel_diff"] <= 1e-5, d["consistency"]
+ddp, full, grad_op = rows["ddp"]["state_mib"], rows["fsdp"]["state_mib"], rows["fsdp-grad-op"]["state_mib"]
+assert 0 < full <= 0.6 * ddp and 0 < grad_op <= 0.6 * ddp, (ddp, full, grad_op)
+assert rows["fsdp"]["ddp"]["collectives_per_step"] > rows["ddp"]["ddp"]["collectives_per_step"]
 EOF
   ;;
 broken)  # DP's gradients tripled: the loss check fails at step 1 naming dp

@@ -4,7 +4,8 @@
 # run, sampling is deterministic per seed and starts with the prompt, bad input and corrupt
 # checkpoints give one-line errors, 2-rank DDP (also with --zero1, a bf16 comm hook and a
 # --sync-bn that has nothing to convert) and DataParallel train, bf16 AMP trains; --data synthetic
-# trains, resumes bitwise and refuses to be sampled; --preset gpt2-124m is GPT-2 124M (2 steps).
+# trains, resumes bitwise and refuses to be sampled; --preset gpt2-124m is GPT-2 124M (2 steps);
+# --fsdp full equals DDP and its 2-rank checkpoint resumes on 1 rank and samples.
 # Usage: gpt_test.sh GPT TEXT_FILE CASE
 set -uo pipefail
 BIN=$1 TEXT=$2 CASE=$3
@@ -96,6 +97,31 @@ ddp_features)  # ZeRO-1 over nanoGPT's two AdamW groups with bf16-compressed buc
   grep -q '; sync-bn (no BatchNorm), zero1 (rank 0 steps [0-9]*/[0-9]* parameters, optimizer state' \
     "$WORK/out" || { cat "$WORK/out"; fail "no zero1 summary"; }
   grep -q 'comm hook bf16 ([0-9.]* MB per step)' "$WORK/out" || fail "no comm hook summary"
+  ;;
+fsdp)  # FULL_SHARD (blocks as units, AdamW's two groups in two flat parameters) trains like
+  # plain DDP; its 2-rank checkpoint resumes on 1 rank and samples like any checkpoint
+  expect_rc 0 "${SMALL[@]}" --max-iters 12 --log-interval 1 -n 2 --seed 7 --log-json "$WORK/d.jsonl"
+  expect_rc 0 "${SMALL[@]}" --max-iters 12 --log-interval 1 -n 2 --seed 7 --fsdp full \
+    --log-json "$WORK/f.jsonl"
+  grep -q 'fsdp full, 2 rank' "$WORK/out" || { cat "$WORK/out"; fail "no fsdp layout"; }
+  losses() { grep '"event":"train"' "$1" | grep -o '"loss":[-0-9.e+]*' | cut -d: -f2; }
+  [ "$(losses "$WORK/d.jsonl" | wc -l)" -eq 12 ] || fail "no 12 DDP losses in the JSON log"
+  paste <(losses "$WORK/d.jsonl") <(losses "$WORK/f.jsonl") | awk '
+    { d = $1 - $2; if (d < 0) d = -d; if ($2 == "" || d > 1e-5 * $1) bad = 1 }
+    END { exit bad }' || { paste <(losses "$WORK/d.jsonl") <(losses "$WORK/f.jsonl") >&2;
+    fail "--fsdp full losses differ from DDP's by more than 1e-5 relative"; }
+  expect_rc 0 "${SMALL[@]}" --max-iters 10 -n 2 --fsdp full --checkpoint-dir "$WORK/c"
+  [ -d "$WORK/c/checkpoint-iter-10.safetensors.shards" ] || fail "no sharded checkpoint"
+  # Without -n: --fsdp runs as a one-rank job, and resumes the 2-rank checkpoint.
+  expect_rc 0 "${SMALL[@]}" --max-iters 16 --fsdp full --checkpoint-dir "$WORK/c" --resume auto \
+    --log-interval 1 --log-json "$WORK/r.jsonl"
+  first=$(grep '"event":"train"' "$WORK/r.jsonl" | head -1 | grep -o '"iter":[0-9]*' | cut -d: -f2)
+  [ "$first" = 11 ] || { cat "$WORK/r.jsonl" >&2; fail "the 1-rank run did not resume at 10"; }
+  [ -f "$WORK/c/checkpoint-iter-16.safetensors" ] || fail "no iteration-16 checkpoint"
+  expect_rc 0 sample --checkpoint "$WORK/c" --prompt "Call me" --tokens 20 --seed 3
+  head -c 7 "$WORK/out" | grep -q "Call me" || fail "the FSDP checkpoint does not sample"
+  expect_error 1 'written by an FSDP run' "${SMALL[@]}" --max-iters 20 --checkpoint-dir "$WORK/c" \
+    --resume auto
   ;;
 dp)  # DataParallel over 2 CPU replicas of the tied model
   expect_rc 0 "${SMALL[@]}" --max-iters 20 --mode dp

@@ -2,10 +2,13 @@
 # End-to-end stall inspector test, run by ctest: 2-rank mnist_ddp (self-launched with -n 2) with
 # MINIDL_STALL_WARN=2 and --dist-timeout 8; rank 1 is SIGSTOPped mid-training. Rank 0 must print
 # a stall report naming rank 1 as stopped with its last completed collective, its timeout error
-# must name rank 1, and the job must end (non-zero) in bounded time.
-# Usage: stall_test.sh MNIST_DDP DATA_DIR
+# must name rank 1, and the job must end (non-zero) in bounded time. With `fsdp` the ranks run
+# --fsdp full, and the stalled collective must be one of FSDP's (all-gather or reduce-scatter).
+# Usage: stall_test.sh MNIST_DDP DATA_DIR [fsdp]
 set -uo pipefail
-BIN=$1 DATA=$2
+BIN=$1 DATA=$2 MODE=${3:-ddp}
+EXTRA=()
+[ "$MODE" = fsdp ] && EXTRA=(--fsdp full)
 WORK=$(mktemp -d /tmp/stall_test.XXXXXX)
 victim=""
 cleanup() {
@@ -20,7 +23,7 @@ fail() {
 }
 
 MINIDL_STALL_WARN=2 "$BIN" --data "$DATA" --threads 1 --workers 1 -n 2 --epochs 100 \
-  --test-batch-size 500 --dist-timeout 8 >"$WORK/out" 2>"$WORK/err" &
+  --test-batch-size 500 --dist-timeout 8 "${EXTRA[@]}" >"$WORK/out" 2>"$WORK/err" &
 launcher=$!
 for _ in $(seq 300); do # find rank 1 among the launcher's children once training runs
   for pid in $(pgrep -P "$launcher"); do
@@ -49,4 +52,8 @@ grep -Eq "timed out after 8 s waiting for rank 1: rank 1 last completed #[0-9]+ 
   fail "the timeout error does not name rank 1"
 first=$(grep -m1 -o "waiting [0-9.]* s for rank 1" "$WORK/err" | grep -o "[0-9.]*")
 awk -v w="$first" 'BEGIN { exit !(w >= 2.0 && w < 3.5) }' || fail "first report after $first s, expected ~2 s"
-echo "PASS: stall"
+if [ "$MODE" = fsdp ]; then
+  grep -Eq "minidl stall inspector: gloo (allgather|reduce_scatter) #" "$WORK/err" ||
+    fail "the stalled collective is not an FSDP all-gather or reduce-scatter"
+fi
+echo "PASS: stall ($MODE)"
