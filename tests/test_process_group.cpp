@@ -138,6 +138,20 @@ TEST_CASE("process_group: broadcast from root 1, uneven allgather, gather, reduc
         Tensor rs = zeros({2, 2}, d);
         pg->reduce_scatter(rs, ins, ReduceOp::sum)->wait();
         c.check(rs.at({1, 1}) == (rank + 1) * world * (world + 1) / 2, dn + " reduce_scatter");
+        // max and avg: rank j gets max_r / mean_r of (r + 1) * (j + 1) (integers: floor)
+        pg->reduce_scatter(rs, ins, ReduceOp::max)->wait();
+        c.check(rs.at({0, 1}) == world * (rank + 1), dn + " reduce_scatter max");
+        pg->reduce_scatter(rs, ins, ReduceOp::avg)->wait();
+        const double mean = d == kInt64 ? double((rank + 1) * (world + 1) / 2)  // floor
+                                        : (rank + 1) * (world + 1) / 2.0;
+        c.check(rs.at({1, 0}) == mean, dn + " reduce_scatter avg");
+      }
+      {  // bf16 pieces travel as bf16 and are summed in f32: 1 + j/64 stays exact
+        std::vector<Tensor> ins;
+        for (int j = 0; j < world; ++j) ins.push_back(full({5}, 1.0 + j / 64.0, kBFloat16));
+        Tensor rs = zeros({5}, kBFloat16);
+        pg->reduce_scatter(rs, ins, ReduceOp::sum)->wait();
+        c.check(rs.at({4}) == world * (1.0 + rank / 64.0), "bf16 reduce_scatter");
       }
       pg->barrier()->wait();
       return c.str();

@@ -104,9 +104,9 @@ std::string format_table(const Report& rep) {
   std::ostringstream o;
   o << "## " << rep.title << "\n\n";
   o << "| mode | devices | threads | samples/s | step ms p50 | p90 | speedup | efficiency | "
-       "peak MiB/device | state MiB | opt state MiB max rank / all | forward | backward | reduce "
+       "peak MiB/device | state MiB | opt state MiB max rank / all | forward | backward | comm "
        "exposed | "
-       "reduce hidden | "
+       "comm hidden | "
        "optimizer | "
        "data wait | dp replicate | dp scatter | dp gather | dp reduce | ddp broadcast | "
        "collectives/step | MB/step | grad MB/step |\n";
@@ -124,7 +124,7 @@ std::string format_table(const Report& rep) {
       << fmt("%.3f", double(r.state_bytes) / (1 << 20)) << " | "
       << fmt("%.3f", double(r.optimizer_state_bytes) / (1 << 20)) << " / "
       << fmt("%.3f", double(r.optimizer_state_total) / (1 << 20)) << " | " << ms(b.forward) << " | "
-      << ms(b.backward) << " | " << (ddp ? ms(b.reduce_exposed) : "-") << " | "
+      << ms(b.backward) << " | " << (ranks ? ms(b.reduce_exposed) : "-") << " | "
       << (ddp ? ms(b.reduce_hidden) : "-") << " | " << ms(b.optimizer) << " | " << ms(b.data_wait)
       << " | " << (dp ? ms(b.dp_replicate) : "-") << " | " << (dp ? ms(b.dp_scatter) : "-") << " | "
       << (dp ? ms(b.dp_gather) : "-") << " | " << (dp ? ms(b.dp_reduce) : "-") << " | "
@@ -134,7 +134,9 @@ std::string format_table(const Report& rep) {
       << (ddp ? fmt("%.3f", double(r.grad_bytes_per_step) / 1e6) : "-") << " |\n";
   }
   o << "\nBreakdown columns: ms per step; forward/backward exclude the DP and DDP work shown in "
-       "their own columns (ddp broadcast: the forwards' buffer broadcasts). Collectives/step and "
+       "their own columns (ddp broadcast: the forwards' buffer broadcasts; comm exposed: DDP's "
+       "allreduce not hidden behind backward, FSDP's waits on all-gathers and reduce-scatters; "
+       "comm hidden: DDP's allreduce that overlapped). Collectives/step and "
        "MB/step: what rank 0 issued per measured step (ProcessGroup::collective_counts(), "
        "payload before the ring's 2(N-1)/N); grad MB/step: the gradient payload "
        "(DDPStats::bytes_per_step, compressed by a comm hook). State: parameters + gradients + "
@@ -216,6 +218,12 @@ std::vector<std::string> explain(const Report& rep) {
         line += ", " + fmt("%.2fx", double(r.state_bytes) / double(ref->state_bytes)) +
                 " of ddp's; its step takes " + fmt("%.2fx", mean_step(r) / mean_step(*ref)) +
                 " ddp's";
+      const Breakdown& b = r.breakdown;
+      line += "; compute (forward + backward less the waits) takes " +
+              fmt("%.1f", (b.forward + b.backward) * 1e3) + " ms and the exposed communication " +
+              "(waits on its all-gathers and reduce-scatters) " +
+              fmt("%.1f", b.reduce_exposed * 1e3) + " ms, " +
+              fmt("%.0f%%", 100 * b.reduce_exposed / step) + " of its step";
       lines.push_back(line + ".");
     } else if (r.mode == "single" && r.threads > 1) {
       lines.push_back(r.label + " (one process, " + std::to_string(r.threads) +

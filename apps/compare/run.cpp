@@ -253,6 +253,7 @@ RunResult run_mode(const RunConfig& c) {
     if (s == c.warmup) {
       if (ddp) ddp->reset_stats();
       if (dp) dp->reset_stats();
+      if (acc.fsdp()) acc.fsdp()->reset_stats();
       acc.wait_for_everyone();
       if (ddp) counts0 = ddp->process_group().collective_counts();
       if (acc.fsdp()) counts0 = acc.fsdp()->process_group().collective_counts();
@@ -315,6 +316,15 @@ RunResult run_mode(const RunConfig& c) {
     r.broadcasts_per_step = double(st.buffer_broadcasts) / steps;
     r.messages_per_bucket = 1;
     for (const Tensor& b : task.model->buffers()) r.buffer_bytes += b.nbytes();
+  }
+  if (const dist::FullyShardedDataParallel* fsdp = acc.fsdp()) {
+    // Exposed communication: the waits on all-gathers and reduce-scatters, taken out of the
+    // phase they happened in (the rest of forward and backward is compute).
+    const dist::FSDPStats st = fsdp->stats();
+    r.exposed_s = (st.forward_wait_seconds + st.backward_wait_seconds) / n;
+    bd.reduce_exposed = r.exposed_s;
+    bd.forward = std::max(0.0, bd.forward - st.forward_wait_seconds / n);
+    bd.backward = std::max(0.0, bd.backward - st.backward_wait_seconds / n);
   }
   if (auto* zero = dynamic_cast<dist::ZeroRedundancyOptimizer*>(task.opt.get())) {
     const dist::ZeroStats zs = zero->stats();

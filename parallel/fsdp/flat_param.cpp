@@ -3,6 +3,8 @@
 // re-gathering the memory around the backward, and no_sync's unsharded accumulation.
 #include "parallel/fsdp/flat_param.h"
 
+#include <chrono>
+
 #include "autograd/engine.h"
 #include "autograd/function.h"
 #include "autograd/grad_mode.h"
@@ -10,6 +12,12 @@
 #include "tensor/dispatch.h"
 
 namespace minidl::dist {
+
+namespace {
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+}  // namespace
 
 std::string sharding_strategy_name(ShardingStrategy s) {
   switch (s) {
@@ -76,7 +84,9 @@ FlatParamUnit::FlatParamUnit(std::string name, std::vector<Param> params,
       if (!require_sync) return;
       Tensor wire = grad.dtype() == reduce_dtype_ ? grad : grad.to(reduce_dtype_);
       mul_(wire, 1.0 / world_);
+      const auto t0 = std::chrono::steady_clock::now();
       group_->allreduce(wire, ReduceOp::sum)->wait();
+      backward_wait_seconds += seconds_since(t0);
       if (!wire.is_same(grad)) grad.copy_(wire);
       ++reductions;
     });
@@ -104,24 +114,29 @@ void FlatParamUnit::prefetch() {
   gather_.epoch = now;
 }
 
-void FlatParamUnit::gather_into(const Tensor& dst) {
+Tensor FlatParamUnit::wait_gathered(double& waited) {
+  const bool ready = gather_.work && gather_.epoch == (epoch ? *epoch : 0);
+  if (ready) ++prefetched;
+  if (!ready) prefetch();
+  const auto t0 = std::chrono::steady_clock::now();
+  gather_.work->wait();
+  waited += seconds_since(t0);
+  Tensor all = std::move(gather_.data);
+  gather_ = Pending{};
+  ++gathers;
+  return all;
+}
+
+void FlatParamUnit::gather_into(const Tensor& dst, double& waited) {
   // Gathered into a new tensor, then copied by the copy kernel: the destination's version
   // counter must not move (the backward re-gathers into memory its saved views point at).
+  Tensor d = dst;
   if (world_ == 1) {  // nothing to gather: the shard is everything
-    Tensor d = dst;
     kernel<Op::copy>(dst.device())(flat_param.detach().to(dst.dtype()), d);
     ++gathers;
     return;
   }
-  const bool ready = gather_.work && gather_.epoch == (epoch ? *epoch : 0);
-  if (ready) ++prefetched;
-  if (!ready) prefetch();
-  gather_.work->wait();
-  Tensor all = std::move(gather_.data);
-  gather_ = Pending{};
-  Tensor d = dst;
-  kernel<Op::copy>(dst.device())(all, d);
-  ++gathers;
+  kernel<Op::copy>(dst.device())(wait_gathered(waited), d);
 }
 
 Tensor FlatParamUnit::gather_full() {
@@ -150,10 +165,15 @@ void FlatParamUnit::unshard_for_forward() {
     return;
   }
   if (gathered()) full_.storage()->release_data();  // a forward that no backward followed
-  Tensor full = empty({padded_}, compute_dtype_, flat_param.device());
+  Tensor full;
   {
     NoGradGuard no_grad;
-    gather_into(full);
+    if (world_ > 1) {  // the gathered buffer itself: nothing saved it yet
+      full = wait_gathered(forward_wait_seconds);
+    } else {
+      full = empty({padded_}, compute_dtype_, flat_param.device());
+      gather_into(full, forward_wait_seconds);
+    }
   }
   std::weak_ptr<Module> weak = weak_from_this();
   autograd::record("FsdpAllGatherBackward", {flat_param}, {&full}, {},
@@ -188,7 +208,7 @@ void FlatParamUnit::after_forward(const Tensor& output, bool reshard_after_forwa
 void FlatParamUnit::regather() {
   if (gathered() || !full_.defined()) return;
   full_.storage()->restore_data();
-  gather_into(full_);
+  gather_into(full_, backward_wait_seconds);
   // The unit whose backward comes next gathers meanwhile.
   if (auto next = next_in_backward.lock())
     if (!next->gathered()) next->prefetch();
@@ -211,7 +231,8 @@ Tensor FlatParamUnit::reduce_grad(const Tensor& full_grad) {
     unsharded_grad_ = Tensor();
   }
   // DDP's averaging: pre-divide, then sum over the ranks (here scattered: each rank gets the
-  // sum of its own piece).
+  // sum of its own piece). Dividing the shard after the sum instead rounds differently on 3
+  // ranks, and Adam amplifies that past DDP's results.
   g = mul(g, Scalar(1.0 / world_));
   const int64_t k = flat_param.numel();
   std::vector<Tensor> pieces;
@@ -231,7 +252,9 @@ Tensor FlatParamUnit::reduce_grad(const Tensor& full_grad) {
 
 void FlatParamUnit::finish_backward() {
   if (!reduce_.work) return;
+  const auto t0 = std::chrono::steady_clock::now();
   reduce_.work->wait();
+  backward_wait_seconds += seconds_since(t0);
   Tensor out = std::move(reduce_.data);
   reduce_ = Pending{};
   NoGradGuard no_grad;

@@ -89,9 +89,14 @@ class FlatParamUnit : public nn::Module {
   // Collectives and bytes this unit issued (all-gathers, reduce-scatters / all-reduces).
   int64_t gathers = 0, reductions = 0;
   int64_t prefetched = 0;  // gathers that found their data already on the way
+  // Seconds the compute thread spent waiting on this unit's collectives (the communication
+  // not hidden behind compute): its gathers before a forward, and in the backward its
+  // re-gathers and its reduce-scatters (or NO_SHARD's allreduce).
+  double forward_wait_seconds = 0, backward_wait_seconds = 0;
 
  private:
-  void gather_into(const Tensor& dst);
+  Tensor wait_gathered(double& waited);  // the prefetched (or now issued) gather's [padded]
+  void gather_into(const Tensor& dst, double& waited);
   void regather();                              // before the unit's backward (FULL_SHARD)
   Tensor reduce_grad(const Tensor& full_grad);  // the shard's gradient (averaged over ranks)
   void set_views(const Tensor& full);

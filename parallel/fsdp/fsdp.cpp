@@ -290,4 +290,21 @@ int64_t FullyShardedDataParallel::sharded_state_bytes() const {
   return bytes;
 }
 
+FSDPStats FullyShardedDataParallel::stats() const {
+  FSDPStats st;
+  for (const auto& u : units_) {
+    st.gathers += u->gathers, st.prefetched += u->prefetched, st.reductions += u->reductions;
+    st.forward_wait_seconds += u->forward_wait_seconds;
+    st.backward_wait_seconds += u->backward_wait_seconds;
+  }
+  return st;
+}
+
+void FullyShardedDataParallel::reset_stats() {
+  for (const auto& u : units_) {
+    u->gathers = u->prefetched = u->reductions = 0;
+    u->forward_wait_seconds = u->backward_wait_seconds = 0;
+  }
+}
+
 }  // namespace minidl::dist

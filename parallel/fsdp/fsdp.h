@@ -54,6 +54,14 @@ struct MixedPrecision {
 //   .flat_param_split = [](const std::string&, const Tensor& p) { return p.dim() >= 2 ? 0 : 1; }
 using FlatParamSplit = std::function<int(const std::string& fqn, const Tensor& param)>;
 
+// What the units did since the wrapper was built or reset_stats(): collectives issued, and the
+// seconds the compute thread waited on them (exposed communication; the rest hid behind
+// compute), before forwards and inside backwards.
+struct FSDPStats {
+  int64_t gathers = 0, prefetched = 0, reductions = 0;
+  double forward_wait_seconds = 0, backward_wait_seconds = 0;
+};
+
 struct FSDPOptions {
   ShardingStrategy sharding_strategy = ShardingStrategy::FULL_SHARD;
   AutoWrapPolicy auto_wrap_policy = nullptr;  // none: the whole model is one unit
@@ -107,6 +115,8 @@ class FullyShardedDataParallel : public nn::Module {
   // steps: its shards and their gradients (the memory the sharding saves; compare DDP's
   // whole copies).
   int64_t sharded_state_bytes() const;
+  FSDPStats stats() const;  // summed over the units
+  void reset_stats();
 
  private:
   std::shared_ptr<nn::Module> module_;

@@ -152,17 +152,18 @@ class GlooProcessGroup final : public detail::ProcessGroupBase {
                    inputs[r].dtype(), " but the output is ", output.shape_str(), " ",
                    output.dtype());
     }
-    // Allreduce of the concatenated inputs, then this rank's slice (simple, 2x the traffic
-    // of a true reduce-scatter).
+    // The inputs side by side, exchanged by an alltoall and reduced here: a ring
+    // reduce-scatter's (size-1)/size of the bytes per rank, half an allreduce's.
     return enqueue(
         "reduce_scatter", detail::collective_desc("reduce_scatter", output.dtype(), output.numel()),
         output.nbytes() * uint64_t(size_), [this, output, inputs, op](uint32_t tag) mutable {
           std::vector<Tensor> flat;
           for (const Tensor& in : inputs) flat.push_back(to_wire(in).reshape({-1}));
-          Tensor wire = cat(flat, 0);
-          allreduce_wire(context_, wire, op, tag, options_.timeout);
-          const int64_t n = output.numel();
-          output.copy_(wire.narrow(0, rank_ * n, n).view(output.shape()));
+          const Tensor wire_in = cat(flat, 0);
+          Tensor wire_out = to_wire(output);
+          if (!wire_out.is_contiguous()) wire_out = wire_out.contiguous();
+          gloo_wire::reduce_scatter_wire(context_, wire_in, wire_out, op, tag, options_.timeout);
+          from_wire(output, wire_out);
         });
   }
 

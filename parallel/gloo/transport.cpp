@@ -4,6 +4,7 @@
 
 #if MINIDL_WITH_GLOO
 #include <gloo/allreduce.h>
+#include <gloo/alltoall.h>
 #include <gloo/math.h>
 
 #include "tensor/pinned.h"
@@ -93,6 +94,33 @@ void allreduce_wire(const std::shared_ptr<gloo::Context>& ctx, Tensor& wire, Red
     gloo::allreduce(opts);
   }
   if (op == ReduceOp::avg) divide_by(wire, ctx->size);
+}
+
+void reduce_scatter_wire(const std::shared_ptr<gloo::Context>& ctx, const Tensor& in, Tensor& out,
+                         ReduceOp op, uint32_t tag, std::chrono::milliseconds timeout) {
+  const int64_t n = out.numel();
+  const int size = ctx->size;
+  if (n > 0) {
+    // recv:[size, n]: row r is rank r's piece for this rank; each rank sends (size-1)/size of
+    // its input once, as a ring reduce-scatter does, instead of an allreduce's 2(size-1)/size.
+    Tensor recv = empty({int64_t(size) * n}, in.dtype());
+    gloo::AlltoallOptions opts(ctx);
+    opts.setTag(tag);
+    opts.setTimeout(timeout);
+    visit_wire(in.dtype(), [&]<typename T>() {
+      opts.setInput(const_cast<T*>(in.data_ptr<T>()), size_t(in.numel()));
+      opts.setOutput(recv.data_ptr<T>(), size_t(recv.numel()));
+    });
+    gloo::alltoall(opts);
+    visit_wire(in.dtype(), [&]<typename T>() {
+      const RawFunc reduce = reduce_func<T>(op);
+      const T* rows = recv.data_ptr<T>();
+      T* dst = out.data_ptr<T>();
+      std::copy(rows, rows + n, dst);
+      for (int r = 1; r < size; ++r) reduce(dst, dst, rows + int64_t(r) * n, size_t(n));
+    });
+  }
+  if (op == ReduceOp::avg) divide_by(out, size);
 }
 
 }  // namespace gloo_wire

@@ -1,6 +1,6 @@
 // The gloo backend's transport helpers: tensors to and from the wire (CUDA tensors staged
-// through pinned memory, f16/bf16 reduced in f32 and rounded once per pair) and the allreduce
-// every reducing collective uses. Internal to parallel/gloo/process_group_gloo.cpp; gloo builds
+// through pinned memory, f16/bf16 reduced in f32 and rounded once per pair), the allreduce and
+// the reduce-scatter. Internal to parallel/gloo/process_group_gloo.cpp; gloo builds
 // only.
 #pragma once
 #if MINIDL_WITH_GLOO
@@ -38,6 +38,11 @@ void from_wire(Tensor& t, const Tensor& wire);
 // wire:[n] reduced in place across ctx's ranks (op avg: sum, then divided by the size).
 void allreduce_wire(const std::shared_ptr<gloo::Context>& ctx, Tensor& wire, ReduceOp op,
                     uint32_t tag, std::chrono::milliseconds timeout);
+
+// in:[size*n] (piece r for rank r) reduced over ctx's ranks into out:[n], this rank's piece
+// (an alltoall, then the reduction locally; op avg: sum, then divided by the size).
+void reduce_scatter_wire(const std::shared_ptr<gloo::Context>& ctx, const Tensor& in, Tensor& out,
+                         ReduceOp op, uint32_t tag, std::chrono::milliseconds timeout);
 
 }  // namespace minidl::dist::gloo_wire
 #endif  // MINIDL_WITH_GLOO

@@ -123,7 +123,13 @@ assert d["consistency"]["ok"] and d["consistency"]["max_rel_diff"] <= 1e-5, d["c
 ddp, full, grad_op = rows["ddp"]["state_mib"], rows["fsdp"]["state_mib"], rows["fsdp-grad-op"]["state_mib"]
 assert 0 < full <= 0.6 * ddp and 0 < grad_op <= 0.6 * ddp, (ddp, full, grad_op)
 assert rows["fsdp"]["ddp"]["collectives_per_step"] > rows["ddp"]["ddp"]["collectives_per_step"]
+# The breakdown: FSDP's exposed communication (its waits) measured, and within the step.
+for m in ("fsdp", "fsdp-grad-op"):
+    b = rows[m]["breakdown"]
+    assert 0 < b["reduce_exposed_ms"] < rows[m]["step_ms_p50"], (m, b, rows[m]["step_ms_p50"])
 EOF
+  grep -q 'the exposed communication (waits on its all-gathers and reduce-scatters) [0-9.]* ms' \
+    "$WORK/out" || fail "no FSDP compute / exposed communication line"
   ;;
 broken)  # DP's gradients tripled: the loss check fails at step 1 naming dp
   MINIDL_COMPARE_BREAK=dp expect_error 1 'modes single and dp disagree at step 1' "${QUICK[@]}" \
