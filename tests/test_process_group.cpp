@@ -146,6 +146,19 @@ TEST_CASE("process_group: broadcast from root 1, uneven allgather, gather, reduc
                                         : (rank + 1) * (world + 1) / 2.0;
         c.check(rs.at({1, 0}) == mean, dn + " reduce_scatter avg");
       }
+      {  // outputs / inputs back to back in one buffer (FSDP's): written and read in place
+        Tensor buf = full({3 * world}, -1.0, kFloat32);
+        std::vector<Tensor> outs, ins;
+        for (int r = 0; r < world; ++r) outs.push_back(buf.narrow(0, 3 * r, 3));
+        pg->allgather(outs, full({3}, rank + 1.0, kFloat32))->wait();
+        for (int r = 0; r < world; ++r)
+          c.check(buf.at({3 * r + 2}) == r + 1.0,
+                  "back-to-back allgather from rank " + std::to_string(r));
+        for (int r = 0; r < world; ++r) ins.push_back(buf.narrow(0, 3 * r, 3));
+        Tensor rs = zeros({3}, kFloat32);
+        pg->reduce_scatter(rs, ins, ReduceOp::sum)->wait();  // every rank holds buf: world * (j+1)
+        c.check(rs.at({1}) == world * (rank + 1.0), "back-to-back reduce_scatter");
+      }
       {  // bf16 pieces travel as bf16 and are summed in f32: 1 + j/64 stays exact
         std::vector<Tensor> ins;
         for (int j = 0; j < world; ++j) ins.push_back(full({5}, 1.0 + j / 64.0, kBFloat16));

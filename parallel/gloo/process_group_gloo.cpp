@@ -43,6 +43,22 @@ using gloo_wire::from_wire;
 using gloo_wire::to_wire;
 using gloo_wire::visit_wire;
 
+// The tensors as one [sum of numels] view when they lie back to back in one CPU storage (FSDP's
+// pieces of a flat buffer), else undefined: the collective then reads or writes them in place
+// instead of through a concatenated copy.
+Tensor back_to_back(const std::vector<Tensor>& ts) {
+  if (ts.empty() || !ts[0].is_cpu()) return Tensor();
+  int64_t next = ts[0].storage_offset(), total = 0;
+  for (const Tensor& t : ts) {
+    if (!t.is_cpu() || !t.is_contiguous() || t.dtype() != ts[0].dtype() ||
+        !t.shares_storage(ts[0]) || t.storage_offset() != next)
+      return Tensor();
+    next += t.numel();
+    total += t.numel();
+  }
+  return ts[0].detach().as_strided({total}, {1}, ts[0].storage_offset());
+}
+
 class GlooProcessGroup final : public detail::ProcessGroupBase {
  public:
   GlooProcessGroup(std::shared_ptr<Store> store, int rank, int size,
@@ -120,7 +136,10 @@ class GlooProcessGroup final : public detail::ProcessGroupBase {
                      Tensor wire_in = to_wire(input);
                      int64_t total = 0;
                      for (size_t c : counts) total += int64_t(c);
-                     Tensor all = empty({total}, wire_in.dtype());
+                     // Outputs back to back (FSDP's gather buffer): gloo writes them directly.
+                     Tensor span = back_to_back(outputs);
+                     if (span.defined() && span.shares_storage(wire_in)) span = Tensor();
+                     Tensor all = span.defined() ? span : empty({total}, wire_in.dtype());
                      if (total > 0) {
                        gloo::AllgathervOptions opts(context_);
                        opts.setTag(tag);
@@ -131,6 +150,7 @@ class GlooProcessGroup final : public detail::ProcessGroupBase {
                        });
                        gloo::allgatherv(opts);
                      }
+                     if (span.defined()) return;
                      int64_t at = 0;
                      for (size_t r = 0; r < outputs.size(); ++r) {
                        const int64_t n = int64_t(counts[r]);
@@ -157,9 +177,12 @@ class GlooProcessGroup final : public detail::ProcessGroupBase {
     return enqueue(
         "reduce_scatter", detail::collective_desc("reduce_scatter", output.dtype(), output.numel()),
         output.nbytes() * uint64_t(size_), [this, output, inputs, op](uint32_t tag) mutable {
-          std::vector<Tensor> flat;
-          for (const Tensor& in : inputs) flat.push_back(to_wire(in).reshape({-1}));
-          const Tensor wire_in = cat(flat, 0);
+          Tensor wire_in = back_to_back(inputs);  // FSDP's pieces of one gradient: no copy
+          if (!wire_in.defined()) {
+            std::vector<Tensor> flat;
+            for (const Tensor& in : inputs) flat.push_back(to_wire(in).reshape({-1}));
+            wire_in = cat(flat, 0);
+          }
           Tensor wire_out = to_wire(output);
           if (!wire_out.is_contiguous()) wire_out = wire_out.contiguous();
           gloo_wire::reduce_scatter_wire(context_, wire_in, wire_out, op, tag, options_.timeout);
