@@ -1,0 +1,154 @@
+// GPT-2's byte-level BPE (data/text/) against a reference GPT-2 encoder in Python
+// (tools/golden/gen_gpt2_tokenizer.py, the `regex` module): the pre-tokenized pieces and the ids
+// of adversarial texts (contractions, scripts, emoji, CRLF, spaces, digits, invalid UTF-8) with a
+// tiny vocabulary in GPT-2's file format; decode(encode(x)) == x on random bytes; save/load round
+// trip; bad files fail with one line.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "data/text/bpe_tokenizer.h"
+#include "data/text/pretokenize.h"
+#include "golden.h"
+#include "minidl.h"
+
+using namespace minidl;
+using namespace minidl::data::text;
+using namespace testutil;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string from_hex(const std::string& h) {
+  std::string out;
+  for (size_t i = 0; i + 1 < h.size(); i += 2) out += char(std::stoi(h.substr(i, 2), nullptr, 16));
+  return out;
+}
+
+std::string tiny_dir() {
+  return std::string(MINIDL_TEST_DATA_DIR) + "/gpt2_tiny_tokenizer";
+}
+
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+fs::path scratch(const std::string& name) {
+  fs::path p = fs::temp_directory_path() / ("minidl_bpe_" + name + std::to_string(::getpid()));
+  fs::create_directories(p);
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("GPT-2 pre-tokenization splits like GPT-2's regex, invalid UTF-8 included") {
+  const json& g = golden("golden_bpe.json");
+  for (const json& c : g["cases"]) {
+    const std::string text = from_hex(c["text_hex"]);
+    CAPTURE(c["text_hex"].get<std::string>());
+    std::vector<std::string> got, want;
+    for (std::string_view p : gpt2_pretokenize(text)) got.emplace_back(p);
+    for (const json& p : c["pieces_hex"]) want.push_back(from_hex(p));
+    CHECK(got == want);
+  }
+}
+
+TEST_CASE("BPETokenizer: GPT-2's files, ids equal the reference encoder's, decode inverts") {
+  const json& g = golden("golden_bpe.json");
+  const BPETokenizer tok = BPETokenizer::from_directory(tiny_dir());
+  CHECK(tok.vocab_size() == g["vocab_size"].get<int64_t>());
+  CHECK(int64_t(tok.merges().size()) == g["merges"].get<int64_t>());
+  CHECK(tok.eot_token() == tok.vocab_size() - 1);
+  CHECK(byte_to_unicode(' ') == "\xC4\xA0");  // 'Ġ'
+  CHECK(byte_to_unicode('a') == "a");
+  for (const json& c : g["cases"]) {
+    const std::string text = from_hex(c["text_hex"]);
+    CAPTURE(c["text_hex"].get<std::string>());
+    const std::vector<int64_t> ids = tok.encode(text);
+    CHECK(ids == c["ids"].get<std::vector<int64_t>>());
+    CHECK(tok.decode(ids) == text);
+  }
+  // Without special tokens, <|endoftext|> is text.
+  const std::vector<int64_t> plain = tok.encode("<|endoftext|>", /*allow_special=*/false);
+  CHECK(plain.size() > 1);
+  CHECK(tok.decode(plain) == "<|endoftext|>");
+}
+
+TEST_CASE("BPETokenizer: decode(encode(x)) == x for random byte strings") {
+  const BPETokenizer tok = BPETokenizer::from_directory(tiny_dir());
+  std::mt19937 gen(7);
+  // Bytes drawn from ASCII, UTF-8 lead and continuation bytes and whole emoji, so that valid and
+  // broken sequences mix.
+  const std::vector<std::string> alphabet = {"a",
+                                             "Z",
+                                             " ",
+                                             "  ",
+                                             "\t",
+                                             "\r\n",
+                                             "7",
+                                             "'s",
+                                             "'",
+                                             ".",
+                                             "\xC3\xA9",
+                                             "\xE2\x82",
+                                             "\xAC",
+                                             "\xF0\x9F\x91\x8D",
+                                             "\xFF",
+                                             "\xC0",
+                                             "\xED\xA0\x80",
+                                             "\xE6\x97\xA5"};
+  for (int n = 0; n < 300; ++n) {
+    std::string s;
+    const int len = int(gen() % 24);
+    for (int i = 0; i < len; ++i) s += alphabet[gen() % alphabet.size()];
+    if (n % 3 == 0)
+      for (int i = 0; i < 8; ++i) s += char(gen() % 256);
+    CAPTURE(n);
+    std::string joined;
+    for (std::string_view p : gpt2_pretokenize(s)) {
+      CHECK(!p.empty());
+      joined += p;
+    }
+    CHECK(joined == s);
+    CHECK(tok.decode(tok.encode(s)) == s);
+  }
+}
+
+TEST_CASE("BPETokenizer: save writes GPT-2's files that load back to the same ids") {
+  const BPETokenizer tok = BPETokenizer::from_directory(tiny_dir());
+  const fs::path dir = scratch("save");
+  tok.save(dir.string());
+  const BPETokenizer back = BPETokenizer::from_directory(dir.string());
+  const std::string text = "It's 2026: naïve 👍🏽 tokens\r\n  and <|endoftext|> \xFF!";
+  CHECK(back.encode(text) == tok.encode(text));
+  CHECK(back.vocab_size() == tok.vocab_size());
+  fs::remove_all(dir);
+}
+
+TEST_CASE("BPETokenizer: bad files fail with one clear line") {
+  const fs::path dir = scratch("bad");
+  const std::string vocab = (dir / "vocab.json").string(), merges = (dir / "merges.txt").string();
+  fs::copy_file(tiny_dir() + "/vocab.json", vocab);
+  std::ofstream(merges) << "#version: 0.2\nĠ t\nzz qq\n";  // zz, qq: not tokens
+  std::string e = error_of([&] { BPETokenizer::from_files(vocab, merges); });
+  CHECK(e.find("merge 2 ('zz' + 'qq') names a token that is not in the vocabulary") !=
+        std::string::npos);
+  CHECK(e.find('\n') == std::string::npos);
+  std::ofstream(merges) << "#version: 0.2\nĠ t x\n";
+  e = error_of([&] { BPETokenizer::from_files(vocab, merges); });
+  CHECK(e.find("line 2: expected two tokens 'a b'") != std::string::npos);
+  std::ofstream(vocab) << "{not json";
+  e = error_of([&] { BPETokenizer::from_files(vocab, merges); });
+  CHECK(e.find("vocab.json' is not JSON") != std::string::npos);
+  CHECK(e.find('\n') == std::string::npos);
+  e = error_of([&] { BPETokenizer::from_directory((dir / "missing").string()); });
+  CHECK(e.find("needs vocab.json and merges.txt") != std::string::npos);
+  fs::remove_all(dir);
+}
