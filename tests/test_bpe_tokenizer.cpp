@@ -10,6 +10,7 @@
 #include <random>
 
 #include "data/text/bpe_tokenizer.h"
+#include "data/text/bpe_trainer.h"
 #include "data/text/pretokenize.h"
 #include "golden.h"
 #include "minidl.h"
@@ -151,4 +152,31 @@ TEST_CASE("BPETokenizer: bad files fail with one clear line") {
   e = error_of([&] { BPETokenizer::from_directory((dir / "missing").string()); });
   CHECK(e.find("needs vocab.json and merges.txt") != std::string::npos);
   fs::remove_all(dir);
+}
+
+TEST_CASE("train_bpe learns the reference trainer's merges, and its tokenizer round-trips") {
+  const json& t = golden("golden_bpe.json")["trainer"];
+  const std::string corpus = from_hex(t["corpus_hex"]);
+  const int64_t n_merges = int64_t(t["merges_hex"].size());
+  const BPETokenizer tok = train_bpe(corpus, BPETrainerOptions{.vocab_size = 256 + n_merges + 1});
+  REQUIRE(int64_t(tok.merges().size()) == n_merges);
+  for (int64_t i = 0; i < n_merges; ++i) {
+    CAPTURE(i);
+    CHECK(tok.merges()[size_t(i)].first == from_hex(t["merges_hex"][size_t(i)][0]));
+    CHECK(tok.merges()[size_t(i)].second == from_hex(t["merges_hex"][size_t(i)][1]));
+  }
+  CHECK(tok.vocab_size() == 256 + n_merges + 1);
+  CHECK(tok.eot_token() == tok.vocab_size() - 1);
+  CHECK(tok.id_to_token(0) == "!");  // GPT-2's byte order
+  CHECK(tok.decode(tok.encode(corpus)) == corpus);
+  CHECK(tok.encode(corpus).size() < corpus.size() * 3 / 4);  // fewer ids than bytes: merged
+  const fs::path dir = scratch("trained");
+  tok.save(dir.string());
+  const BPETokenizer back = BPETokenizer::from_directory(dir.string());
+  CHECK(back.encode(corpus) == tok.encode(corpus));
+  fs::remove_all(dir);
+  CHECK(error_of([&] {
+          train_bpe("abc", BPETrainerOptions{.vocab_size = 200});
+        }).find("vocab_size 200 is below the 256 bytes plus 1 special token(s)") !=
+        std::string::npos);
 }

@@ -140,8 +140,13 @@ def main():
                 ids.extend(raw_vocab[t] for t in bpe(p, ranks))
         cases.append({"text_hex": text.hex(), "pieces_hex": [p.hex() for p in pieces(text)],
                       "ids": ids})
+    # The trainer's golden: 80 merges learned on the adversarial texts, three times over.
+    train_corpus = ("\n".join(ADVERSARIAL) * 3).encode("utf-8") + b"".join(INVALID)
+    trained = learn(train_corpus, 80)
+    trainer = {"corpus_hex": train_corpus.hex(), "merges_hex": [[a.hex(), b.hex()] for a, b in trained]}
     with open(os.path.join(root, "tests", "data", "golden_bpe.json"), "w") as f:
-        json.dump({"merges": len(merges), "vocab_size": len(vocab), "cases": cases}, f, indent=0)
+        json.dump({"merges": len(merges), "vocab_size": len(vocab), "cases": cases,
+                   "trainer": trainer}, f, indent=0)
     print("%d merges, %d tokens, %d cases" % (len(merges), len(vocab), len(cases)))
 
 
