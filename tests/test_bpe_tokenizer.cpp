@@ -12,6 +12,7 @@
 #include "data/text/bpe_tokenizer.h"
 #include "data/text/bpe_trainer.h"
 #include "data/text/pretokenize.h"
+#include "data/text/token_shard.h"
 #include "golden.h"
 #include "minidl.h"
 
@@ -179,4 +180,33 @@ TEST_CASE("train_bpe learns the reference trainer's merges, and its tokenizer ro
           train_bpe("abc", BPETrainerOptions{.vocab_size = 200});
         }).find("vocab_size 200 is below the 256 bytes plus 1 special token(s)") !=
         std::string::npos);
+}
+
+TEST_CASE("token shards: uint16 up to 65,536 tokens, uint32 above, bad files named") {
+  const fs::path dir = scratch("shard");
+  const std::string small = (dir / "a.bin").string(), big = (dir / "b.bin").string();
+  write_token_shard(small, {0, 1, 50256, 65535}, 65536);
+  CHECK(fs::file_size(small) == 8);
+  CHECK(read_token_shard(small, 65536) == std::vector<int64_t>{0, 1, 50256, 65535});
+  write_token_shard(big, {70000, 3}, 100000);
+  CHECK(fs::file_size(big) == 8);
+  CHECK(read_token_shard(big, 100000) == std::vector<int64_t>{70000, 3});
+  {  // little-endian on disk, as nanoGPT's np.uint16 files
+    std::ifstream f(small, std::ios::binary);
+    unsigned char b[6] = {};
+    f.read(reinterpret_cast<char*>(b), 6);
+    CHECK(b[4] == 0x50);  // 50256 = 0xC450
+    CHECK(b[5] == 0xC4);
+  }
+  CHECK(error_of([&] {
+          write_token_shard(small, {5, 9}, 8);
+        }).find("id 9 at position 1 is outside the vocabulary [0, 8)") != std::string::npos);
+  CHECK(error_of([&] {
+          read_token_shard(small, 100);
+        }).find("holds id 50256 at position 2, outside the vocabulary [0, 100)") !=
+        std::string::npos);
+  std::ofstream(small, std::ios::binary) << "abc";
+  CHECK(error_of([&] { read_token_shard(small, 50257); }).find("not a multiple of 2") !=
+        std::string::npos);
+  fs::remove_all(dir);
 }

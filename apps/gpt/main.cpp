@@ -2,6 +2,8 @@
 // with --preset gpt2-124m --data synthetic) and samples from its checkpoints.
 //   gpt [flags]                    train (see --help); -n 2 runs two DDP ranks
 //   gpt sample --checkpoint DIR    continue a prompt with the trained model (KV cache)
+//   gpt train-tokenizer --data FILE --vocab-size N --out DIR   learn GPT-2-style BPE merges
+//   gpt encode --tokenizer DIR --input FILE --output FILE.bin  a nanoGPT token shard
 // Errors are one line on stderr with exit code 1 (bad flags: 2); Ctrl-C stops after the current
 // step with exit code 130, keeping the last complete checkpoint.
 #include <CLI/CLI.hpp>
@@ -12,6 +14,7 @@
 #include "apps/common/checkpoints.h"
 #include "apps/common/ddp_features.h"
 #include "apps/gpt/checkpoint.h"
+#include "apps/gpt/tokenizer_cmds.h"
 #include "apps/gpt/trainer.h"
 #include "tensor/profiler.h"
 
@@ -111,6 +114,31 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   sample->add_option("--device", s.device, "cpu | cuda | cuda:N")->capture_default_str();
 
+  gpt::TrainTokenizerOptions tt;
+  CLI::App* train_tok = app.add_subcommand(
+      "train-tokenizer",
+      "learn GPT-2-style byte-level BPE on a text file (vocab.json + merges.txt)");
+  train_tok->add_option("--data", tt.data, "text file to learn from")->required();
+  train_tok
+      ->add_option("--vocab-size", tt.vocab_size,
+                   "tokens: 256 bytes + merges + <|endoftext|> (GPT-2: 50257)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t(257), int64_t(1) << 31));
+  train_tok->add_option("--out", tt.out, "directory for vocab.json and merges.txt")->required();
+  train_tok->add_option("--max-bytes", tt.max_bytes, "learn on the first N bytes only (0: all)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  gpt::EncodeOptions en;
+  CLI::App* encode =
+      app.add_subcommand("encode", "write a text file's token ids as a nanoGPT shard (.bin)");
+  encode->add_option("--tokenizer", en.tokenizer, "directory with vocab.json and merges.txt")
+      ->required();
+  encode->add_option("--input", en.input, "text file")->required();
+  encode
+      ->add_option("--output", en.output,
+                   "shard: little-endian uint16 ids (uint32 above 65,536 tokens)")
+      ->required();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -119,6 +147,15 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "gpt: error: %s (see --help)\n", e.what());
     return 2;
   }
+  for (auto [cmd, name] : {std::pair{train_tok, "train-tokenizer"}, std::pair{encode, "encode"}})
+    if (cmd->parsed()) {
+      try {
+        return cmd == train_tok ? gpt::run_train_tokenizer(tt) : gpt::run_encode(en);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "gpt %s: error: %s\n", name, e.what());
+        return 1;
+      }
+    }
   if (sample->parsed()) {
     try {
       return run_sample(s);

@@ -5,7 +5,8 @@
 # checkpoints give one-line errors, 2-rank DDP (also with --zero1, a bf16 comm hook and a
 # --sync-bn that has nothing to convert) and DataParallel train, bf16 AMP trains; --data synthetic
 # trains, resumes bitwise and refuses to be sampled; --preset gpt2-124m is GPT-2 124M (2 steps);
-# --fsdp full equals DDP and its 2-rank checkpoint resumes on 1 rank and samples.
+# --fsdp full equals DDP and its 2-rank checkpoint resumes on 1 rank and samples; train-tokenizer
+# writes the reference trainer's files and encode a uint16 shard.
 # Usage: gpt_test.sh GPT TEXT_FILE CASE
 set -uo pipefail
 BIN=$1 TEXT=$2 CASE=$3
@@ -188,6 +189,22 @@ gpt2_124m)  # the preset on synthetic tokens: GPT-2 124M (llm.c's count), 2 step
     { cat "$WORK/out"; fail "the narrowed preset is not padded to 50304"; }
   expect_rc 0 sample --checkpoint "$WORK/t" --prompt "Call me" --tokens 60 --seed 2
   [ "$(wc -c <"$WORK/out")" -ge 67 ] || fail "fewer than 60 sampled bytes from the padded model"
+  ;;
+tokenizer)  # train-tokenizer equals the reference trainer's files; encode writes a uint16 shard
+  TINY=$(dirname "$0")/../data/gpt2_tiny_tokenizer
+  expect_rc 0 train-tokenizer --data "$TEXT" --max-bytes 200000 --vocab-size 557 --out "$WORK/tok"
+  cat "$WORK/out"
+  grep -q '557 tokens (300 merges' "$WORK/out" || fail "no summary line"
+  cmp "$WORK/tok/merges.txt" "$TINY/merges.txt" || fail "merges.txt differs from the reference's"
+  python3 -c 'import json,sys; sys.exit(json.load(open(sys.argv[1])) != json.load(open(sys.argv[2])))' \
+    "$WORK/tok/vocab.json" "$TINY/vocab.json" || fail "vocab.json differs from the reference's"
+  expect_rc 0 encode --tokenizer "$WORK/tok" --input "$TEXT" --output "$WORK/t.bin"
+  cat "$WORK/out"
+  n=$(grep -o 'gpt encode: [0-9]* ids (uint16' "$WORK/out" | awk '{print $3}')
+  [ -n "$n" ] && [ "$(wc -c <"$WORK/t.bin")" -eq $((2 * n)) ] || fail "shard size is not 2 x $n"
+  expect_error 1 "needs vocab.json and merges.txt" encode --tokenizer "$WORK/none" --input "$TEXT" \
+    --output "$WORK/x.bin"
+  expect_error 2 "vocab-size" train-tokenizer --data "$TEXT" --vocab-size 100 --out "$WORK/t2"
   ;;
 *) fail "unknown case $CASE" ;;
 esac
