@@ -2,6 +2,7 @@
 // file, save it in GPT-2's format, load it back (as one loads GPT-2's own vocab.json +
 // merges.txt), encode, decode, and write a nanoGPT token shard.
 // Usage: tokenizer_demo TEXT_FILE [OUT_DIR]
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -36,7 +37,7 @@ int main(int argc, char** argv) {
   for (int64_t id : ids) std::printf("%lld ", (long long)id);
   std::printf("\n");
   const bool ok = back == "Call me Ishmael.<|endoftext|>It's 2026 \xF0\x9F\x90\x8B" &&
-                  ids[ids.size() - 1] != tok.eot_token() &&
+                  std::count(ids.begin(), ids.end(), tok.eot_token()) == 1 &&
                   read_token_shard(dir + "/train.bin", tok.vocab_size()) == tok.encode(text);
   std::printf("tokenizer_demo: %s\n", ok ? "decode(encode(x)) == x, shard read back" : "FAILED");
   return ok ? 0 : 1;
