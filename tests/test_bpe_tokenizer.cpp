@@ -210,3 +210,39 @@ TEST_CASE("token shards: uint16 up to 65,536 tokens, uint32 above, bad files nam
         std::string::npos);
   fs::remove_all(dir);
 }
+
+TEST_CASE("BPETokenizer: Hugging Face's tokenizer.json, merges as 'a b' or [a, b]") {
+  const json& g = golden("golden_bpe.json");
+  std::ifstream vf(tiny_dir() + "/vocab.json");
+  const json vocab = json::parse(vf);
+  std::ifstream mf(tiny_dir() + "/merges.txt");
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(mf, line);)
+    if (!line.empty() && line[0] != '#') lines.push_back(line);
+  const fs::path dir = scratch("hf");
+  for (bool pairs : {false, true}) {
+    CAPTURE(pairs);
+    json merges = json::array();
+    for (const std::string& l : lines) {
+      const size_t sp = l.find(' ');
+      merges.push_back(pairs ? json::array({l.substr(0, sp), l.substr(sp + 1)}) : json(l));
+    }
+    const json tj = {
+        {"version", "1.0"},
+        {"added_tokens",
+         json::array(
+             {{{"id", vocab["<|endoftext|>"]}, {"content", "<|endoftext|>"}, {"special", true}}})},
+        {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", merges}}}};
+    std::ofstream(dir / "tokenizer.json") << tj.dump();
+    const BPETokenizer tok = BPETokenizer::from_directory(dir.string());  // no vocab.json here
+    for (const json& c : g["cases"]) {
+      const std::string text = from_hex(c["text_hex"]);
+      CHECK(tok.encode(text) == c["ids"].get<std::vector<int64_t>>());
+    }
+  }
+  std::ofstream(dir / "tokenizer.json") << R"({"model": {"type": "WordPiece", "vocab": {}}})";
+  CHECK(error_of([&] {
+          BPETokenizer::from_directory(dir.string());
+        }).find("is not a Hugging Face BPE tokenizer.json") != std::string::npos);
+  fs::remove_all(dir);
+}

@@ -157,12 +157,73 @@ BPETokenizer BPETokenizer::from_files(const std::string& vocab_json,
   }
 }
 
+BPETokenizer BPETokenizer::from_tokenizer_json(const std::string& path) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(read_file(path));
+  } catch (const nlohmann::json::exception& e) {
+    MINIDL_FAIL("tokenizer: '", path, "' is not JSON: ", e.what());
+  }
+  const nlohmann::json* model = j.contains("model") ? &j["model"] : nullptr;
+  MINIDL_CHECK(model && model->is_object() && model->value("type", "") == "BPE" &&
+                   model->contains("vocab") && (*model)["vocab"].is_object() &&
+                   model->contains("merges") && (*model)["merges"].is_array(),
+               "tokenizer: '", path,
+               "' is not a Hugging Face BPE tokenizer.json (needs model.type \"BPE\", "
+               "model.vocab and model.merges)");
+  std::vector<std::string> specials;
+  if (j.contains("added_tokens") && j["added_tokens"].is_array())
+    for (const auto& t : j["added_tokens"])
+      if (t.contains("content") && t["content"].is_string())
+        specials.push_back(t["content"].get<std::string>());
+  auto is_special = [&](const std::string& s) {
+    return std::find(specials.begin(), specials.end(), s) != specials.end();
+  };
+  std::unordered_map<std::string, int64_t> vocab;
+  for (const auto& [spelled, id] : (*model)["vocab"].items()) {
+    MINIDL_CHECK(id.is_number_integer(), "tokenizer: '", path, "': token '", spelled, "' maps to ",
+                 id.dump(), ", not an integer id");
+    vocab[is_special(spelled) ? spelled : unicode_to_bytes(spelled, path)] = id.get<int64_t>();
+  }
+  for (const auto& t : j.value("added_tokens", nlohmann::json::array()))
+    if (t.contains("content") && t.contains("id") && !vocab.count(t["content"].get<std::string>()))
+      vocab[t["content"].get<std::string>()] = t["id"].get<int64_t>();
+  std::vector<std::pair<std::string, std::string>> merges;
+  int64_t n = 0;
+  for (const auto& m : (*model)["merges"]) {
+    ++n;
+    std::string a, b;
+    if (m.is_string()) {  // "a b" (tokenizers < 0.20)
+      const std::string line = m.get<std::string>();
+      const size_t sp = line.find(' ');
+      MINIDL_CHECK(sp != std::string::npos && sp > 0 && sp + 1 < line.size(), "tokenizer: '", path,
+                   "' merge ", n, ": expected 'a b', got '", line, "'");
+      a = line.substr(0, sp), b = line.substr(sp + 1);
+    } else {
+      MINIDL_CHECK(m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string(),
+                   "tokenizer: '", path, "' merge ", n, ": expected [\"a\", \"b\"], got ",
+                   m.dump());
+      a = m[0].get<std::string>(), b = m[1].get<std::string>();
+    }
+    const std::string where = path + " merge " + std::to_string(n);
+    merges.emplace_back(unicode_to_bytes(a, where), unicode_to_bytes(b, where));
+  }
+  if (specials.empty()) specials.push_back("<|endoftext|>");
+  try {
+    return BPETokenizer(std::move(vocab), std::move(merges), std::move(specials));
+  } catch (const Error& e) {
+    MINIDL_FAIL(e.what(), " (", path, ")");
+  }
+}
+
 BPETokenizer BPETokenizer::from_directory(const std::string& dir) {
   namespace fs = std::filesystem;
   const fs::path v = fs::path(dir) / "vocab.json", m = fs::path(dir) / "merges.txt";
-  MINIDL_CHECK(fs::exists(v) && fs::exists(m), "tokenizer: '", dir,
-               "' needs vocab.json and merges.txt (GPT-2's tokenizer files)");
-  return from_files(v.string(), m.string());
+  if (fs::exists(v) && fs::exists(m)) return from_files(v.string(), m.string());
+  const fs::path tj = fs::path(dir) / "tokenizer.json";
+  MINIDL_CHECK(fs::exists(tj), "tokenizer: '", dir,
+               "' needs vocab.json and merges.txt (GPT-2's tokenizer files) or tokenizer.json");
+  return from_tokenizer_json(tj.string());
 }
 
 int64_t BPETokenizer::token_to_id(const std::string& token) const {

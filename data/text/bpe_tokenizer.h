@@ -27,7 +27,10 @@ class BPETokenizer {
   // GPT-2's files: vocab.json ({"token": id}, tokens spelled with byte_to_unicode) and merges.txt
   // (a "#version" line, then "a b" per line, by rank). Errors name the file and line.
   static BPETokenizer from_files(const std::string& vocab_json, const std::string& merges_txt);
-  // A directory holding vocab.json and merges.txt.
+  // Hugging Face's tokenizer.json of a byte-level BPE (model.vocab, model.merges as "a b" or
+  // ["a", "b"], added_tokens as special tokens).
+  static BPETokenizer from_tokenizer_json(const std::string& path);
+  // A directory holding vocab.json and merges.txt, or else tokenizer.json.
   static BPETokenizer from_directory(const std::string& dir);
 
   // Token ids of `text`; special tokens in the text become their ids when `allow_special`
