@@ -17,7 +17,9 @@ namespace gpt {
 // iteration, the model config and byte vocabulary (so `gpt sample` can rebuild the model from
 // the file alone; `vocab` nullptr: gpt.data = synthetic, no vocabulary), seed, batch size,
 // world size and AMP level.
-std::map<std::string, std::string> checkpoint_metadata(const GPTConfig& cfg, const ByteVocab* vocab,
+// A --tokenizer run stores its tokenizer's vocab.json and merges.txt in the metadata (gpt.data =
+// bpe), so the file alone encodes prompts and decodes samples.
+std::map<std::string, std::string> checkpoint_metadata(const GPTConfig& cfg, const TokenData& data,
                                                        int64_t iter, const Options& o,
                                                        const Accelerator& acc);
 
@@ -26,12 +28,15 @@ std::map<std::string, std::string> checkpoint_metadata(const GPTConfig& cfg, con
 // metadata (with "iter").
 std::map<std::string, std::string> load_training_checkpoint(Accelerator& acc,
                                                             const std::string& path,
-                                                            const ByteVocab* vocab);
+                                                            const TokenData& data);
 
 struct LoadedModel {
   std::shared_ptr<GPT> model;
-  ByteVocab vocab;
+  ByteVocab vocab;                                // a byte-level run's
+  std::shared_ptr<data::text::BPETokenizer> bpe;  // a --tokenizer run's
   int64_t iter = 0;
+  std::vector<int64_t> encode(const std::string& text) const;
+  std::string decode(const std::vector<int64_t>& ids) const;
 };
 // For sampling: builds the GPT from a checkpoint file (or a directory's newest) alone. Throws
 // for a --data synthetic checkpoint: it has no byte vocabulary to encode or decode text.

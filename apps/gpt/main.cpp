@@ -1,6 +1,7 @@
 // gpt: trains a byte-level GPT on Moby-Dick (or any text file, or synthetic tokens: GPT-2 124M
 // with --preset gpt2-124m --data synthetic) and samples from its checkpoints.
-//   gpt [flags]                    train (see --help); -n 2 runs two DDP ranks
+//   gpt [flags]                    train (see --help); -n 2 runs two DDP ranks; --tokenizer DIR
+//                                  trains on BPE tokens instead of bytes
 //   gpt sample --checkpoint DIR    continue a prompt with the trained model (KV cache)
 //   gpt train-tokenizer --data FILE --vocab-size N --out DIR   learn GPT-2-style BPE merges
 //   gpt encode --tokenizer DIR --input FILE --output FILE.bin  a nanoGPT token shard
@@ -32,14 +33,14 @@ struct SampleOptions {
 int run_sample(const SampleOptions& s) {
   using namespace minidl;
   gpt::LoadedModel m = gpt::load_model(s.checkpoint, Device(s.device));
-  std::vector<int64_t> ids = m.vocab.encode(s.prompt);
+  std::vector<int64_t> ids = m.encode(s.prompt);
   MINIDL_CHECK(!ids.empty(), "--prompt must not be empty");
   Tensor prompt = tensor(ids).reshape({1, int64_t(ids.size())}).to(Device(s.device));
   Generator gen(s.seed);
   Tensor out = gpt::generate(*m.model, prompt, s.tokens, s.temperature, s.top_k, gen);
   Tensor cpu = out.cpu().contiguous();
   std::vector<int64_t> all(cpu.data_ptr<int64_t>(), cpu.data_ptr<int64_t>() + cpu.numel());
-  std::string text = m.vocab.decode(all);
+  std::string text = m.decode(all);
   std::fwrite(text.data(), 1, text.size(), stdout);
   std::printf("\n");
   return 0;
@@ -60,6 +61,9 @@ int main(int argc, char** argv) {
                  "training text file (tools/fetch-moby-dick.sh), or `synthetic`: uniform random "
                  "tokens from --seed (no tokenizer or corpus)")
       ->capture_default_str();
+  app.add_option("--tokenizer", o.tokenizer,
+                 "train on BPE tokens: a directory with vocab.json + merges.txt (gpt "
+                 "train-tokenizer, or GPT-2's own); --data may then be a .bin shard of gpt encode");
   auto* vocab = app.add_option("--vocab-size", o.vocab_size,
                                "vocabulary of --data synthetic (default 50257 with the preset, "
                                "else 256)")

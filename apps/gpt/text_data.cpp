@@ -83,8 +83,10 @@ TextDataset::TextDataset(const std::string& path, int64_t block_size, double tra
 
 Batch TextDataset::get_batch(const std::string& split, int64_t batch, Generator& gen) const {
   MINIDL_CHECK(split == "train" || split == "val", "split must be train or val, got ", split);
-  const std::vector<int64_t>& data = split == "train" ? train_ : val_;
-  const int64_t T = block_size_;
+  return random_windows(split == "train" ? train_ : val_, block_size_, batch, gen);
+}
+
+Batch random_windows(const std::vector<int64_t>& data, int64_t T, int64_t batch, Generator& gen) {
   // Window starts in [0, len - T): x = data[i, i+T), y = data[i+1, i+T+1).
   Tensor starts = randint(0, int64_t(data.size()) - T, {batch}, kInt64, kCPU, &gen);
   Tensor x = zeros({batch, T}, kInt64), y = zeros({batch, T}, kInt64);

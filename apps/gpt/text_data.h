@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "data/text/bpe_tokenizer.h"
 #include "minidl.h"
 
 namespace gpt {
@@ -49,10 +50,15 @@ class TokenData {
   virtual int64_t vocab_size() const = 0;
   // The byte vocabulary of a text; nullptr for synthetic tokens (nothing to encode or decode).
   virtual const ByteVocab* byte_vocab() const { return nullptr; }
+  // The BPE tokenizer of --tokenizer runs (BPETextDataset); nullptr otherwise.
+  virtual const data::text::BPETokenizer* bpe() const { return nullptr; }
   // For the run's first line, e.g. "data.txt, 1276237 bytes (1148613 train / 127624 val), vocab
   // 85".
   virtual std::string describe() const = 0;
 };
+
+// `batch` random windows of `data`: x = data[i, i+T), y = data[i+1, i+T+1), i drawn from `gen`.
+Batch random_windows(const std::vector<int64_t>& data, int64_t T, int64_t batch, Generator& gen);
 
 class TextDataset : public TokenData {
  public:

@@ -16,6 +16,7 @@
 #include "tensor/profiler.h"
 #include "apps/common/metrics.h"
 #include "apps/common/progress.h"
+#include "apps/gpt/bpe_data.h"
 #include "apps/gpt/checkpoint.h"
 #include "parallel/distributed.h"
 #include "tensor/cpu_isa.h"
@@ -100,6 +101,8 @@ std::unique_ptr<TokenData> open_data(const Options& o) {
   if (o.synthetic())
     return std::make_unique<SyntheticTokens>(o.vocab_size > 0 ? o.vocab_size : 256,
                                              o.sequence_length());
+  if (!o.tokenizer.empty())
+    return std::make_unique<BPETextDataset>(o.data, o.tokenizer, o.sequence_length());
   return std::make_unique<TextDataset>(o.data, o.sequence_length());
 }
 
@@ -128,6 +131,9 @@ void Options::validate() const {
                "--max-iters >= 0, --eval-interval >= 1 and --eval-iters >= 1");
   MINIDL_CHECK(dropout >= 0 && dropout < 1, "--dropout must be in [0, 1), got ", dropout);
   MINIDL_CHECK(vocab_size >= 0, "--vocab-size must be >= 1, got ", vocab_size);
+  MINIDL_CHECK(!synthetic() || tokenizer.empty(),
+               "--tokenizer encodes a text file (or reads its .bin shard); --data synthetic has "
+               "no text");
   MINIDL_CHECK(synthetic() || vocab_size == 0,
                "--vocab-size sets the vocabulary of --data synthetic; the vocabulary of the text '",
                data, "' is its bytes");
@@ -171,7 +177,7 @@ Result run_training(const Options& o) {
     path = apps::resolve_resume(o.resume, o.checkpoint_dir, "iter", &fresh_note);
   if (!fresh_note.empty() && main_rank) std::fprintf(stderr, "gpt: %s\n", fresh_note.c_str());
   if (!path.empty()) {
-    auto meta = load_training_checkpoint(acc, path, data.byte_vocab());
+    auto meta = load_training_checkpoint(acc, path, data);
     first_iter = std::stoll(meta.at("iter"));
     if (verbose)
       std::printf("resumed from %s (iteration %lld done)\n", path.c_str(), (long long)first_iter);
@@ -211,7 +217,7 @@ Result run_training(const Options& o) {
     // Collective: rank 0 writes atomically; every rank fails if the write failed (--zero1:
     // the Accelerator gathers the optimizer's shards onto rank 0 first).
     acc.save_state(apps::checkpoint_path(o.checkpoint_dir, "iter", iter),
-                   checkpoint_metadata(cfg, data.byte_vocab(), iter, o, acc));
+                   checkpoint_metadata(cfg, data, iter, o, acc));
     if (main_rank) apps::remove_older_checkpoints(o.checkpoint_dir, "iter", iter);
     if (main_rank)
       apps::note_checkpoint_written(apps::checkpoint_path(o.checkpoint_dir, "iter", iter));

@@ -15,7 +15,8 @@ namespace gpt {
 
 struct Options : minidl::apps::RunOptions {
   std::string data = "data/moby-dick/data.txt";  // a text file, or "synthetic"
-  std::string preset;                            // "" (the flags below) | gpt2-124m
+  std::string tokenizer;   // --tokenizer DIR: BPE tokens (data: a text file or a .bin shard)
+  std::string preset;      // "" (the flags below) | gpt2-124m
   int64_t vocab_size = 0;  // the vocabulary of --data synthetic (0: the preset's 50257, or 256)
   int64_t block_size = 64, batch_size = 12;  // the model's context; batch per process
   int64_t seq_len = 0;  // tokens per training sequence (0: block_size), like llm.c's -t

@@ -118,24 +118,35 @@ BPETokenizer::BPETokenizer(std::unordered_map<std::string, int64_t> vocab,
 
 BPETokenizer BPETokenizer::from_files(const std::string& vocab_json,
                                       const std::string& merges_txt) {
+  return parse(read_file(vocab_json), read_file(merges_txt), "'" + vocab_json + "'",
+               "'" + merges_txt + "'");
+}
+
+BPETokenizer BPETokenizer::from_strings(const std::string& vocab_text,
+                                        const std::string& merges_text, const std::string& where) {
+  return parse(vocab_text, merges_text, where + " vocab.json", where + " merges.txt");
+}
+
+BPETokenizer BPETokenizer::parse(const std::string& vocab_text, const std::string& merges_text,
+                                 const std::string& vocab_json, const std::string& merges_txt) {
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(read_file(vocab_json));
+    j = nlohmann::json::parse(vocab_text);
   } catch (const nlohmann::json::exception& e) {
-    MINIDL_FAIL("tokenizer: '", vocab_json, "' is not JSON: ", e.what());
+    MINIDL_FAIL("tokenizer: ", vocab_json, " is not JSON: ", e.what());
   }
-  MINIDL_CHECK(j.is_object(), "tokenizer: '", vocab_json,
+  MINIDL_CHECK(j.is_object(), "tokenizer: ", vocab_json,
                "' must be a JSON object of token -> id (GPT-2's vocab.json)");
   std::unordered_map<std::string, int64_t> vocab;
   for (const auto& [spelled, id] : j.items()) {
-    MINIDL_CHECK(id.is_number_integer(), "tokenizer: '", vocab_json, "': token '", spelled,
+    MINIDL_CHECK(id.is_number_integer(), "tokenizer: ", vocab_json, ": token '", spelled,
                  "' maps to ", id.dump(), ", not an integer id");
     // Special tokens (<|endoftext|>) are kept as text; the rest are byte-table spellings.
     const bool special = spelled.size() > 4 && spelled.rfind("<|", 0) == 0 &&
                          spelled.compare(spelled.size() - 2, 2, "|>") == 0;
     vocab[special ? spelled : unicode_to_bytes(spelled, vocab_json)] = id.get<int64_t>();
   }
-  std::istringstream lines(read_file(merges_txt));
+  std::istringstream lines(merges_text);
   std::vector<std::pair<std::string, std::string>> merges;
   std::string line;
   for (int64_t n = 1; std::getline(lines, line); ++n) {
@@ -144,8 +155,8 @@ BPETokenizer BPETokenizer::from_files(const std::string& vocab_json,
     const size_t sp = line.find(' ');
     MINIDL_CHECK(sp != std::string::npos && sp > 0 && sp + 1 < line.size() &&
                      line.find(' ', sp + 1) == std::string::npos,
-                 "tokenizer: '", merges_txt, "' line ", n, ": expected two tokens 'a b', got '",
-                 line, "'");
+                 "tokenizer: ", merges_txt, " line ", n, ": expected two tokens 'a b', got '", line,
+                 "'");
     const std::string where = merges_txt + " line " + std::to_string(n);
     merges.emplace_back(unicode_to_bytes(line.substr(0, sp), where),
                         unicode_to_bytes(line.substr(sp + 1), where));
@@ -315,14 +326,15 @@ std::string BPETokenizer::decode(const std::vector<int64_t>& ids) const {
   return out;
 }
 
-void BPETokenizer::save(const std::string& dir) const {
-  namespace fs = std::filesystem;
-  fs::create_directories(dir);
-  auto spell = [](const std::string& raw) {
-    std::string s;
-    for (char c : raw) s += byte_to_unicode(uint8_t(c));
-    return s;
-  };
+namespace {
+std::string spell(const std::string& raw) {
+  std::string s;
+  for (char c : raw) s += byte_to_unicode(uint8_t(c));
+  return s;
+}
+}  // namespace
+
+std::string BPETokenizer::vocab_json() const {
   nlohmann::ordered_json v = nlohmann::ordered_json::object();
   for (size_t id = 0; id < id_to_token_.size(); ++id) {
     const std::string& t = id_to_token_[id];
@@ -330,10 +342,20 @@ void BPETokenizer::save(const std::string& dir) const {
         std::find(special_tokens_.begin(), special_tokens_.end(), t) != special_tokens_.end();
     v[special ? t : spell(t)] = int64_t(id);
   }
-  std::ofstream(fs::path(dir) / "vocab.json") << v.dump();
-  std::ofstream m(fs::path(dir) / "merges.txt");
-  m << "#version: 0.2\n";
-  for (const auto& [a, b] : merges_) m << spell(a) << ' ' << spell(b) << '\n';
+  return v.dump();
+}
+
+std::string BPETokenizer::merges_txt() const {
+  std::string m = "#version: 0.2\n";
+  for (const auto& [a, b] : merges_) m += spell(a) + ' ' + spell(b) + '\n';
+  return m;
+}
+
+void BPETokenizer::save(const std::string& dir) const {
+  namespace fs = std::filesystem;
+  fs::create_directories(dir);
+  std::ofstream(fs::path(dir) / "vocab.json") << vocab_json();
+  std::ofstream(fs::path(dir) / "merges.txt") << merges_txt();
 }
 
 }  // namespace minidl::data::text

@@ -47,9 +47,17 @@ class BPETokenizer {
 
   // Writes vocab.json and merges.txt in GPT-2's format into `dir` (created if missing).
   void save(const std::string& dir) const;
+  // Those two files' contents, and a tokenizer from them (`where` names them in errors): a
+  // checkpoint carries its tokenizer this way.
+  std::string vocab_json() const;
+  std::string merges_txt() const;
+  static BPETokenizer from_strings(const std::string& vocab_json, const std::string& merges_txt,
+                                   const std::string& where);
   const std::vector<std::pair<std::string, std::string>>& merges() const { return merges_; }
 
  private:
+  static BPETokenizer parse(const std::string& vocab_text, const std::string& merges_text,
+                            const std::string& vocab_name, const std::string& merges_name);
   void encode_piece(std::string_view piece, std::vector<int64_t>& out) const;
   void encode_ordinary(std::string_view text, std::vector<int64_t>& out) const;
 

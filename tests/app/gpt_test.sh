@@ -6,7 +6,8 @@
 # --sync-bn that has nothing to convert) and DataParallel train, bf16 AMP trains; --data synthetic
 # trains, resumes bitwise and refuses to be sampled; --preset gpt2-124m is GPT-2 124M (2 steps);
 # --fsdp full equals DDP and its 2-rank checkpoint resumes on 1 rank and samples; train-tokenizer
-# writes the reference trainer's files and encode a uint16 shard.
+# writes the reference trainer's files, encode a uint16 shard, --tokenizer trains on BPE tokens
+# (from the text or the shard alike) and sample decodes with the checkpoint's tokenizer.
 # Usage: gpt_test.sh GPT TEXT_FILE CASE
 set -uo pipefail
 BIN=$1 TEXT=$2 CASE=$3
@@ -205,6 +206,18 @@ tokenizer)  # train-tokenizer equals the reference trainer's files; encode write
   expect_error 1 "needs vocab.json and merges.txt" encode --tokenizer "$WORK/none" --input "$TEXT" \
     --output "$WORK/x.bin"
   expect_error 2 "vocab-size" train-tokenizer --data "$TEXT" --vocab-size 100 --out "$WORK/t2"
+  # Training on BPE tokens: from the text and from its shard, the same run; the checkpoint
+  # carries the tokenizer, so sample encodes and decodes with it.
+  expect_rc 0 "${SMALL[@]}" --tokenizer "$WORK/tok" --max-iters 20 --checkpoint-dir "$WORK/c"
+  from_text=$(val_loss)
+  grep -q 'val loss' "$WORK/out" || { cat "$WORK/out"; fail "no val loss with --tokenizer"; }
+  expect_rc 0 "${SMALL[@]/$TEXT/$WORK/t.bin}" --tokenizer "$WORK/tok" --max-iters 20
+  [ "$(val_loss)" = "$from_text" ] || fail "the .bin shard run's val loss $(val_loss) != $from_text"
+  expect_rc 0 sample --checkpoint "$WORK/c" --prompt "Call me Ishmael." --tokens 20 --seed 3
+  head -c 16 "$WORK/out" | grep -q '^Call me Ishmael\.' || fail "the sample does not start with the prompt"
+  expect_error 1 "was trained with --tokenizer (BPE tokens), this run does not" "${SMALL[@]}" \
+    --max-iters 30 --checkpoint-dir "$WORK/c" --resume auto
+  expect_error 1 "no text" --data synthetic --tokenizer "$WORK/tok" --max-iters 2
   ;;
 *) fail "unknown case $CASE" ;;
 esac
