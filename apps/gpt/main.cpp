@@ -5,6 +5,7 @@
 //   gpt sample --checkpoint DIR    continue a prompt with the trained model (KV cache)
 //   gpt train-tokenizer --data FILE --vocab-size N --out DIR   learn GPT-2-style BPE merges
 //   gpt encode --tokenizer DIR --input FILE --output FILE.bin  a nanoGPT token shard
+//   gpt export --hf --checkpoint DIR --out model.safetensors  Hugging Face GPT-2 weights
 // Errors are one line on stderr with exit code 1 (bad flags: 2); Ctrl-C stops after the current
 // step with exit code 130, keeping the last complete checkpoint.
 #include <CLI/CLI.hpp>
@@ -15,6 +16,7 @@
 #include "apps/common/checkpoints.h"
 #include "apps/common/ddp_features.h"
 #include "apps/gpt/checkpoint.h"
+#include "apps/gpt/hf_weights.h"
 #include "apps/gpt/tokenizer_cmds.h"
 #include "apps/gpt/trainer.h"
 #include "tensor/profiler.h"
@@ -61,6 +63,9 @@ int main(int argc, char** argv) {
                  "training text file (tools/fetch-moby-dick.sh), or `synthetic`: uniform random "
                  "tokens from --seed (no tokenizer or corpus)")
       ->capture_default_str();
+  app.add_option("--init-from", o.init_from,
+                 "start from Hugging Face GPT-2 weights (model.safetensors of GPT2LMHeadModel; the "
+                 "flags or --preset must give its shapes)");
   app.add_option("--tokenizer", o.tokenizer,
                  "train on BPE tokens: a directory with vocab.json + merges.txt (gpt "
                  "train-tokenizer, or GPT-2's own); --data may then be a .bin shard of gpt encode");
@@ -132,6 +137,15 @@ int main(int argc, char** argv) {
   train_tok->add_option("--max-bytes", tt.max_bytes, "learn on the first N bytes only (0: all)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  std::string export_checkpoint = "runs/gpt", export_out;
+  CLI::App* export_cmd = app.add_subcommand(
+      "export", "write a checkpoint's weights as Hugging Face GPT-2 (model.safetensors)");
+  bool export_hf = false;
+  export_cmd->add_flag("--hf", export_hf,
+                       "Hugging Face GPT2LMHeadModel names and layouts (the only format)");
+  export_cmd->add_option("--checkpoint", export_checkpoint, "checkpoint file or directory (newest)")
+      ->capture_default_str();
+  export_cmd->add_option("--out", export_out, "the model.safetensors to write")->required();
   gpt::EncodeOptions en;
   CLI::App* encode =
       app.add_subcommand("encode", "write a text file's token ids as a nanoGPT shard (.bin)");
@@ -160,6 +174,19 @@ int main(int argc, char** argv) {
         return 1;
       }
     }
+  if (export_cmd->parsed()) {
+    try {
+      gpt::LoadedModel m = gpt::load_model(export_checkpoint, minidl::Device("cpu"));
+      gpt::save_hf_weights(*m.model, export_out);
+      std::printf("gpt export: %s (iteration %lld, %s) -> %s (Hugging Face GPT-2 layout)\n",
+                  export_checkpoint.c_str(), (long long)m.iter, m.model->config.describe().c_str(),
+                  export_out.c_str());
+      return 0;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "gpt export: error: %s\n", e.what());
+      return 1;
+    }
+  }
   if (sample->parsed()) {
     try {
       return run_sample(s);

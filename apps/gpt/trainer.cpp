@@ -18,6 +18,7 @@
 #include "apps/common/progress.h"
 #include "apps/gpt/bpe_data.h"
 #include "apps/gpt/checkpoint.h"
+#include "apps/gpt/hf_weights.h"
 #include "parallel/distributed.h"
 #include "tensor/cpu_isa.h"
 #include "tensor/cuda_api.h"
@@ -160,6 +161,10 @@ Result run_training(const Options& o) {
   apps::check_ddp_layout(o, acc);
   manual_seed(o.seed);
   auto model = std::make_shared<GPT>(cfg);
+  if (!o.init_from.empty()) {  // GPT-2's weights (HF's model.safetensors) to fine-tune
+    load_hf_weights(*model, o.init_from);
+    if (verbose) std::printf("initialized from %s\n", o.init_from.c_str());
+  }
   // --sync-bn: the GPT has no BatchNorm (LayerNorm only): a note says nothing was converted.
   apps::apply_sync_bn(o, acc, model);
   model->to(acc.device());

@@ -16,6 +16,7 @@ namespace gpt {
 struct Options : minidl::apps::RunOptions {
   std::string data = "data/moby-dick/data.txt";  // a text file, or "synthetic"
   std::string tokenizer;   // --tokenizer DIR: BPE tokens (data: a text file or a .bin shard)
+  std::string init_from;   // --init-from FILE: Hugging Face GPT-2 weights (model.safetensors)
   std::string preset;      // "" (the flags below) | gpt2-124m
   int64_t vocab_size = 0;  // the vocabulary of --data synthetic (0: the preset's 50257, or 256)
   int64_t block_size = 64, batch_size = 12;  // the model's context; batch per process

@@ -7,7 +7,8 @@
 # trains, resumes bitwise and refuses to be sampled; --preset gpt2-124m is GPT-2 124M (2 steps);
 # --fsdp full equals DDP and its 2-rank checkpoint resumes on 1 rank and samples; train-tokenizer
 # writes the reference trainer's files, encode a uint16 shard, --tokenizer trains on BPE tokens
-# (from the text or the shard alike) and sample decodes with the checkpoint's tokenizer.
+# (from the text or the shard alike) and sample decodes with the checkpoint's tokenizer; export
+# --hf writes GPT-2's layout and --init-from reads it back.
 # Usage: gpt_test.sh GPT TEXT_FILE CASE
 set -uo pipefail
 BIN=$1 TEXT=$2 CASE=$3
@@ -218,6 +219,28 @@ tokenizer)  # train-tokenizer equals the reference trainer's files; encode write
   expect_error 1 "was trained with --tokenizer (BPE tokens), this run does not" "${SMALL[@]}" \
     --max-iters 30 --checkpoint-dir "$WORK/c" --resume auto
   expect_error 1 "no text" --data synthetic --tokenizer "$WORK/tok" --max-iters 2
+  ;;
+hf)  # export --hf writes GPT-2's names and Conv1D layout; --init-from starts from those weights
+  expect_rc 0 "${SMALL[@]}" --max-iters 60 --checkpoint-dir "$WORK/c"
+  trained=$(val_loss)
+  expect_rc 0 export --hf --checkpoint "$WORK/c" --out "$WORK/model.safetensors"
+  grep -q 'Hugging Face GPT-2 layout' "$WORK/out" || fail "no export summary"
+  python3 - "$WORK/model.safetensors" <<'EOF' || fail "not GPT-2's names and layouts"
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+h = json.loads(raw[8:8 + n])
+assert h["__metadata__"]["format"] == "pt"
+assert h["transformer.h.0.attn.c_attn.weight"]["shape"] == [64, 192], h["transformer.h.0.attn.c_attn.weight"]
+assert h["transformer.h.1.mlp.c_proj.weight"]["shape"] == [256, 64]
+assert "transformer.wte.weight" in h and "transformer.ln_f.weight" in h and "lm_head.weight" not in h
+EOF
+  # No training: the exported weights alone give the trained model's loss, not a fresh one's.
+  expect_rc 0 "${SMALL[@]}" --init-from "$WORK/model.safetensors" --max-iters 0
+  from_hf=$(val_loss)
+  awk -v a="$from_hf" -v b="$trained" 'BEGIN { exit !(a < 4.0 && a - b < 0.3 && b - a < 0.3) }' ||
+    fail "--init-from val loss $from_hf, the exported run's $trained"
+  expect_error 1 "needs \\[" "${SMALL[@]}" --n-embd 32 --init-from "$WORK/model.safetensors" --max-iters 1
   ;;
 *) fail "unknown case $CASE" ;;
 esac
