@@ -9,6 +9,8 @@
 // Errors are one line on stderr with exit code 1 (bad flags: 2); Ctrl-C stops after the current
 // step with exit code 130, keeping the last complete checkpoint.
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <exception>
 #include <set>
@@ -39,12 +41,20 @@ int run_sample(const SampleOptions& s) {
   MINIDL_CHECK(!ids.empty(), "--prompt must not be empty");
   Tensor prompt = tensor(ids).reshape({1, int64_t(ids.size())}).to(Device(s.device));
   Generator gen(s.seed);
+  const auto t0 = std::chrono::steady_clock::now();
   Tensor out = gpt::generate(*m.model, prompt, s.tokens, s.temperature, s.top_k, gen);
   Tensor cpu = out.cpu().contiguous();
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::vector<int64_t> all(cpu.data_ptr<int64_t>(), cpu.data_ptr<int64_t>() + cpu.numel());
   std::string text = m.decode(all);
   std::fwrite(text.data(), 1, text.size(), stdout);
   std::printf("\n");
+  // The summary on stderr: stdout is the text alone.
+  std::fprintf(stderr,
+               "gpt sample: %lld tokens after a %zu-token prompt in %.3f s (%.1f tokens/s, KV "
+               "cache, %d thread(s)), %s\n",
+               (long long)s.tokens, ids.size(), secs, double(s.tokens) / std::max(secs, 1e-9),
+               get_num_threads(), m.model->config.describe().c_str());
   return 0;
 }
 
