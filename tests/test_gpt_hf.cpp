@@ -1,7 +1,7 @@
-// GPT-2 weights in Hugging Face's layout (apps/gpt/hf_weights.h): PyTorch's golden GPT weights
-// (tools/golden/gen_gpt.py) written under GPT2LMHeadModel's names and Conv1D layouts, with the
-// attention-mask buffers and a tied lm_head an HF file may hold, load into a fresh GPT that gives
-// PyTorch's logits and greedy continuation; bad files fail with one line.
+// GPT-2 weights in Hugging Face's layout (apps/gpt/hf_weights.h): a GPT-2 built and saved by
+// PyTorch under HF's names (tools/golden/gen_gpt_hf.py: Conv1D [in, out], mask buffers, tied head)
+// loads with PyTorch's logits and greedy continuation; the exporter's file (with the extras an HF
+// file may hold) loads back to the golden logits; wrong shapes fail with one line.
 #include <doctest/doctest.h>
 
 #include <filesystem>
@@ -101,4 +101,24 @@ TEST_CASE("gpt: Hugging Face GPT-2 weights out and in give PyTorch's logits") {
   gpt::GPT more(deeper);
   CHECK(error_of([&] { gpt::load_hf_weights(more, file); }).find("no 'h.2.") != std::string::npos);
   fs::remove_all(dir);
+}
+
+TEST_CASE(
+    "gpt: a GPT-2 saved by PyTorch under HF's names loads with PyTorch's logits and greedy text") {
+  // tools/golden/gen_gpt_hf.py: an HF-layout module (Conv1D [in, out], mask buffers, tied head)
+  // built and run in PyTorch, saved as model.safetensors.
+  const json& g = golden("golden_gpt_hf.json");
+  manual_seed(5);
+  gpt::GPT m(golden_config());
+  gpt::load_hf_weights(m, std::string(MINIDL_TEST_DATA_DIR) + "/gpt_hf_tiny.safetensors");
+  const Tensor x = golden_tensor(golden("golden_gpt.json")["x"], kInt64);
+  check_close(m(x), golden_values(g["logits"]), 1e-5, 1e-5);
+  const std::vector<int64_t> prompt = g["prompt"].get<std::vector<int64_t>>();
+  const std::vector<int64_t> want = g["greedy"].get<std::vector<int64_t>>();
+  Generator gen(1);
+  const Tensor out = gpt::generate(m, tensor(prompt).reshape({1, int64_t(prompt.size())}),
+                                   int64_t(want.size() - prompt.size()), 1.0, /*top_k=*/1, gen);
+  const Tensor flat = out.reshape({-1}).contiguous();
+  CHECK(std::vector<int64_t>(flat.data_ptr<int64_t>(), flat.data_ptr<int64_t>() + flat.numel()) ==
+        want);
 }
