@@ -246,3 +246,24 @@ TEST_CASE("BPETokenizer: Hugging Face's tokenizer.json, merges as 'a b' or [a, b
         }).find("is not a Hugging Face BPE tokenizer.json") != std::string::npos);
   fs::remove_all(dir);
 }
+
+TEST_CASE("token shards: llm.c's header (magic, version, count) written and recognized") {
+  const fs::path dir = scratch("llmc");
+  const std::string path = (dir / "a.bin").string();
+  write_token_shard(path, {7, 50256, 3}, 50257, ShardFormat::llmc);
+  CHECK(fs::file_size(path) == 1024 + 6);
+  {
+    std::ifstream f(path, std::ios::binary);
+    int32_t h[3] = {};
+    f.read(reinterpret_cast<char*>(h), sizeof h);
+    CHECK(h[0] == 20240520);  // llm.c's GPT-2 shard magic
+    CHECK(h[1] == 1);
+    CHECK(h[2] == 3);
+  }
+  CHECK(read_token_shard(path, 50257) == std::vector<int64_t>{7, 50256, 3});
+  write_token_shard(path, {70000}, 128256, ShardFormat::llmc);  // uint32: Llama 3's magic
+  CHECK(read_token_shard(path, 128256) == std::vector<int64_t>{70000});
+  CHECK(error_of([&] { read_token_shard(path, 50257); }).find("llm.c shard of uint32 ids") !=
+        std::string::npos);
+  fs::remove_all(dir);
+}

@@ -166,6 +166,9 @@ int main(int argc, char** argv) {
       ->add_option("--output", en.output,
                    "shard: little-endian uint16 ids (uint32 above 65,536 tokens)")
       ->required();
+  encode->add_option("--format", en.format, "nanogpt (the ids alone) | llmc (llm.c's header first)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"nanogpt", "llmc"}));
 
   try {
     app.parse(argc, argv);

@@ -53,7 +53,8 @@ int run_encode(const EncodeOptions& o) {
   const BPETokenizer tok = BPETokenizer::from_directory(o.tokenizer);
   const std::string text = read_text(o.input, 0);
   const std::vector<int64_t> ids = tok.encode(text);
-  write_token_shard(o.output, ids, tok.vocab_size());
+  write_token_shard(o.output, ids, tok.vocab_size(),
+                    o.format == "llmc" ? ShardFormat::llmc : ShardFormat::nanogpt);
   const double s = seconds_since(t0);
   std::printf(
       "gpt encode: %zu ids (uint%d, %zu bytes) from %.2f MB of %s in %.2f s (%.1f MB/s); wrote "

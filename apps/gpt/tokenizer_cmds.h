@@ -15,6 +15,7 @@ int run_train_tokenizer(const TrainTokenizerOptions& o);
 
 struct EncodeOptions {
   std::string tokenizer, input, output;
+  std::string format = "nanogpt";  // nanogpt (raw ids) | llmc (llm.c's 256-int32 header first)
 };
 int run_encode(const EncodeOptions& o);
 

@@ -214,6 +214,10 @@ tokenizer)  # train-tokenizer equals the reference trainer's files; encode write
   grep -q 'val loss' "$WORK/out" || { cat "$WORK/out"; fail "no val loss with --tokenizer"; }
   expect_rc 0 "${SMALL[@]/$TEXT/$WORK/t.bin}" --tokenizer "$WORK/tok" --max-iters 20
   [ "$(val_loss)" = "$from_text" ] || fail "the .bin shard run's val loss $(val_loss) != $from_text"
+  expect_rc 0 encode --tokenizer "$WORK/tok" --input "$TEXT" --output "$WORK/l.bin" --format llmc
+  [ "$(wc -c <"$WORK/l.bin")" -eq $((1024 + 2 * n)) ] || fail "llm.c shard is not 1024 + 2 x $n bytes"
+  expect_rc 0 "${SMALL[@]/$TEXT/$WORK/l.bin}" --tokenizer "$WORK/tok" --max-iters 20
+  [ "$(val_loss)" = "$from_text" ] || fail "the llm.c shard run's val loss $(val_loss) != $from_text"
   expect_rc 0 sample --checkpoint "$WORK/c" --prompt "Call me Ishmael." --tokens 20 --seed 3
   head -c 16 "$WORK/out" | grep -q '^Call me Ishmael\.' || fail "the sample does not start with the prompt"
   expect_error 1 "was trained with --tokenizer (BPE tokens), this run does not" "${SMALL[@]}" \
