@@ -204,6 +204,17 @@ tokenizer)  # train-tokenizer equals the reference trainer's files; encode write
   cat "$WORK/out"
   n=$(grep -o 'gpt encode: [0-9]* ids (uint16' "$WORK/out" | awk '{print $3}')
   [ -n "$n" ] && [ "$(wc -c <"$WORK/t.bin")" -eq $((2 * n)) ] || fail "shard size is not 2 x $n"
+  # Moby-Dick's ids equal the Python reference GPT-2 encoder's (tools/golden/gen_gpt2_tokenizer.py
+  # with this vocabulary): count, sum and a polynomial hash of the ids.
+  python3 - "$WORK/t.bin" <<'EOF' || fail "Moby-Dick's ids differ from the reference encoder's"
+import struct, sys
+raw = open(sys.argv[1], "rb").read()
+ids = struct.unpack("<%dH" % (len(raw) // 2), raw)
+h = 0
+for v in ids:
+    h = (h * 1000003 + v) % (1 << 61)
+assert (len(ids), sum(ids), h) == (569286, 143633644, 87426463460300534), (len(ids), sum(ids), h)
+EOF
   expect_error 1 "needs vocab.json and merges.txt" encode --tokenizer "$WORK/none" --input "$TEXT" \
     --output "$WORK/x.bin"
   expect_error 2 "vocab-size" train-tokenizer --data "$TEXT" --vocab-size 100 --out "$WORK/t2"
