@@ -64,9 +64,15 @@ bool in(const CodepointRange (&rs)[N], char32_t c) {
 
 }  // namespace
 
-bool is_letter(char32_t c) { return in(kLetters, c); }
-bool is_number(char32_t c) { return in(kNumbers, c); }
-bool is_space(char32_t c) { return in(kSpaces, c); }
+bool is_letter(char32_t c) {
+  return in(kLetters, c);
+}
+bool is_number(char32_t c) {
+  return in(kNumbers, c);
+}
+bool is_space(char32_t c) {
+  return in(kSpaces, c);
+}
 
 }  // namespace minidl::data::text
 """)
