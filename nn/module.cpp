@@ -12,6 +12,7 @@
 
 #include "autograd/grad_mode.h"
 #include "nn/module_walk.h"
+#include "nn/set_data.h"
 
 namespace minidl::nn {
 
@@ -205,10 +206,6 @@ void Module::train(bool on) {
   for (auto& c : children()) c->train(on);
 }
 
-namespace {
-// Gives `t` the data of `src` (storage, shape, strides, offset, dtype) while keeping its
-// TensorImpl, so every handle to it (optimizers, autograd accumulators, tied modules) and its
-// autograd metadata (requires_grad, grad, hooks) stay: PyTorch's `param.data = new_data`.
 void set_data(const Tensor& t, const Tensor& src) {
   if (t.is_same(src)) return;
   TensorImpl* d = t.impl();
@@ -219,7 +216,6 @@ void set_data(const Tensor& t, const Tensor& src) {
   d->offset = s->offset;
   d->dtype = s->dtype;
 }
-}  // namespace
 
 void Module::apply_to_tensors(const std::function<Tensor(const Tensor&)>& fn, bool floating_only,
                               bool recurse) {

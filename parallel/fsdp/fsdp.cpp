@@ -13,6 +13,7 @@
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 #include "nn/container.h"
+#include "nn/set_data.h"
 #include "optim/fused.h"
 #include "parallel/distributed.h"
 
@@ -82,17 +83,6 @@ struct Planner {
   }
 };
 
-// `t` takes `src`'s data (and dtype) in place, keeping its identity: every module, optimizer
-// or hook holding the buffer sees the cast one (torch's `buffer.data = ...`).
-void replace_data(const Tensor& t, const Tensor& src) {
-  TensorImpl* dst = t.impl();  // its autograd fields stay
-  dst->storage = src.impl()->storage;
-  dst->shape = src.impl()->shape;
-  dst->strides = src.impl()->strides;
-  dst->offset = src.impl()->offset;
-  dst->dtype = src.impl()->dtype;
-}
-
 // Every module in m's subtree.
 void subtree(nn::Module& m, std::unordered_set<const nn::Module*>& out) {
   out.insert(&m);
@@ -116,7 +106,8 @@ FullyShardedDataParallel::FullyShardedDataParallel(std::shared_ptr<nn::Module> m
   }
   if (const auto dt = options_.mixed_precision.buffer_dtype)
     for (const Tensor& b : module_->buffers())
-      if (b.defined() && b.is_floating_point() && b.dtype() != *dt) replace_data(b, b.to(*dt));
+      if (b.defined() && b.is_floating_point() && b.dtype() != *dt)
+        nn::set_data(b, b.to(*dt));  // the same buffer, cast
   ParamIndex idx = index_parameters(*module_);
   Planner plan{idx, options_.auto_wrap_policy, {}, {}};
   std::vector<const TensorImpl*> rest = plan.visit(*module_, "", /*is_root=*/true);
