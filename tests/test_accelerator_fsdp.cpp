@@ -13,7 +13,6 @@
 #include "parallel/accelerator/accelerator.h"
 #include "parallel/distributed.h"
 #include "parallel/fsdp/optimizer_shards.h"
-#include "parallel/store/tcp_store.h"
 #include "tensor/safetensors.h"
 #include "parallel_test_models.h"
 #include "pg_test_util.h"
@@ -40,11 +39,7 @@ double max_rel_diff(const Tensor& a, const Tensor& b) {
 
 // The environment of a rank started by a launcher, then fn's report (run over `world` ranks).
 std::vector<pgtest::RankReport> run_launched(int world, const std::function<std::string(int)>& fn) {
-  std::string port;
-  {
-    dist::TcpStore probe({.port = 0, .is_master = true});
-    port = std::to_string(probe.port());
-  }
+  const std::string port = std::to_string(disttest::free_port());
   return pgtest::run_ranks(
       world,
       [&](int rank, std::shared_ptr<dist::Store>) -> std::string {

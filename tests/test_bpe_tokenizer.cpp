@@ -13,6 +13,7 @@
 #include "data/text/bpe_trainer.h"
 #include "data/text/pretokenize.h"
 #include "data/text/token_shard.h"
+#include "dist_test_util.h"
 #include "golden.h"
 #include "minidl.h"
 
@@ -31,15 +32,6 @@ std::string from_hex(const std::string& h) {
 
 std::string tiny_dir() {
   return std::string(MINIDL_TEST_DATA_DIR) + "/gpt2_tiny_tokenizer";
-}
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 fs::path scratch(const std::string& name) {
@@ -139,18 +131,20 @@ TEST_CASE("BPETokenizer: bad files fail with one clear line") {
   const std::string vocab = (dir / "vocab.json").string(), merges = (dir / "merges.txt").string();
   fs::copy_file(tiny_dir() + "/vocab.json", vocab);
   std::ofstream(merges) << "#version: 0.2\nĠ t\nzz qq\n";  // zz, qq: not tokens
-  std::string e = error_of([&] { BPETokenizer::from_files(vocab, merges); });
+  std::string e = disttest::expect_error([&] { BPETokenizer::from_files(vocab, merges); }).message;
   CHECK(e.find("merge 2 ('zz' + 'qq') names a token that is not in the vocabulary") !=
         std::string::npos);
   CHECK(e.find('\n') == std::string::npos);
   std::ofstream(merges) << "#version: 0.2\nĠ t x\n";
-  e = error_of([&] { BPETokenizer::from_files(vocab, merges); });
+  e = disttest::expect_error([&] { BPETokenizer::from_files(vocab, merges); }).message;
   CHECK(e.find("line 2: expected two tokens 'a b'") != std::string::npos);
   std::ofstream(vocab) << "{not json";
-  e = error_of([&] { BPETokenizer::from_files(vocab, merges); });
+  e = disttest::expect_error([&] { BPETokenizer::from_files(vocab, merges); }).message;
   CHECK(e.find("vocab.json' is not JSON") != std::string::npos);
   CHECK(e.find('\n') == std::string::npos);
-  e = error_of([&] { BPETokenizer::from_directory((dir / "missing").string()); });
+  e = disttest::expect_error([&] {
+        BPETokenizer::from_directory((dir / "missing").string());
+      }).message;
   CHECK(e.find("needs vocab.json and merges.txt") != std::string::npos);
   fs::remove_all(dir);
 }
@@ -176,9 +170,9 @@ TEST_CASE("train_bpe learns the reference trainer's merges, and its tokenizer ro
   const BPETokenizer back = BPETokenizer::from_directory(dir.string());
   CHECK(back.encode(corpus) == tok.encode(corpus));
   fs::remove_all(dir);
-  CHECK(error_of([&] {
+  CHECK(disttest::expect_error([&] {
           train_bpe("abc", BPETrainerOptions{.vocab_size = 200});
-        }).find("vocab_size 200 is below the 256 bytes plus 1 special token(s)") !=
+        }).message.find("vocab_size 200 is below the 256 bytes plus 1 special token(s)") !=
         std::string::npos);
 }
 
@@ -198,16 +192,18 @@ TEST_CASE("token shards: uint16 up to 65,536 tokens, uint32 above, bad files nam
     CHECK(b[4] == 0x50);  // 50256 = 0xC450
     CHECK(b[5] == 0xC4);
   }
-  CHECK(error_of([&] {
+  CHECK(disttest::expect_error([&] {
           write_token_shard(small, {5, 9}, 8);
-        }).find("id 9 at position 1 is outside the vocabulary [0, 8)") != std::string::npos);
-  CHECK(error_of([&] {
+        }).message.find("id 9 at position 1 is outside the vocabulary [0, 8)") !=
+        std::string::npos);
+  CHECK(disttest::expect_error([&] {
           read_token_shard(small, 100);
-        }).find("holds id 50256 at position 2, outside the vocabulary [0, 100)") !=
+        }).message.find("holds id 50256 at position 2, outside the vocabulary [0, 100)") !=
         std::string::npos);
   std::ofstream(small, std::ios::binary) << "abc";
-  CHECK(error_of([&] { read_token_shard(small, 50257); }).find("not a multiple of 2") !=
-        std::string::npos);
+  CHECK(disttest::expect_error([&] {
+          read_token_shard(small, 50257);
+        }).message.find("not a multiple of 2") != std::string::npos);
   fs::remove_all(dir);
 }
 
@@ -241,9 +237,9 @@ TEST_CASE("BPETokenizer: Hugging Face's tokenizer.json, merges as 'a b' or [a, b
     }
   }
   std::ofstream(dir / "tokenizer.json") << R"({"model": {"type": "WordPiece", "vocab": {}}})";
-  CHECK(error_of([&] {
+  CHECK(disttest::expect_error([&] {
           BPETokenizer::from_directory(dir.string());
-        }).find("is not a Hugging Face BPE tokenizer.json") != std::string::npos);
+        }).message.find("is not a Hugging Face BPE tokenizer.json") != std::string::npos);
   fs::remove_all(dir);
 }
 
@@ -263,7 +259,8 @@ TEST_CASE("token shards: llm.c's header (magic, version, count) written and reco
   CHECK(read_token_shard(path, 50257) == std::vector<int64_t>{7, 50256, 3});
   write_token_shard(path, {70000}, 128256, ShardFormat::llmc);  // uint32: Llama 3's magic
   CHECK(read_token_shard(path, 128256) == std::vector<int64_t>{70000});
-  CHECK(error_of([&] { read_token_shard(path, 50257); }).find("llm.c shard of uint32 ids") !=
-        std::string::npos);
+  CHECK(disttest::expect_error([&] {
+          read_token_shard(path, 50257);
+        }).message.find("llm.c shard of uint32 ids") != std::string::npos);
   fs::remove_all(dir);
 }

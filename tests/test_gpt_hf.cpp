@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "apps/gpt/hf_weights.h"
+#include "dist_test_util.h"
 #include "golden.h"
 #include "minidl.h"
 #include "tensor/safetensors.h"
@@ -34,15 +35,6 @@ std::shared_ptr<gpt::GPT> golden_model() {
     sd[name] = golden_tensor(t, kFloat32);
   m->load_state_dict(sd, true);
   return m;
-}
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 }  // namespace
@@ -92,14 +84,16 @@ TEST_CASE("gpt: Hugging Face GPT-2 weights out and in give PyTorch's logits") {
   gpt::GPTConfig wide = golden_config();
   wide.n_embd = 32;
   gpt::GPT other(wide);
-  const std::string e = error_of([&] { gpt::load_hf_weights(other, file); });
+  const std::string e = disttest::expect_error([&] { gpt::load_hf_weights(other, file); }).message;
   CHECK(e.find("is [") != std::string::npos);
   CHECK(e.find("needs [") != std::string::npos);
   CHECK(e.find('\n') == std::string::npos);
   gpt::GPTConfig deeper = golden_config();
   deeper.n_layer = 3;
   gpt::GPT more(deeper);
-  CHECK(error_of([&] { gpt::load_hf_weights(more, file); }).find("no 'h.2.") != std::string::npos);
+  CHECK(disttest::expect_error([&] {
+          gpt::load_hf_weights(more, file);
+        }).message.find("no 'h.2.") != std::string::npos);
   fs::remove_all(dir);
 }
 
