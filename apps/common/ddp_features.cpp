@@ -130,12 +130,9 @@ std::string ddp_features_summary(const RunOptions& o, const Accelerator& acc,
         mib(st.state_bytes) + ")");
   }
   if (const dist::FullyShardedDataParallel* fsdp = acc.fsdp()) {
-    int64_t opt_bytes = 0;
-    for (size_t i = 0; i < opt.num_params(); ++i)
-      for (const auto& [key, t] : opt.state(i)) opt_bytes += int64_t(t.nbytes());
     add("fsdp " + o.fsdp + " (" + std::to_string(fsdp->units().size()) +
         " units; this rank holds parameters + gradients " + mib(fsdp->sharded_state_bytes()) +
-        ", optimizer state " + mib(opt_bytes) + ")");
+        ", optimizer state " + mib(dist::optimizer_state_bytes(opt)) + ")");
   }
   if (!o.comm_hook.empty() && acc.ddp()) {
     char buf[96];

@@ -25,10 +25,10 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 
 }  // namespace
 
-nn::StateDict from_hf_state_dict(const std::map<std::string, Tensor>& hf, const GPTConfig& cfg,
+nn::StateDict from_hf_state_dict(const std::map<std::string, Tensor>& hf, GPT& model,
                                  const std::string& source) {
-  GPT shapes_of(cfg);  // the expected shapes, by minidl's names
-  const nn::StateDict want = shapes_of.state_dict();
+  const GPTConfig& cfg = model.config;
+  const nn::StateDict want = model.state_dict();  // the expected shapes, by minidl's names
   nn::StateDict out;
   for (const auto& [hf_name, t] : hf) {
     std::string name = hf_name.rfind("transformer.", 0) == 0 ? hf_name.substr(12) : hf_name;
@@ -72,7 +72,7 @@ std::map<std::string, Tensor> to_hf_state_dict(GPT& model) {
 
 void load_hf_weights(GPT& model, const std::string& path) {
   const std::map<std::string, Tensor> hf = load_safetensors(path);
-  nn::StateDict sd = from_hf_state_dict(hf, model.config, "'" + path + "'");
+  nn::StateDict sd = from_hf_state_dict(hf, model, "'" + path + "'");
   const Device device = model.wte->weight.device();
   for (auto& [name, t] : sd) t = t.to(device);
   model.load_state_dict(sd, /*strict=*/false);  // the tied head has no entry of its own

@@ -13,7 +13,8 @@ namespace gpt {
 // mask buffers "attn.bias"/"attn.masked_bias" and a tied "lm_head.weight" are skipped; wte is
 // padded with zero rows to the model's padded vocabulary). Shape mismatches name the tensor,
 // both shapes and `source`.
-nn::StateDict from_hf_state_dict(const std::map<std::string, Tensor>& hf, const GPTConfig& cfg,
+// `model` gives the names, shapes and dtypes wanted.
+nn::StateDict from_hf_state_dict(const std::map<std::string, Tensor>& hf, GPT& model,
                                  const std::string& source);
 // The model's weights under HF's names and layouts (wte trimmed to the real vocabulary).
 std::map<std::string, Tensor> to_hf_state_dict(GPT& model);
