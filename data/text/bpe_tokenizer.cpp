@@ -6,6 +6,8 @@
 #include <array>
 #include <filesystem>
 #include <fstream>
+#include <optional>
+#include <functional>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -61,6 +63,30 @@ std::string unicode_to_bytes(const std::string& spelled, const std::string& wher
     i += n;
   }
   return out;
+}
+
+// A vocabulary object (tokens spelled with the byte table -> ids); `special` keys stay as text.
+std::unordered_map<std::string, int64_t> read_vocab(
+    const nlohmann::json& obj, const std::string& where,
+    const std::function<bool(const std::string&)>& special) {
+  std::unordered_map<std::string, int64_t> vocab;
+  for (const auto& [spelled, id] : obj.items()) {
+    MINIDL_CHECK(id.is_number_integer(), "tokenizer: ", where, ": token '", spelled, "' maps to ",
+                 id.dump(), ", not an integer id");
+    vocab[special(spelled) ? spelled : unicode_to_bytes(spelled, where)] = id.get<int64_t>();
+  }
+  return vocab;
+}
+
+// A merge written "a b": its two tokens' bytes; nullopt when it is not two tokens.
+std::optional<std::pair<std::string, std::string>> split_merge(const std::string& line,
+                                                               const std::string& where) {
+  const size_t sp = line.find(' ');
+  if (sp == std::string::npos || sp == 0 || sp + 1 >= line.size() ||
+      line.find(' ', sp + 1) != std::string::npos)
+    return std::nullopt;
+  return std::pair{unicode_to_bytes(line.substr(0, sp), where),
+                   unicode_to_bytes(line.substr(sp + 1), where)};
 }
 
 std::string pair_key(const std::string& a, const std::string& b) {
@@ -136,30 +162,22 @@ BPETokenizer BPETokenizer::parse(const std::string& vocab_text, const std::strin
     MINIDL_FAIL("tokenizer: ", vocab_json, " is not JSON: ", e.what());
   }
   MINIDL_CHECK(j.is_object(), "tokenizer: ", vocab_json,
-               "' must be a JSON object of token -> id (GPT-2's vocab.json)");
-  std::unordered_map<std::string, int64_t> vocab;
-  for (const auto& [spelled, id] : j.items()) {
-    MINIDL_CHECK(id.is_number_integer(), "tokenizer: ", vocab_json, ": token '", spelled,
-                 "' maps to ", id.dump(), ", not an integer id");
-    // Special tokens (<|endoftext|>) are kept as text; the rest are byte-table spellings.
-    const bool special = spelled.size() > 4 && spelled.rfind("<|", 0) == 0 &&
-                         spelled.compare(spelled.size() - 2, 2, "|>") == 0;
-    vocab[special ? spelled : unicode_to_bytes(spelled, vocab_json)] = id.get<int64_t>();
-  }
+               " must be a JSON object of token -> id (GPT-2's vocab.json)");
+  // Special tokens (<|endoftext|>) are kept as text; the rest are byte-table spellings.
+  std::unordered_map<std::string, int64_t> vocab =
+      read_vocab(j, vocab_json, [](const std::string& t) {
+        return t.size() > 4 && t.rfind("<|", 0) == 0 && t.compare(t.size() - 2, 2, "|>") == 0;
+      });
   std::istringstream lines(merges_text);
   std::vector<std::pair<std::string, std::string>> merges;
   std::string line;
   for (int64_t n = 1; std::getline(lines, line); ++n) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.empty() || (n == 1 && line.rfind("#version", 0) == 0)) continue;
-    const size_t sp = line.find(' ');
-    MINIDL_CHECK(sp != std::string::npos && sp > 0 && sp + 1 < line.size() &&
-                     line.find(' ', sp + 1) == std::string::npos,
-                 "tokenizer: ", merges_txt, " line ", n, ": expected two tokens 'a b', got '", line,
-                 "'");
-    const std::string where = merges_txt + " line " + std::to_string(n);
-    merges.emplace_back(unicode_to_bytes(line.substr(0, sp), where),
-                        unicode_to_bytes(line.substr(sp + 1), where));
+    auto merge = split_merge(line, merges_txt + " line " + std::to_string(n));
+    MINIDL_CHECK(merge, "tokenizer: ", merges_txt, " line ", n,
+                 ": expected two tokens 'a b', got '", line, "'");
+    merges.push_back(std::move(*merge));
   }
   try {
     return BPETokenizer(std::move(vocab), std::move(merges));
@@ -190,12 +208,8 @@ BPETokenizer BPETokenizer::from_tokenizer_json(const std::string& path) {
   auto is_special = [&](const std::string& s) {
     return std::find(specials.begin(), specials.end(), s) != specials.end();
   };
-  std::unordered_map<std::string, int64_t> vocab;
-  for (const auto& [spelled, id] : (*model)["vocab"].items()) {
-    MINIDL_CHECK(id.is_number_integer(), "tokenizer: '", path, "': token '", spelled, "' maps to ",
-                 id.dump(), ", not an integer id");
-    vocab[is_special(spelled) ? spelled : unicode_to_bytes(spelled, path)] = id.get<int64_t>();
-  }
+  std::unordered_map<std::string, int64_t> vocab =
+      read_vocab((*model)["vocab"], "'" + path + "'", is_special);
   for (const auto& t : j.value("added_tokens", nlohmann::json::array()))
     if (t.contains("content") && t.contains("id") && !vocab.count(t["content"].get<std::string>()))
       vocab[t["content"].get<std::string>()] = t["id"].get<int64_t>();
@@ -203,21 +217,18 @@ BPETokenizer BPETokenizer::from_tokenizer_json(const std::string& path) {
   int64_t n = 0;
   for (const auto& m : (*model)["merges"]) {
     ++n;
-    std::string a, b;
+    const std::string where = path + " merge " + std::to_string(n);
     if (m.is_string()) {  // "a b" (tokenizers < 0.20)
-      const std::string line = m.get<std::string>();
-      const size_t sp = line.find(' ');
-      MINIDL_CHECK(sp != std::string::npos && sp > 0 && sp + 1 < line.size(), "tokenizer: '", path,
-                   "' merge ", n, ": expected 'a b', got '", line, "'");
-      a = line.substr(0, sp), b = line.substr(sp + 1);
+      auto merge = split_merge(m.get<std::string>(), where);
+      MINIDL_CHECK(merge, "tokenizer: '", path, "' merge ", n, ": expected 'a b', got ", m.dump());
+      merges.push_back(std::move(*merge));
     } else {
       MINIDL_CHECK(m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string(),
                    "tokenizer: '", path, "' merge ", n, ": expected [\"a\", \"b\"], got ",
                    m.dump());
-      a = m[0].get<std::string>(), b = m[1].get<std::string>();
+      merges.emplace_back(unicode_to_bytes(m[0].get<std::string>(), where),
+                          unicode_to_bytes(m[1].get<std::string>(), where));
     }
-    const std::string where = path + " merge " + std::to_string(n);
-    merges.emplace_back(unicode_to_bytes(a, where), unicode_to_bytes(b, where));
   }
   if (specials.empty()) specials.push_back("<|endoftext|>");
   try {
