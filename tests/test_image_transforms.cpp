@@ -20,6 +20,14 @@ namespace {
 
 const char* kGolden = "golden_image_transforms.json";
 
+// torch's resampling sums round through FMAs (its AVX2 kernels); a build without FMA
+// (MINIDL_PORTABLE) rounds a few near-.5 sums the other way: uint8 off by one there.
+#ifdef __FMA__
+constexpr int64_t kResizeSlackPercent = 0;
+#else
+constexpr int64_t kResizeSlackPercent = 1;
+#endif
+
 // The generator's inputs: h = ((i + 1) * 2654435761 + salt) mod 2^32; uint8 h >> 24, float
 // (h >> 8) / 2^24.
 Tensor hashed_image(const Shape& shape, uint32_t salt, DType dt) {
@@ -90,7 +98,7 @@ TEST_SUITE("image_transforms") {
         yu = resize(xu, shape[1], shape[2], mode, aa);
         yf = resize(xf, shape[1], shape[2], mode, aa);
       }
-      check_u8(yu, gu);
+      check_u8(yu, gu, yu.numel() * kResizeSlackPercent / 100);
       if (mode != InterpolationMode::NEAREST) check_f32(yf, g["resize_" + name + "_f32"]);
     }
   }
@@ -127,7 +135,8 @@ TEST_SUITE("image_transforms") {
     const Tensor xf = hashed_image({3, 23, 17}, 12345, kFloat32);
     const Tensor xu = hashed_image({3, 23, 17}, 12345, kUInt8);
     check_f32(resized_crop(xf, 3, 2, 15, 11, 7, 9), g["resized_crop_f32"]);
-    check_u8(resized_crop(xu, 3, 2, 15, 11, 7, 9), g["resized_crop_u8"]);
+    check_u8(resized_crop(xu, 3, 2, 15, 11, 7, 9), g["resized_crop_u8"],
+             189 * kResizeSlackPercent / 100);
     // A window partly outside the image: zero padding first, like F.crop.
     const Tensor y = resized_crop(xf, -2, 10, 8, 9, 4, 5);
     check_close(y, resize(crop(xf, -2, 10, 8, 9), 4, 5), 0, 0);
