@@ -5,7 +5,7 @@
 # Usage: tools/setup-deps.sh [extra-package ...]   (needs root or sudo for apt-get)
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libeigen3-dev doctest-dev nlohmann-json3-dev
-      libopenblas-dev libdnnl-dev ocl-icd-opencl-dev libgloo-dev libcli11-dev zlib1g-dev openmpi-bin python3 iproute2 "$@")
+      libopenblas-dev libdnnl-dev ocl-icd-opencl-dev libgloo-dev libcli11-dev zlib1g-dev libjpeg62-turbo-dev libpng-dev openmpi-bin python3 iproute2 "$@")
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
