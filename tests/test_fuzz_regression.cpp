@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iterator>
 
+#include "data/image/image_io.h"
 #include "data/mnist.h"
 #include "fuzz/fuzz_targets.h"
 #include "optim/checkpoint.h"
@@ -122,6 +123,17 @@ TEST_SUITE("fuzz_regression") {
       }
       CHECK(frames >= 1);
       CHECK(pos == b.size());
+    }
+  }
+
+  TEST_CASE("fuzz regression: image inputs replay, the seeds decode in every mode") {
+    CHECK(replay("image", fuzz::fuzz_image) >= 6);
+    for (const fs::path& p : inputs("corpus", "image")) {
+      INFO("seed ", p.string());
+      for (auto mode : {data::ImageReadMode::UNCHANGED, data::ImageReadMode::GRAY,
+                        data::ImageReadMode::GRAY_ALPHA, data::ImageReadMode::RGB,
+                        data::ImageReadMode::RGB_ALPHA})
+        CHECK_NOTHROW(data::read_image(p.string(), mode));
     }
   }
 }

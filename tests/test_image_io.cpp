@@ -74,11 +74,15 @@ TEST_SUITE("image_io") {
   TEST_CASE("image_io: every file in every mode equals PIL's bytes") {
     const json& files = golden("golden_images.json")["files"];
     REQUIRE(files.size() >= 24);
-    for (const auto& [name, modes] : files.items()) {
+    for (const auto& item : files.items()) {  // (no structured bindings: INFO captures them)
+      const std::string name = item.key();
+      const json& modes = item.value();
       const std::vector<uint8_t> raw = read_file(image_path(name));
-      for (const auto& [mode_name, mode] : kModes) {
-        INFO(name, " ", std::string(mode_name),
-             modes.contains("note") ? " (" + modes["note"].get<std::string>() + ")" : "");
+      const std::string note = modes.contains("note") ? modes["note"].get<std::string>() : "";
+      for (const auto& named : kModes) {
+        const std::string mode_name = named.first;
+        const ImageReadMode mode = named.second;
+        INFO(name, " ", mode_name, " ", note);
         const json& g = modes[mode_name];
         const Tensor x = read_image(image_path(name), mode);
         CHECK(x.dtype() == DType::u8);
@@ -102,7 +106,8 @@ TEST_SUITE("image_io") {
         const auto want = enc["png_c" + std::to_string(c) + "_level" + std::to_string(level)];
         CHECK(encode_png(pattern(c, 11, 17), level) == want.get<std::vector<uint8_t>>());
       }
-    for (auto [c, q] : {std::pair{1, 75}, {3, 75}, {3, 95}, {3, 10}}) {
+    for (const std::pair<int, int>& cq : {std::pair{1, 75}, {3, 75}, {3, 95}, {3, 10}}) {
+      const int c = cq.first, q = cq.second;
       INFO("jpeg c=", c, " quality=", q);
       const auto want = enc["jpeg_c" + std::to_string(c) + "_quality" + std::to_string(q)];
       CHECK(encode_jpeg(pattern(c, 11, 17), q) == want.get<std::vector<uint8_t>>());

@@ -6,13 +6,13 @@
 # input (commit it to tests/fuzz/regressions/<target>/ with the fix).
 # Usage: tools/fuzz.sh [BUILD_DIR (build-fuzz)] [SECONDS per target (60)]
 # Env: JOBS (build jobs, default nproc), FUZZ_TARGETS (default "idx safetensors checkpoint
-# store_message"), FUZZ_SKIP_SETUP=1 (do not install clang / libFuzzer).
+# store_message image"), FUZZ_SKIP_SETUP=1 (do not install clang / libFuzzer).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${1:-build-fuzz}
 FUZZ_SECONDS=${2:-60}
 JOBS=${JOBS:-$(nproc)}
-read -r -a TARGETS <<<"${FUZZ_TARGETS:-idx safetensors checkpoint store_message}"
+read -r -a TARGETS <<<"${FUZZ_TARGETS:-idx safetensors checkpoint store_message image}"
 
 # clang 14 and its runtime libraries (libFuzzer, ASan, UBSan: libclang-rt-14-dev on Debian 12).
 [ "${FUZZ_SKIP_SETUP:-0}" = 1 ] || bash tools/setup-deps.sh clang libclang-rt-14-dev

@@ -17,6 +17,7 @@ int fuzz_idx(const uint8_t* data, size_t size);            // IDX reader + Mnist
 int fuzz_safetensors(const uint8_t* data, size_t size);    // in-memory and lazy file reader
 int fuzz_checkpoint(const uint8_t* data, size_t size);     // load_checkpoint + a training step
 int fuzz_store_message(const uint8_t* data, size_t size);  // TCP store frames and requests
+int fuzz_image(const uint8_t* data, size_t size);          // decode_image, 5 modes; header
 
 // A file path in a per-process scratch directory (removed at exit) holding `size` bytes.
 std::string write_scratch(const std::string& name, const void* data, size_t size);
