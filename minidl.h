@@ -43,6 +43,8 @@
 #include "nn/registration_check.h"
 #include "nn/transformer.h"
 #include "nn/transformer_stack.h"
+#include "nn/models/resnet.h"
+#include "nn/models/resnet_mini.h"
 #include "optim/param_groups.h"
 #include "optim/checkpoint.h"
 #include "data/dataloader.h"

@@ -1,5 +1,5 @@
 // mnist_ddp: trains the classic MNIST CNN (apps/mnist/model.h) or resnet-mini
-// (apps/mnist/resnet_mini.h) on the offline digits or real MNIST. `mnist_ddp --help` lists every
+// (nn/models/resnet_mini.h) on the offline digits or real MNIST. `mnist_ddp --help` lists every
 // flag; errors are one line on stderr with exit code 1 (bad flags: 2); Ctrl-C stops after the
 // current step with exit code 130.
 #include <CLI/CLI.hpp>
