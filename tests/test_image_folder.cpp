@@ -1,7 +1,6 @@
-// ImageFolder against torchvision 0.14 on a generated tree
-// (tools/golden/gen_image_folder.py: mixed-case classes, nested folders,
-// skipped files), decoding through get() with and without a transform, its
-// errors; CIFAR10's binary batches written and read back.
+// ImageFolder against torchvision 0.14 on a generated tree (tools/golden/gen_image_folder.py:
+// mixed-case classes, nested folders, skipped files), decoding through get() with and without a
+// transform, its errors; CIFAR10's binary batches written and read back.
 #include <doctest/doctest.h>
 
 #include <filesystem>
@@ -12,6 +11,7 @@
 #include "data/image/cifar10.h"
 #include "data/image/image_folder.h"
 #include "data/image/image_io.h"
+#include "data/image/image_transforms.h"
 #include "dist_test_util.h"
 #include "golden.h"
 #include "minidl.h"
@@ -119,7 +119,7 @@ TEST_SUITE("image_folder") {
     struct Crop : data::Transform {
       Tensor operator()(const Tensor& x, Generator&) const override {
         CHECK(x.dtype() == DType::u8);
-        return data::image_to_float(x.narrow(2, 1, 2));
+        return data::to_tensor(x.narrow(2, 1, 2));
       }
     };
     data::ImageFolder cropped(dir.path.string(), std::make_shared<Crop>());

@@ -65,13 +65,18 @@ struct EvalResult {
 // Test loss and accuracy over the whole test set: each rank evaluates its DistributedSampler
 // share (shuffle off) and per-sample [loss, correct] rows are gathered without the sampler's
 // padding, so the result is identical for any number of ranks.
-EvalResult evaluate(Accelerator& acc, PreparedLoader& loader) {
+// The model's output as log-probabilities [B,K]: log_softmax of logits, or as they come.
+Tensor log_probs_of(const Tensor& output, bool logits) {
+  return logits ? log_softmax(output, 1) : output;
+}
+
+EvalResult evaluate(Accelerator& acc, PreparedLoader& loader, bool logits) {
   NoGradGuard no_grad;
   nn::Module& model = acc.unwrap_model();
   model.eval();
   std::vector<Tensor> rows;
   for (data::Example& batch : loader) {
-    Tensor log_probs = apps::eval_forward(acc, batch.data);  // [B,10]
+    Tensor log_probs = log_probs_of(apps::eval_forward(acc, batch.data), logits);  // [B,K]
     Tensor loss = nn::functional::nll_loss(log_probs, batch.target, Reduction::none).to(kFloat64);
     Tensor correct = eq(argmax(log_probs, 1), batch.target).to(kFloat64);
     rows.push_back(stack({loss, correct}, 1).cpu());  // [B,2]
@@ -99,13 +104,20 @@ Result run_training(const Options& o) {
   Accelerator acc(acc_options);
   const bool main_rank = acc.is_main_process(), verbose = main_rank && !o.quiet;
 
-  // Data: MNIST normalised with the usual mean/std (0.1307, 0.3081); each rank reads its
-  // DistributedSampler share (seed + epoch shuffle; the test set unshuffled).
-  auto normalize = std::make_shared<data::Normalize>(std::vector{0.1307}, std::vector{0.3081});
-  auto train_set = std::make_shared<data::TransformDataset>(
-      std::make_shared<data::MnistDataset>(o.data, data::MnistSplit::train), normalize);
-  auto test_set = std::make_shared<data::TransformDataset>(
-      std::make_shared<data::MnistDataset>(o.data, data::MnistSplit::test), normalize);
+  // Data: MNIST normalised with the usual mean/std (0.1307, 0.3081), or the app's own; each rank
+  // reads its DistributedSampler share (seed + epoch shuffle; the test set unshuffled).
+  TrainData datasets;
+  if (o.make_data) {
+    datasets = o.make_data(o);
+  } else {
+    auto normalize = std::make_shared<data::Normalize>(std::vector{0.1307}, std::vector{0.3081});
+    datasets.train = std::make_shared<data::TransformDataset>(
+        std::make_shared<data::MnistDataset>(o.data, data::MnistSplit::train), normalize);
+    datasets.test = std::make_shared<data::TransformDataset>(
+        std::make_shared<data::MnistDataset>(o.data, data::MnistSplit::test), normalize);
+  }
+  const auto& train_set = datasets.train;
+  const auto& test_set = datasets.test;
   // (On a GPU the prepared loaders build batches in pinned memory, copied asynchronously.)
   auto train_loader = acc.prepare_data_loader(
       train_set, {.batch_size = o.batch_size, .num_workers = o.workers}, /*shuffle=*/true);
@@ -120,7 +132,8 @@ Result run_training(const Options& o) {
   // optimizer at fp32 masters) and wraps the model for the mode.
   manual_seed(o.seed);
   apps::check_ddp_layout(o, acc);
-  std::shared_ptr<nn::Module> model = apps::apply_sync_bn(o, acc, make_model(o.model));
+  std::shared_ptr<nn::Module> model =
+      apps::apply_sync_bn(o, acc, o.make_model ? o.make_model(o) : make_model(o.model));
   model->to(acc.device());
   auto optimizer = make_optimizer(o, *model);
   const int64_t steps_per_epoch =
@@ -136,7 +149,8 @@ Result run_training(const Options& o) {
   std::string resume_path, fresh_note;
   if (!o.resume.empty())
     resume_path = apps::resolve_resume(o.resume, o.checkpoint_dir, "epoch", &fresh_note);
-  if (!fresh_note.empty() && main_rank) std::fprintf(stderr, "mnist_ddp: %s\n", fresh_note.c_str());
+  if (!fresh_note.empty() && main_rank)
+    std::fprintf(stderr, "%s: %s\n", o.app_name.c_str(), fresh_note.c_str());
   if (!resume_path.empty()) {
     const std::string& path = resume_path;
     auto meta = acc.load_state(path);
@@ -174,11 +188,11 @@ Result run_training(const Options& o) {
   const int64_t global_batch = o.batch_size * acc.num_processes();
   if (verbose)
     std::printf(
-        "mnist_ddp: %lld train / %lld test images from %s; %s; batch %lld per process, "
+        "%s: %lld train / %lld test images from %s; %s; batch %lld per process, "
         "%lld global; %s lr %g; %d thread(s), %d loader worker(s) per process; CPU kernels "
         "%s%s%s\n",
-        (long long)train_set->size(), (long long)test_set->size(), o.data.c_str(),
-        acc.describe().c_str(), (long long)o.batch_size, (long long)global_batch,
+        o.app_name.c_str(), (long long)train_set->size(), (long long)test_set->size(),
+        o.data.c_str(), acc.describe().c_str(), (long long)o.batch_size, (long long)global_batch,
         o.optimizer.c_str(), o.lr, get_num_threads(), o.workers, cpu_isa_summary().c_str(),
         amp ? "; " : "", apps::amp_describe(acc).c_str());
   if (const std::string note = apps::shared_cores_note(get_num_threads()); verbose && !note.empty())
@@ -213,7 +227,8 @@ Result run_training(const Options& o) {
         Tensor loss;
         {
           auto region = acc.autocast();
-          loss = nn::functional::nll_loss(acc.forward(batch.data), batch.target);
+          loss = nn::functional::nll_loss(
+              log_probs_of(acc.forward(batch.data), o.model_outputs_logits), batch.target);
         }
         acc.backward(loss);
         applied = acc.step() == StepResult::applied;
@@ -235,9 +250,9 @@ Result run_training(const Options& o) {
         nonfinite_reported = true;
         std::fprintf(
             stderr,
-            "mnist_ddp: warning: the training loss became inf/NaN by epoch %lld step %lld (rank "
+            "%s: warning: the training loss became inf/NaN by epoch %lld step %lld (rank "
             "%d)%s\n",
-            (long long)epoch, (long long)step, acc.process_index(),
+            o.app_name.c_str(), (long long)epoch, (long long)step, acc.process_index(),
             amp && !acc.amp()->scaling() ? "; this AMP level runs without loss scaling" : "");
       }
       if (!(graph_step || device_loss_sum.defined()) || log_step)
@@ -266,7 +281,7 @@ Result run_training(const Options& o) {
                             ? dist::all_reduce_mean(loss_sum / double(step), double(step))
                             : loss_sum / double(step);
 
-    EvalResult ev = evaluate(acc, *test_loader);
+    EvalResult ev = evaluate(acc, *test_loader, o.model_outputs_logits);
     double accuracy = ev.samples ? 100.0 * double(ev.correct) / double(ev.samples) : 0;
     char suffix[160];
     std::snprintf(suffix, sizeof suffix,
@@ -308,10 +323,10 @@ Result run_training(const Options& o) {
       if (main_rank)
         apps::note_checkpoint_written(apps::checkpoint_path(o.checkpoint_dir, "epoch", epoch));
     }
-    if (!o.plot.empty() && main_rank) apps::write_training_plot(o.plot, curves, "mnist_ddp");
+    if (!o.plot.empty() && main_rank) apps::write_training_plot(o.plot, curves, o.app_name);
   }
   if (result.epochs_run == 0 && !result.interrupted) {  // resumed at the end: just evaluate
-    EvalResult ev = evaluate(acc, *test_loader);
+    EvalResult ev = evaluate(acc, *test_loader, o.model_outputs_logits);
     result.test_accuracy = ev.samples ? 100.0 * double(ev.correct) / double(ev.samples) : 0;
     result.test_loss = ev.loss, result.correct = ev.correct, result.test_samples = ev.samples;
   }

@@ -3,11 +3,22 @@
 // (parallel/accelerator/accelerator.h).
 #pragma once
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 
 #include "apps/common/run_options.h"
+#include "data/dataset.h"
+#include "nn/module.h"
 
 namespace mnist {
+
+struct Options;
+
+// The datasets a run trains and evaluates on (samples data:[C,H,W] float, target int64 []).
+struct TrainData {
+  std::shared_ptr<const minidl::data::Dataset> train, test;
+};
 
 // mnist_ddp's own flags; the shared ones (device, mode, AMP, checkpoints, ...) are RunOptions.
 struct Options : minidl::apps::RunOptions {
@@ -27,6 +38,12 @@ struct Options : minidl::apps::RunOptions {
   // Capture the full-batch training step once in a CUDA graph and replay it (apps/mnist/graph.h;
   // one process on a CUDA device; the last partial batch runs eagerly).
   bool cuda_graph = false;
+  // Another app on this same run (classify, apps/classify/): its name in messages, its data and
+  // model. Unset: MNIST from --data, normalised with (0.1307, 0.3081), and make_model(model).
+  std::string app_name = "mnist_ddp";
+  std::function<TrainData(const Options&)> make_data;
+  std::function<std::shared_ptr<minidl::nn::Module>(const Options&)> make_model;
+  bool model_outputs_logits = false;  // logits (cross-entropy) instead of log-probabilities
 };
 
 // The outcome of a run (also printed as the one-line summary).

@@ -1,13 +1,12 @@
-// CIFAR-10 binary batches: read every record of the split's files into one
-// uint8 tensor, hand out samples as ToTensor's floats (or through the
-// transform), write batches for tests.
+// CIFAR-10 binary batches: read every record of the split's files into one uint8 tensor, hand out
+// samples as ToTensor's floats (or through the transform), write batches for tests.
 #include "data/image/cifar10.h"
 
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 
-#include "data/image/image_folder.h"
+#include "data/image/image_transforms.h"
 #include "tensor/error.h"
 #include "tensor/ops.h"
 
@@ -76,7 +75,7 @@ Example CIFAR10::get(int64_t index, Generator& gen) const {
   MINIDL_CHECK(index >= 0 && index < size(), "CIFAR10: index ", index, " out of range for ", size(),
                " samples");
   Tensor image = images_[index].clone();  // uint8 [3,32,32]; a copy a transform may modify
-  Tensor data = transform_ ? (*transform_)(image, gen) : image_to_float(image);
+  Tensor data = transform_ ? (*transform_)(image, gen) : to_tensor(image);
   return {data, scalar_tensor(targets_[size_t(index)], DType::i64)};
 }
 
@@ -95,7 +94,7 @@ Example CIFAR10::get_batch(const std::vector<int64_t>& indices, Generator& gen) 
     std::memcpy(out + int64_t(k) * kPixels, all + i * kPixels, size_t(kPixels));
     t[k] = targets_[size_t(i)];
   }
-  return {image_to_float(batch), target};
+  return {to_tensor(batch), target};
 }
 
 void write_cifar10_batch(const std::string& path, const Tensor& images,

@@ -1,6 +1,5 @@
-// ImageFolder: torchvision's folder walk (sorted classes, then per class a
-// sorted os.walk with sorted file names, symlinks followed) and per-sample
-// decoding + transform.
+// ImageFolder: torchvision's folder walk (sorted classes, then per class a sorted os.walk with
+// sorted file names, symlinks followed) and per-sample decoding + transform.
 #include "data/image/image_folder.h"
 
 #include <algorithm>
@@ -8,6 +7,7 @@
 #include <filesystem>
 
 #include "data/image/image_io.h"
+#include "data/image/image_transforms.h"
 #include "tensor/error.h"
 #include "tensor/ops.h"
 
@@ -31,19 +31,6 @@ bool has_image_extension(const std::string& filename) {
   return false;
 }
 
-Tensor image_to_float(const Tensor& x) {
-  MINIDL_CHECK(x.defined() && x.dtype() == DType::u8,
-               "image_to_float: expected a uint8 image, got ",
-               x.defined() ? dtype_name(x.dtype()) : std::string("an undefined tensor"));
-  Tensor src = x.contiguous();
-  Tensor out = empty(src.shape(), DType::f32);
-  const uint8_t* in = src.data_ptr<uint8_t>();
-  float* o = out.data_ptr<float>();
-  const int64_t n = src.numel();
-  for (int64_t i = 0; i < n; ++i) o[i] = float(in[i]) / 255.0f;
-  return out;
-}
-
 std::vector<std::string> find_classes(const std::string& root) {
   std::error_code ec;
   MINIDL_CHECK(fs::is_directory(root, ec), "ImageFolder: '", root, "' is not a directory");
@@ -60,9 +47,8 @@ std::vector<std::string> find_classes(const std::string& root) {
 
 namespace {
 
-// The image files under `dir` in torchvision's order: os.walk(dir,
-// followlinks=True) visits folders, sorted by their path, and each folder's
-// file names sorted.
+// The image files under `dir` in torchvision's order: os.walk(dir, followlinks=True) visits
+// folders, sorted by their path, and each folder's file names sorted.
 std::vector<std::string> walk_sorted(const fs::path& dir) {
   std::vector<std::pair<std::string, std::vector<std::string>>> folders;  // (path, files)
   std::vector<fs::path> pending = {dir};
@@ -122,7 +108,7 @@ Example ImageFolder::get(int64_t index, Generator& gen) const {
                size(), " samples in '", root_, "'");
   const auto& [path, target] = samples_[size_t(index)];
   Tensor image = read_image(path, ImageReadMode::RGB);  // uint8 [3,H,W]
-  Tensor data = transform_ ? (*transform_)(image, gen) : image_to_float(image);
+  Tensor data = transform_ ? (*transform_)(image, gen) : to_tensor(image);
   return {data, scalar_tensor(target, DType::i64)};
 }
 

@@ -1,7 +1,6 @@
-// torchvision.datasets.ImageFolder: root/<class>/**/<image>, classes = sorted
-// subfolder names, samples in torchvision's order, images decoded by
-// data::read_image (RGB), and the shared uint8-image -> float32 [0,1]
-// conversion (ToTensor's) used when no transform is given.
+// torchvision.datasets.ImageFolder: root/<class>/**/<image>, classes = sorted subfolder names,
+// samples in torchvision's order, images decoded by data::read_image (RGB) and converted by
+// ToTensor (float32 [0,1]) when no transform is given.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -15,21 +14,15 @@
 
 namespace minidl::data {
 
-// torchvision's IMG_EXTENSIONS (matched case-insensitively). ImageFolder lists
-// every one of them as torchvision does; read_image decodes JPEG and PNG and
-// names the file for the others.
+// torchvision's IMG_EXTENSIONS (matched case-insensitively). ImageFolder lists every one of them as
+// torchvision does; read_image decodes JPEG and PNG and names the file for the others.
 const std::vector<std::string>& image_extensions();
 bool has_image_extension(const std::string& filename);
 
-// uint8 x:[C,H,W] (any strides) -> float32 [C,H,W] = x / 255 (torchvision's
-// ToTensor).
-Tensor image_to_float(const Tensor& x);
-
-// root/<class>/... -> (path, class index) pairs. get() reads samples()[i] in
-// RGB and returns data = transform(uint8 [3,H,W]) when a transform is given
-// (end it with ToTensor(), as with torchvision.io + transforms.v2), else
-// ToTensor's float32 [3,H,W] in [0,1]; target int64 []. Throws naming `root`
-// when it has no class folder, or a class folder has no image file.
+// root/<class>/... -> (path, class index) pairs. get() reads samples()[i] in RGB and returns data =
+// transform(uint8 [3,H,W]) when a transform is given (end it with ToTensor(), as with
+// torchvision.io + transforms.v2), else ToTensor's float32 [3,H,W] in [0,1]; target int64 [].
+// Throws naming `root` when it has no class folder, or a class folder has no image file.
 class ImageFolder : public Dataset {
  public:
   explicit ImageFolder(std::string root, std::shared_ptr<const Transform> transform = nullptr);
@@ -50,8 +43,7 @@ class ImageFolder : public Dataset {
   std::vector<std::pair<std::string, int64_t>> samples_;
 };
 
-// torchvision's find_classes: the sorted names of root's subfolders (symlinks
-// followed).
+// torchvision's find_classes: the sorted names of root's subfolders (symlinks followed).
 std::vector<std::string> find_classes(const std::string& root);
 
 }  // namespace minidl::data
