@@ -57,6 +57,7 @@ errors)
   echo "not a png" >"$WORK/bad/val/cat/broken.png"
   expect_error 1 "broken.png" --data "$WORK/bad" --quiet --model resnet-mini --workers 0
   expect_error 2 "--model" --data "$WORK/digits" --model vgg11
+  expect_error 1 "test_batch.bin" --dataset cifar10 --data "$WORK/none" --quiet
   ;;
 *) fail "unknown case $CASE" ;;
 esac
