@@ -12,7 +12,8 @@
 #include <cstring>
 #include <memory>
 
-#include "data/image/image_codec.h"
+#include "data/image/jpeg_io.h"
+#include "data/image/image_rows.h"
 #include "tensor/error.h"
 
 namespace minidl::data {

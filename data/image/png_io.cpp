@@ -9,7 +9,8 @@
 #include <cstring>
 #include <memory>
 
-#include "data/image/image_codec.h"
+#include "data/image/png_io.h"
+#include "data/image/image_rows.h"
 #include "tensor/error.h"
 
 namespace minidl::data {

@@ -1,13 +1,13 @@
-// Internals shared by image_io.cpp, png_io.cpp and jpeg_io.cpp: the decoders with an error
-// prefix of the caller's choosing ("read_image: <path>"), header-only readers, and the row
-// converters between interleaved decoder rows and planar uint8 x:[C,H,W] (PIL's mode rules).
+// Internals shared by the PNG and JPEG codecs (png_io.cpp, jpeg_io.cpp): the row converters
+// between interleaved decoder rows and planar uint8 x:[C,H,W] (PIL's mode rules), the channels
+// of a mode, and the size-guarded image allocation.
 #pragma once
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
 #include <string>
 
-#include "data/image/image_io.h"
+#include "data/image/image_types.h"
+#include "tensor/tensor.h"
 
 namespace minidl::data::image_detail {
 
@@ -28,24 +28,5 @@ RowConverter row_converter(int src_c, int dst_c);
 
 // The reverse for the encoders: row y of a contiguous x:[C,H,W] (dst: width*C interleaved).
 void gather_row(const uint8_t* chw, int channels, size_t plane, size_t width, uint8_t* dst);
-
-// Decoders; errors read "<ctx>: PNG: <reason>" / "<ctx>: JPEG: <reason>".
-Tensor png_decode(const uint8_t* data, size_t size, ImageReadMode mode, const std::string& ctx);
-Tensor jpeg_decode(const uint8_t* data, size_t size, ImageReadMode mode, const std::string& ctx);
-
-// Headers only, from `f` positioned at the start of the file (reads no further than needed).
-ImageInfo png_header_info(std::FILE* f, const std::string& ctx);
-ImageInfo jpeg_header_info(std::FILE* f, const std::string& ctx);
-
-inline bool is_png(const uint8_t* p, size_t n) {
-  static const uint8_t sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
-  if (n < 8) return false;
-  for (int i = 0; i < 8; ++i)
-    if (p[i] != sig[i]) return false;
-  return true;
-}
-inline bool is_jpeg(const uint8_t* p, size_t n) {
-  return n >= 3 && p[0] == 0xFF && p[1] == 0xD8 && p[2] == 0xFF;
-}
 
 }  // namespace minidl::data::image_detail
