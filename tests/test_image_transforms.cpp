@@ -20,13 +20,11 @@ namespace {
 
 const char* kGolden = "golden_image_transforms.json";
 
-// torch's resampling sums round through FMAs (its AVX2 kernels); a build without FMA
-// (MINIDL_PORTABLE) rounds a few near-.5 sums the other way: uint8 off by one there.
-#ifdef __FMA__
-constexpr int64_t kResizeSlackPercent = 0;
-#else
+// uint8 resize: a pixel whose float value lands within an ulp of x.5 may round the other way when
+// the compiler contracts a*b+c into an FMA differently from torch's build (it varies with the
+// optimization level and the CPU's ISA: a -O1 sanitizer build, a build without FMA). The Release
+// build on an FMA host matched torchvision exactly; every build stays within 1% off by one.
 constexpr int64_t kResizeSlackPercent = 1;
-#endif
 
 // The generator's inputs: h = ((i + 1) * 2654435761 + salt) mod 2^32; uint8 h >> 24, float
 // (h >> 8) / 2^24.

@@ -8,6 +8,7 @@
 
 #include "apps/common/checkpoints.h"
 #include "apps/common/ddp_features.h"
+#include "apps/mnist/flags.h"
 #include "apps/mnist/graph.h"
 #include "apps/mnist/trainer.h"
 #include "tensor/profiler.h"
@@ -22,33 +23,7 @@ int main(int argc, char** argv) {
   app.add_option("--model", o.model, "cnn (the classic MNIST CNN) | resnet-mini (BatchNorm)")
       ->capture_default_str()
       ->check(CLI::IsMember({"cnn", "resnet-mini"}));
-  app.add_option("--epochs", o.epochs, "number of epochs")->capture_default_str();
-  app.add_option("--batch-size", o.batch_size, "training batch size per process")
-      ->capture_default_str();
-  app.add_option("--test-batch-size", o.test_batch_size, "evaluation batch size")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  app.add_option("--lr", o.lr, "learning rate (peak lr for onecycle)")->capture_default_str();
-  app.add_option("--optimizer", o.optimizer, "sgd | adamw")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"sgd", "adamw"}));
-  app.add_option("--momentum", o.momentum, "SGD momentum")
-      ->capture_default_str()
-      ->check(CLI::Range(0.0, 1.0));
-  app.add_option("--weight-decay", o.weight_decay, "weight decay (decoupled for adamw)")
-      ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--scheduler", o.scheduler, "none | step (gamma per epoch) | cosine | onecycle")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"none", "step", "cosine", "onecycle"}));
-  app.add_option("--gamma", o.gamma, "StepLR decay per epoch")->capture_default_str();
-  minidl::apps::add_run_flags(app, o);
-  app.add_option("--workers", o.workers, "data loader worker threads (0: load inline)")
-      ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--max-steps", o.max_steps, "stop each epoch after N steps (0: full epoch)")
-      ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+  mnist::add_training_flags(app, o);
   app.add_flag("--cuda-graph", o.cuda_graph,
                "capture the training step once in a CUDA graph and replay it (one process on "
                "--device cuda; the last partial batch runs eagerly)");
