@@ -24,14 +24,14 @@ expect_error() {
 COMMON=(--data "$WORK/digits" --threads 2 --workers 2 --quiet)
 
 case $CASE in
-digits)  # resnet18, one epoch on the 8,000 PNG digits (93.45% on an AMD EPYC); resnet18 + the
-  # ImageNet recipe on the same digits as JPEGs
-  expect_rc 0 "${COMMON[@]}" --model resnet18 --epochs 1 --log-json "$WORK/m.jsonl"
+digits)  # resnet-mini, 2 epochs on the 8,000 PNG digits (90.00% on an AMD EPYC; resnet18 reaches
+  # 97.30% in 2 epochs, too long for CI); resnet18 + the ImageNet recipe on the digits as JPEGs
+  expect_rc 0 "${COMMON[@]}" --model resnet-mini --epochs 2 --lr 5e-3 --log-json "$WORK/m.jsonl"
   cat "$WORK/out"
-  grep -q "^classify: resnet18 on ImageFolder $WORK/digits/train (10 classes), 28x28" "$WORK/out" ||
+  grep -q "^classify: resnet-mini on ImageFolder $WORK/digits/train (10 classes), 28x28" "$WORK/out" ||
     fail "no summary line"
   acc=$(grep -o '"test_accuracy":[0-9.]*' "$WORK/m.jsonl" | tail -1 | cut -d: -f2)
-  awk -v a="$acc" 'BEGIN { exit !(a >= 90.0) }' || fail "test accuracy $acc% < 90% after 1 epoch"
+  awk -v a="$acc" 'BEGIN { exit !(a >= 85.0) }' || fail "test accuracy $acc% < 85% after 2 epochs"
   "$PREPARE" --idx "$DATA" --image-folder "$WORK/jpeg" --format jpeg >/dev/null || fail "jpeg folder"
   expect_rc 0 --data "$WORK/jpeg" --threads 2 --workers 2 --quiet --model resnet18 --epochs 1 \
     --max-steps 3 --image-size 32 --augment imagenet --batch-size 16 --test-batch-size 500
