@@ -40,7 +40,8 @@ digits)  # resnet-mini, 2 epochs on the 8,000 PNG digits (90.00% on an AMD EPYC;
     "$WORK/out" || fail "no resnet18 summary line"
   ;;
 ddp_resume)  # 2 ranks: 2 epochs straight vs 1 epoch + --resume auto: identical checkpoints
-  SHORT=(--model resnet-mini --max-steps 4 --seed 3 --scheduler step --test-batch-size 1000 -n 2)
+  SHORT=(--model resnet-mini --max-steps 4 --seed 3 --scheduler step --test-batch-size 1000 -n 2
+    --threads 1 --workers 1)
   expect_rc 0 "${COMMON[@]}" "${SHORT[@]}" --epochs 2 --checkpoint-dir "$WORK/a"
   expect_rc 0 "${COMMON[@]}" "${SHORT[@]}" --epochs 1 --checkpoint-dir "$WORK/b" --resume auto
   expect_rc 0 "${COMMON[@]}" "${SHORT[@]}" --epochs 2 --checkpoint-dir "$WORK/b" --resume auto
