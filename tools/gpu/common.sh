@@ -15,6 +15,8 @@ GPU_PACK_TARGETS=(
   gpt:apps/gpt
   minidl_run:apps/minidl-run
   minidl-compare:apps/minidl-compare
+  classify:apps/classify
+  mnist_prepare:apps/mnist_prepare
   safetensors_logits:tools/gpu/safetensors_logits
   bench_cuda_step:bench/bench_cuda_step
   bench_cuda_kernels:bench/bench_cuda_kernels

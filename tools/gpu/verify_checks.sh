@@ -87,6 +87,7 @@ if ((DRY_RUN)); then
   check_flags "$GPT" "${FLAGS_GPT[@]}" || fail "gpt flags"
   check_flags "$RUN" "${FLAGS_RUN[@]}" || fail "minidl-run flags"
   check_flags "$COMPARE" "${FLAGS_COMPARE[@]}" || fail "minidl-compare flags"
+  check_flags "$CLASSIFY" "${FLAGS_CLASSIFY[@]}" || fail "classify flags"
   echo "  mnist_ddp, gpt, minidl-run and minidl-compare: every flag found"
   export LD_LIBRARY_PATH=$P/lib
   echo "== CPU cases from the packed test binary"
