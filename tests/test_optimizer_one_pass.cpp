@@ -1,6 +1,7 @@
-// The one-pass Adam/AdamW of update_rules::adam (contiguous f32 CPU tensors) against the general
-// op-by-op path (taken by non-contiguous views of the same values): bitwise the same parameters
-// and moments over several steps, with L2 or decoupled weight decay and with amsgrad.
+// The one-pass Adam/AdamW and SGD of update_rules (contiguous f32 CPU tensors) against the general
+// op-by-op path (taken by non-contiguous views of the same values): bitwise the same parameters,
+// moments and momentum buffers over several steps (L2 or decoupled weight decay, amsgrad;
+// momentum, dampening, nesterov).
 #include <doctest/doctest.h>
 
 #include "minidl.h"
@@ -26,7 +27,7 @@ Pair make_pair(const Tensor& values) {
 
 }  // namespace
 
-TEST_SUITE("adam_one_pass") {
+TEST_SUITE("optimizer_one_pass") {
   TEST_CASE("update_rules::adam: one pass equals the op-by-op path bitwise") {
     manual_seed(5);
     const int64_t n = 70001;  // several parallel chunks and a ragged tail
@@ -48,6 +49,28 @@ TEST_SUITE("adam_one_pass") {
       CHECK(equal(v.dense, v.strided.contiguous()));
       if (amsgrad) CHECK(equal(mx.dense, mx.strided.contiguous()));
       CHECK_FALSE(equal(p.dense, p0));  // the steps did move the parameters
+    }
+  }
+
+  TEST_CASE("update_rules::sgd: one pass equals the op-by-op path bitwise") {
+    manual_seed(6);
+    const int64_t n = 70001;
+    for (int variant = 0; variant < 4; ++variant) {
+      CAPTURE(variant);
+      // plain; momentum + wd; momentum + dampening; nesterov
+      const update_rules::SgdHyper h{0.05, variant == 0 ? 0.0 : 0.9, variant == 2 ? 0.3 : 0.0,
+                                     variant == 1 ? 0.01 : 0.0, variant == 3};
+      Pair p = make_pair(randn({n})), buf = make_pair(zeros({n}));
+      const Tensor p0 = p.dense.clone();
+      for (int t = 1; t <= 4; ++t) {
+        Pair g = make_pair(randn({n}) * 0.1);
+        const bool momentum = h.momentum != 0;
+        update_rules::sgd(p.dense, g.dense, momentum ? buf.dense : Tensor(), t == 1, h);
+        update_rules::sgd(p.strided, g.strided, momentum ? buf.strided : Tensor(), t == 1, h);
+      }
+      CHECK(equal(p.dense, p.strided.contiguous()));
+      CHECK(equal(buf.dense, buf.strided.contiguous()));
+      CHECK_FALSE(equal(p.dense, p0));
     }
   }
 }
