@@ -8,18 +8,7 @@ set -uo pipefail
 BIN=$1 PREPARE=$2 DATA=$3 CASE=$4
 WORK=$(mktemp -d /tmp/classify_test.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
-expect_rc() {
-  local want=$1; shift
-  "$BIN" "$@" >"$WORK/out" 2>"$WORK/err"; local rc=$?
-  [ "$rc" -eq "$want" ] || { cat "$WORK/out" "$WORK/err" >&2; fail "exit $rc, expected $want: $*"; }
-}
-expect_error() {
-  local rc=$1 pattern=$2; shift 2
-  expect_rc "$rc" "$@"
-  [ "$(wc -l <"$WORK/err")" -eq 1 ] || { cat "$WORK/err" >&2; fail "error is not one line: $*"; }
-  grep -q -- "$pattern" "$WORK/err" || { cat "$WORK/err" >&2; fail "no '$pattern' in error: $*"; }
-}
+source "$(dirname "${BASH_SOURCE[0]}")/expect.sh"  # fail, expect_rc, expect_error
 "$PREPARE" --idx "$DATA" --image-folder "$WORK/digits" >/dev/null || fail "mnist_prepare --image-folder"
 COMMON=(--data "$WORK/digits" --threads 2 --workers 2 --quiet)
 

@@ -9,19 +9,7 @@ set -uo pipefail
 BIN=$1 DATA=$2 CASE=$3
 WORK=$(mktemp -d /tmp/ddp_features_test.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
-# Runs mnist_ddp expecting exit code $1; the rest are its arguments. Output in $WORK/out, err.
-expect_rc() {
-  local want=$1; shift
-  "$BIN" "$@" >"$WORK/out" 2>"$WORK/err"; local rc=$?
-  [ "$rc" -eq "$want" ] || { cat "$WORK/out" "$WORK/err" >&2; fail "exit $rc, expected $want: $*"; }
-}
-expect_error() {  # rc pattern args...: a one-line error matching pattern
-  local rc=$1 pattern=$2; shift 2
-  expect_rc "$rc" "$@"
-  [ "$(wc -l <"$WORK/err")" -eq 1 ] || { cat "$WORK/err" >&2; fail "error is not one line: $*"; }
-  grep -q -- "$pattern" "$WORK/err" || { cat "$WORK/err" >&2; fail "no '$pattern' in error: $*"; }
-}
+source "$(dirname "${BASH_SOURCE[0]}")/expect.sh"  # fail, expect_rc, expect_error
 summary() { grep 'mnist_ddp: test accuracy' "$WORK/out" | tail -1; }
 # The "N.NNN MB per step" of the summary's comm hook part.
 mb_per_step() { summary | grep -o 'comm hook [^ ]* ([0-9.]* MB per step)' | grep -o '[0-9.]* MB' | cut -d' ' -f1; }

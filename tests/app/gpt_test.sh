@@ -14,19 +14,8 @@ set -uo pipefail
 BIN=$1 TEXT=$2 CASE=$3
 WORK=$(mktemp -d /tmp/gpt_test.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$(dirname "${BASH_SOURCE[0]}")/expect.sh"  # fail, expect_rc, expect_error
 [ -f "$TEXT" ] || fail "$TEXT is missing (tools/fetch-moby-dick.sh fetches it)"
-expect_rc() {
-  local want=$1; shift
-  "$BIN" "$@" >"$WORK/out" 2>"$WORK/err"; local rc=$?
-  [ "$rc" -eq "$want" ] || { cat "$WORK/out" "$WORK/err" >&2; fail "exit $rc, expected $want: $*"; }
-}
-expect_error() {
-  local rc=$1 pattern=$2; shift 2
-  expect_rc "$rc" "$@"
-  [ "$(wc -l <"$WORK/err")" -eq 1 ] || { cat "$WORK/err" >&2; fail "error is not one line: $*"; }
-  grep -q -- "$pattern" "$WORK/err" || { cat "$WORK/err" >&2; fail "no '$pattern' in error: $*"; }
-}
 # A small, fast model: 2 layers x 64, block 32.
 SMALL=(--data "$TEXT" --threads 1 --quiet --n-layer 2 --n-embd 64 --n-head 4 --block-size 32
   --batch-size 8 --eval-iters 4 --eval-interval 20 --warmup-iters 10)

@@ -8,18 +8,7 @@ set -uo pipefail
 BIN=$1 DATA=$2 CASE=$3
 WORK=$(mktemp -d /tmp/mnist_amp_test.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
-expect_rc() {
-  local want=$1; shift
-  "$BIN" "$@" >"$WORK/out" 2>"$WORK/err"; local rc=$?
-  [ "$rc" -eq "$want" ] || { cat "$WORK/out" "$WORK/err" >&2; fail "exit $rc, expected $want: $*"; }
-}
-expect_error() {
-  local rc=$1 pattern=$2; shift 2
-  expect_rc "$rc" "$@"
-  [ "$(wc -l <"$WORK/err")" -eq 1 ] || { cat "$WORK/err" >&2; fail "error is not one line: $*"; }
-  grep -q -- "$pattern" "$WORK/err" || { cat "$WORK/err" >&2; fail "no '$pattern' in error: $*"; }
-}
+source "$(dirname "${BASH_SOURCE[0]}")/expect.sh"  # fail, expect_rc, expect_error
 # The last epoch's test accuracy in the JSON log $1 is at least $2.
 expect_acc() {
   local acc
