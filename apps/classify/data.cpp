@@ -65,12 +65,12 @@ std::pair<TransformPtr, TransformPtr> recipes(const Options& o, int64_t native,
 mnist::TrainData make_data(Options& o) {
   mnist::TrainData d;
   if (o.dataset == "cifar10") {
-    // Probe the files first (errors name them), then attach the transforms.
-    o.classes = data::CIFAR10(o.data, false).classes();
     if (o.image_size == 0) o.image_size = 32;
     auto [train_t, eval_t] = recipes(o, 32, {0.4914, 0.4822, 0.4465}, {0.2470, 0.2435, 0.2616});
+    auto test = std::make_shared<data::CIFAR10>(o.data, false, eval_t);
     d.train = std::make_shared<data::CIFAR10>(o.data, true, train_t);
-    d.test = std::make_shared<data::CIFAR10>(o.data, false, eval_t);
+    o.classes = test->classes();
+    d.test = test;
     return d;
   }
   MINIDL_CHECK(o.dataset == "imagefolder", "--dataset must be imagefolder or cifar10, got '",
