@@ -212,7 +212,8 @@ TEST_CASE("process_group: a skipped collective fails within its timeout naming o
     // the group is unusable afterwards and says why, at once
     disttest::Failure g = disttest::expect_error([&] { pg->barrier()->wait(); });
     c.check(
-        contains(g.message, "gloo barrier #3") && contains(g.message, "after gloo allreduce #2"),
+        contains(g.message, "gloo barrier #3") &&
+            contains(g.message, "after gloo allreduce #2 (rank 0 of 2) failed: timed out after 1 s"),
         "follow-up: " + g.message);
     c.check(g.seconds < 0.5, "follow-up took " + std::to_string(g.seconds) + " s");
     return c.str();

@@ -304,11 +304,12 @@ class GlooProcessGroup final : public detail::ProcessGroupBase {
                                : missing);
       }
       stall_.end(task.seq, /*completed=*/false);
-      broken_ = where(task.op, task.seq) + " failed";
+      // Later collectives repeat the reason: the one the caller sees may be a follow-up.
+      broken_ = where(task.op, task.seq) + " failed: " + why;
       fail(task, "failed: " + why + " (gloo: " + what + ")");
     } catch (const std::exception& e) {
       stall_.end(task.seq, /*completed=*/false);
-      broken_ = where(task.op, task.seq) + " failed";
+      broken_ = where(task.op, task.seq) + " failed: " + e.what();
       fail(task, std::string("failed: ") + e.what());
     }
   }
