@@ -211,10 +211,10 @@ TEST_CASE("process_group: a skipped collective fails within its timeout naming o
     c.check(f.seconds >= 0.9 && f.seconds < 2.0, "took " + std::to_string(f.seconds) + " s");
     // the group is unusable afterwards and says why, at once
     disttest::Failure g = disttest::expect_error([&] { pg->barrier()->wait(); });
-    c.check(
-        contains(g.message, "gloo barrier #3") &&
-            contains(g.message, "after gloo allreduce #2 (rank 0 of 2) failed: timed out after 1 s"),
-        "follow-up: " + g.message);
+    c.check(contains(g.message, "gloo barrier #3") &&
+                contains(g.message,
+                         "after gloo allreduce #2 (rank 0 of 2) failed: timed out after 1 s"),
+            "follow-up: " + g.message);
     c.check(g.seconds < 0.5, "follow-up took " + std::to_string(g.seconds) + " s");
     return c.str();
   });
