@@ -39,6 +39,7 @@
 #include "nn/attention_functional.h"
 #include "nn/embedding.h"
 #include "nn/loss.h"
+#include "nn/fused_cross_entropy.h"
 #include "nn/normalization.h"
 #include "nn/registration_check.h"
 #include "nn/transformer.h"

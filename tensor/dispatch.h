@@ -110,6 +110,20 @@ using CrossEntropyKernel = void (*)(const Tensor& logits, const Tensor& target, 
 using CrossEntropyBackwardKernel = void (*)(const Tensor& grad_loss, const Tensor& logits,
                                             const Tensor& target, const Tensor& lse,
                                             Tensor& grad_logits, const CrossEntropyParams& p);
+// fused_cross_entropy (llm.c's fused classifier): logits:[N,Vp] contiguous, target:[N] int64
+// contiguous -> loss: 0-d (f32; f64 for f64 logits) = mean over the rows whose target is not
+// ignore_index of logsumexp(row[:V]) - row[target] (NaN when none is). With write_grad the
+// logits are overwritten with (softmax(row[:V]) - onehot(target)) / n_valid, 0 in the padded
+// columns V..Vp and in ignored rows; n_valid is counted on the device.
+struct FusedCrossEntropyParams {
+  int64_t num_classes = 0;  // V <= Vp
+  int64_t ignore_index = -100;
+  bool write_grad = true;
+};
+using FusedCrossEntropyKernel = void (*)(Tensor& logits, const Tensor& target, Tensor& loss,
+                                         const FusedCrossEntropyParams& p);
+// grad:[N,Vp] contiguous *= grad_loss (0-d, f32; f64 for f64 grad; read on the device), in place
+using FusedCrossEntropyBackwardKernel = void (*)(Tensor& grad, const Tensor& grad_loss);
 // (in, dim, index int64, out)
 using IndexKernel = void (*)(const Tensor& in, int64_t dim, const Tensor& index, Tensor& out);
 // grad_out:[..., D], indices int64 [...] -> grad_weight:[num_weights, D] (overwritten)

@@ -264,6 +264,20 @@ Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& logits, con
                               const Tensor& lse, Reduction reduction, int64_t ignore_index = -100,
                               double label_smoothing = 0.0);
 
+// ---- fused classifier loss (tensor/ops/fused_cross_entropy.cpp; llm.c's fused classifier)
+// logits:[N,Vp] or [B,T,Vp] contiguous f16/bf16/f32/f64, target int64 with N (B*T) elements.
+// Returns the 0-d mean loss (f32; f64 for f64 logits) over the first num_classes (V) columns
+// and the rows whose target != ignore_index (NaN when every row is ignored, as torch's mean).
+// fused_cross_entropy leaves logits untouched; fused_cross_entropy_ also overwrites them with
+// the loss's gradient: (softmax(row[:V]) - onehot(target)) / n_valid, 0 in the columns V..Vp
+// and in ignored rows (n_valid counted on the device: no host sync).
+Tensor fused_cross_entropy(const Tensor& logits, const Tensor& target, int64_t num_classes,
+                           int64_t ignore_index = -100);
+Tensor fused_cross_entropy_(Tensor& logits, const Tensor& target, int64_t num_classes,
+                            int64_t ignore_index = -100);
+// grad (the buffer fused_cross_entropy_ wrote) *= grad_loss (0-d, read on the device).
+Tensor& fused_cross_entropy_backward_(Tensor& grad, const Tensor& grad_loss);
+
 // ---- attention (tensor/ops/attention.cpp)
 // torch.nn.functional.scaled_dot_product_attention (PyTorch 2.x): q:[..., L, E] k:[..., S, E]
 // v:[..., S, Ev] (leading dims broadcast) -> [..., L, Ev]. attn_mask broadcasts to [..., L, S]:

@@ -1,6 +1,7 @@
 // CPU-vs-CUDA parity of the GPT ops (cases_gpt: tril/triu, masked_fill, cumsum and its reverse
-// in the backward, div rounding modes, multinomial draws, class-probability cross_entropy),
-// run on the GPU by the cuda_gpt_ops suite and CPU-against-CPU by test_cuda_ops.cpp.
+// in the backward, div rounding modes, multinomial draws, class-probability cross_entropy, the
+// fused classifier loss), run on the GPU by the cuda_gpt_ops suite and CPU-against-CPU by
+// test_cuda_ops.cpp.
 #include "cuda_parity.h"
 
 using namespace minidl;
@@ -134,6 +135,30 @@ std::vector<Case> cases_gpt() {
   at.layouts = false;
   at.tol_scale = 4;
   cs.push_back(at);
+
+  // The fused classifier loss (tests/test_fused_cross_entropy.cpp has the full set): the loss,
+  // the gradient it writes over the logits (3 columns of padding, every 3rd row ignored) and
+  // the backward's in-place scale; variant 1: the no-grad form.
+  Case fce{"fused_cross_entropy",
+           {"fused_cross_entropy", "fused_cross_entropy_backward"},
+           {{{6, 13}}, {{5, 16}}, {{4, 1100}}},
+           kFloats,
+           [](const V& in, Device dev, int v) {
+             const int64_t N = in[0].size(0), Vp = in[0].size(1), C = Vp - 3;
+             Tensor t = idx({N}, C, 77, kCPU);
+             for (int64_t i = 0; i < N; i += 3) t.data_ptr<int64_t>()[i] = -100;
+             t = t.to(dev);
+             if (v == 1) return V{native::fused_cross_entropy(in[0], t, C)};
+             Tensor buf = in[0].clone();
+             Tensor loss = native::fused_cross_entropy_(buf, t, C);
+             Tensor g = buf.clone();
+             native::fused_cross_entropy_backward_(g, full({}, 3.0, kFloat32, dev));
+             return V{loss, buf, g};
+           }};
+  fce.variants = 2;
+  fce.layouts = false;
+  fce.tol_scale = 2;
+  cs.push_back(fce);
 
   // GELU's one-kernel gradients (exact and tanh).
   Case gb{"gelu backward",

@@ -79,7 +79,7 @@ void GPT::init_weights(Generator* gen) {
   }
 }
 
-Tensor GPT::run(const Tensor& idx, int64_t pos0, std::vector<nn::KVCache>* caches) {
+Tensor GPT::run(const Tensor& idx, int64_t pos0, std::vector<nn::KVCache>* caches, bool padded) {
   MINIDL_CHECK(idx.dim() == 2 && idx.dtype() == kInt64, "GPT: expected token ids [B,T] int64, got ",
                idx.shape_str(), " ", dtype_name(idx.dtype()));
   const int64_t T = idx.size(1);
@@ -93,6 +93,7 @@ Tensor GPT::run(const Tensor& idx, int64_t pos0, std::vector<nn::KVCache>* cache
     x = caches ? block.forward(x, nn::AttentionOptions{.cache = &(*caches)[size_t(i)]}) : block(x);
   }
   Tensor logits = (*lm_head)((*ln_f)(x));  // [B,T,Vp]
+  if (padded) return logits;
   // The padded columns (tokens that never occur) stay out of the loss and sampling: a view of
   // the real ones, no copy here (cross_entropy's reshape copies the [B·T,V] rows once).
   const int64_t V = config.vocab_size;
@@ -101,6 +102,16 @@ Tensor GPT::run(const Tensor& idx, int64_t pos0, std::vector<nn::KVCache>* cache
 
 Tensor GPT::forward(const Tensor& idx) {
   return run(idx, 0, nullptr);
+}
+
+Tensor GPT::forward(const Tensor& idx, const Tensor& targets) {
+  MINIDL_CHECK(targets.defined() && targets.dtype() == kInt64 && targets.shape() == idx.shape(),
+               "GPT: expected targets of the token ids' shape ", idx.shape_str(), " int64, got ",
+               targets.defined() ? targets.shape_str() : "undefined",
+               targets.defined() ? " " + std::string(dtype_name(targets.dtype())) : "");
+  // The loss over the real vocab_size columns of the padded [B,T,Vp] logits, in one pass.
+  return nn::functional::fused_cross_entropy_(run(idx, 0, nullptr, /*padded=*/true), targets,
+                                              config.vocab_size);
 }
 
 Tensor GPT::forward(const Tensor& idx, std::vector<nn::KVCache>& caches) {

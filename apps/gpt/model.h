@@ -46,6 +46,11 @@ class GPT : public nn::Cloneable<GPT> {
   // Incremental decoding: idx:[B,T_new] continues the sequence held in `caches` (one per block,
   // empty at the start); positions count on from the cached length. Logits [B,T_new,vocab].
   Tensor forward(const Tensor& idx, std::vector<nn::KVCache>& caches);
+  // nanoGPT's model(idx, targets): targets:[B,T] int64 -> the 0-d mean loss (f32; f64 for an
+  // f64 model) through nn::functional::fused_cross_entropy_ on the padded [B,T,Vp] head output
+  // (no slice, no f32 copy; in training the logits' gradient is written over them). Reached by
+  // module(idx, targets) and acc.forward(idx, targets) (forward_inputs).
+  Tensor forward(const Tensor& idx, const Tensor& targets);
   std::string name() const override { return "GPT"; }
 
   // GPT-2 init: every Linear and Embedding weight N(0, 0.02), biases 0, LayerNorms 1/0, and the
@@ -60,7 +65,9 @@ class GPT : public nn::Cloneable<GPT> {
   std::shared_ptr<nn::Linear> lm_head;  // weight tied to wte->weight
 
  private:
-  Tensor run(const Tensor& idx, int64_t pos0, std::vector<nn::KVCache>* caches);
+  // padded: the [B,T,Vp] head output; otherwise the view of its first vocab_size columns.
+  Tensor run(const Tensor& idx, int64_t pos0, std::vector<nn::KVCache>* caches,
+             bool padded = false);
 };
 
 // Generates `new_tokens` tokens after `prompt` ([1,T0] int64) with a KV cache: one forward of
