@@ -291,6 +291,37 @@ TEST_CASE("gpt forward(idx, targets) under bf16 autocast: no f32 logits, the unf
   CHECK(fused == doctest::Approx(unfused).epsilon(1e-3));
 }
 
+TEST_CASE("gpt acc.forward(idx, targets): bf16 amp with grad accumulation trains like lm_loss") {
+  // The trainer's loop: the 1/grad_accum_steps upstream gradient reaches the in-place buffer.
+  std::vector<Tensor> params[2];
+  for (int fused = 0; fused < 2; ++fused) {
+    auto m = tiny_gpt(kFloat32, 11);
+    Accelerator acc(
+        {.mode = "single", .amp = "bf16", .grad_accum_steps = 2, .seed = 5, .verbose = false});
+    optim::SGD opt(m->parameters(), 0.1);
+    acc.prepare(m, opt);
+    for (uint64_t it = 0; it < 4; ++it) {
+      const Tensor idx = random_tensor({2, 8}, kInt64, 100 + it, 0, 13);
+      const Tensor y = random_tensor({2, 8}, kInt64, 200 + it, 0, 13);
+      acc.zero_grad();
+      Tensor loss;
+      {
+        auto ac = acc.autocast();
+        loss = fused ? acc.forward(idx, y)
+                     : F::cross_entropy(acc.forward(idx).to(kFloat32).reshape({-1, 13}),
+                                        y.reshape({-1}));
+      }
+      acc.backward(loss);
+      acc.step();
+    }
+    for (const Tensor& p : m->parameters()) params[fused].push_back(p.detach().clone());
+  }
+  for (size_t i = 0; i < params[0].size(); ++i) {
+    CAPTURE(i);
+    check_close(params[1][i], params[0][i].to(kFloat64), 1e-4, 1e-4);
+  }
+}
+
 TEST_CASE("fused_cross_entropy_: dispatches of loss forward + backward vs the lm_loss path") {
   // GPT-2's head shape, scaled down: Vp = V + 47 columns; bf16 logits as under autocast.
   const int64_t N = 64, V = 1000, Vp = 1047;
