@@ -153,7 +153,7 @@ void Amp::master_grads_from_model() {
   }
 }
 
-double Amp::clip_grad_norm_(double max_norm, double norm_type) {
+Tensor Amp::clip_grad_norm_(double max_norm, double norm_type) {
   master_grads_from_model();
   return scaler_.clip_grad_norm_(optimizer_, max_norm, norm_type);
 }

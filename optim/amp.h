@@ -66,8 +66,9 @@ class Amp {
 
   Tensor scale_loss(const Tensor& loss) { return scaler_.scale(loss); }
   void backward(const Tensor& loss);  // scale_loss(loss).backward()
-  // Unscales (once per step) and clips the optimizer's (master) gradients; the total norm.
-  double clip_grad_norm_(double max_norm, double norm_type = 2.0);
+  // Unscales (once per step) and clips the optimizer's (master) gradients; the total norm
+  // (0-d tensor on the device).
+  Tensor clip_grad_norm_(double max_norm, double norm_type = 2.0);
   // Applies the optimizer step unless a gradient is inf/NaN; O2 copies master weights into the
   // model; updates the scale. Returns whether the update was applied.
   bool step();

@@ -23,7 +23,7 @@ void check_finite(double total, double norm_type, bool error_if_nonfinite) {
 
 }  // namespace
 
-double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, double norm_type,
+Tensor clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, double norm_type,
                        bool error_if_nonfinite) {
   NoGradGuard guard;
   MINIDL_CHECK(norm_type > 0 || std::isinf(norm_type),
@@ -31,19 +31,18 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, doubl
   std::vector<Tensor> grads;
   for (const Tensor& p : params)
     if (p.grad().defined()) grads.push_back(p.grad());
-  if (grads.empty()) return 0.0;
+  if (grads.empty()) return zeros({}, kFloat64);
   const Device dev = grads[0].device();
   const bool one_device = std::all_of(grads.begin(), grads.end(), [&](const Tensor& g) {
     return g.device() == dev && g.is_floating_point();
   });
   if (one_device && variants::fused("foreach_clip")) {
     // Two dispatches for any number of grads (PyTorch's foreach path): the total norm stays on
-    // the device, which also decides whether to scale; one host read for the returned value.
+    // the device, which also decides whether to scale; no host read unless asked to check.
     const Tensor total = fused::foreach_norm(grads, norm_type);
-    const double value = total.item<double>();
-    check_finite(value, norm_type, error_if_nonfinite);
+    if (error_if_nonfinite) check_finite(total.item<double>(), norm_type, true);
     fused::foreach_clip_by_norm_(grads, total, max_norm);
-    return value;
+    return total;
   }
   // Grads on several devices: per-grad norms combined on the first grad's device in f64.
   const bool inf = std::isinf(norm_type);
@@ -64,7 +63,7 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, doubl
   const double coef = max_norm / (total + 1e-6);
   if (!(coef >= 1))  // nan total: grads become nan, like PyTorch
     for (Tensor& g : grads) mul_(g, coef);
-  return total;
+  return acc;
 }
 
 void clip_grad_value_(const std::vector<Tensor>& params, double clip_value) {

@@ -243,7 +243,7 @@ void GradScaler::update(std::optional<double> new_scale) {
                  "diverged model or an fp16 overflow in the forward pass)");
 }
 
-double GradScaler::clip_grad_norm_(optim::Optimizer& opt, double max_norm, double norm_type) {
+Tensor GradScaler::clip_grad_norm_(optim::Optimizer& opt, double max_norm, double norm_type) {
   if (opt_.enabled) {
     PerOpt& st = state_of(opt);
     MINIDL_CHECK(st.stage != Stage::kStepped,

@@ -64,8 +64,8 @@ class GradScaler {
   // overrides the scale. Throws when the scale fell below min_scale.
   void update(std::optional<double> new_scale = std::nullopt);
   // Unscales first (unless already unscaled this step), then clips the optimizer's params
-  // (optim::clip_grad_norm_); returns the total norm.
-  double clip_grad_norm_(optim::Optimizer& opt, double max_norm, double norm_type = 2.0);
+  // (optim::clip_grad_norm_); returns the total norm (0-d tensor on the device, not read back).
+  Tensor clip_grad_norm_(optim::Optimizer& opt, double max_norm, double norm_type = 2.0);
 
   double get_scale() const;     // 1.0 when disabled; reads the device scale (a sync)
   Tensor scale_tensor() const;  // undefined before the first scale() or when disabled

@@ -46,6 +46,7 @@ State& state() {
 }
 thread_local int t_depth = 0;
 std::atomic<int64_t> g_dispatches{0};
+std::atomic<int64_t> g_host_reads{0};
 
 int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -98,10 +99,19 @@ Scope::~Scope() {
   }
 }
 
+void count_host_read() {
+  // (a kernel reading its own CPU inputs, inside a dispatch, waits for nothing)
+  if (enabled() && t_depth == 0) g_host_reads.fetch_add(1, std::memory_order_relaxed);
+}
+
 }  // namespace detail
 
 int64_t dispatch_count() {
   return detail::g_dispatches.load(std::memory_order_relaxed);
+}
+
+int64_t host_read_count() {
+  return detail::g_host_reads.load(std::memory_order_relaxed);
 }
 
 void enable(bool on) {

@@ -29,6 +29,11 @@ void reset();
 // another op's kernel are not counted): the op graph's size between two reads. Never reset;
 // no lock and no wait for the device.
 int64_t dispatch_count();
+// Host reads of tensor values (item(), tolist(), at()) made while the profiler was on: on a
+// device, each one waits for the queued work, so a training step should make none. Counted on
+// every device (the same step makes the same reads on the CPU); reads inside another op's
+// kernel are not. Never reset.
+int64_t host_read_count();
 
 struct OpStats {
   std::string op;  // the op_list.def name ("matmul", "sdpa_backward", ...)
@@ -53,6 +58,8 @@ struct DeviceTimer {
   double (*elapsed_ms)(void* token) = nullptr;
 };
 void set_device_timer(DeviceType device, DeviceTimer timer);
+// Counts one host read (Tensor::item / tolist) when the profiler is on.
+void count_host_read();
 
 // Times one dispatch of `op` on `device`. Nested dispatches (a kernel that runs other ops)
 // count towards the outermost one only.

@@ -114,11 +114,12 @@ TEST_CASE("device_moves: clip_grad_norm_ combines per-grad norms like before") {
   b.requires_grad_();
   a.set_grad(from_f64({3, -4}, {2}));
   b.set_grad(from_f64({0, 12, 0}, {3}, kFloat64));
-  CHECK(optim::clip_grad_norm_({a, b}, 1e9) == doctest::Approx(13.0));
-  CHECK(optim::clip_grad_norm_({a, b}, 1e9, 1.0) == doctest::Approx(19.0));
-  CHECK(optim::clip_grad_norm_({a, b}, 1e9, INFINITY) == 12.0);
+  CHECK(optim::clip_grad_norm_({a, b}, 1e9).item<double>() == doctest::Approx(13.0));
+  CHECK(optim::clip_grad_norm_({a, b}, 1e9, 1.0).item<double>() == doctest::Approx(19.0));
+  CHECK(optim::clip_grad_norm_({a, b}, 1e9, INFINITY).item<double>() == 12.0);
   b.set_grad(from_f64({0, NAN, 0}, {3}));
-  CHECK(std::isnan(optim::clip_grad_norm_({a, b}, 1e9, INFINITY)));  // NaN propagates (PyTorch)
+  CHECK(std::isnan(
+      optim::clip_grad_norm_({a, b}, 1e9, INFINITY).item<double>()));  // NaN propagates (PyTorch)
   CHECK_THROWS_WITH_AS(optim::clip_grad_norm_({a, b}, 1.0, 2.0, true),
                        doctest::Contains("non-finite"), Error);
 }

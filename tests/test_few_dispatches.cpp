@@ -120,7 +120,7 @@ TEST_CASE("foreach_clip_by_norm: scales by max_norm / (total + 1e-6) only when t
                        doctest::Contains("norm_type must be positive or inf"), Error);
 }
 
-TEST_CASE("clip_grad_norm_: two dispatches for any number of parameters, the same clipping") {
+TEST_CASE("clip_grad_norm_: two dispatches and no host read for any number of parameters, the same clipping") {
   std::vector<Tensor> ps;
   for (int i = 0; i < 40; ++i) {
     Tensor p = random_tensor({17, 3 + i}, kFloat32, uint64_t(100 + i)).requires_grad_();
@@ -129,9 +129,13 @@ TEST_CASE("clip_grad_norm_: two dispatches for any number of parameters, the sam
   }
   std::vector<Tensor> grads;
   for (const Tensor& p : ps) grads.push_back(p.grad().clone());
-  double total = 0;
-  const int64_t n = dispatches_of([&] { total = optim::clip_grad_norm_(ps, 1.0); });
+  Tensor norm;
+  const int64_t reads0 = profiler::host_read_count();
+  const int64_t n = dispatches_of([&] { norm = optim::clip_grad_norm_(ps, 1.0); });
   CHECK(n == 2);
+  CHECK(profiler::host_read_count() == reads0);  // the norm stays a tensor: no wait for a device
+  CHECK(norm.dim() == 0);
+  const double total = norm.item<double>();
   CHECK(total == doctest::Approx(reference_norm(grads, 2.0)).epsilon(1e-12));
   const float coef = float(1.0 / (total + 1e-6));
   for (size_t i = 0; i < ps.size(); ++i) CHECK(equal(ps[i].grad(), grads[i] * coef));
@@ -253,9 +257,9 @@ TEST_CASE("MINIDL_UNFUSED: each fused path's predecessor, same results, more dis
     *bwd_ops = dispatches_of([&] { y.backward(random_tensor(y.shape(), kFloat32, 2)); });
     std::vector<Tensor> grads{xi.grad()};
     for (const Tensor& p : block.parameters()) grads.push_back(p.grad());
-    double norm = 0;
+    Tensor norm;
     *bwd_ops += dispatches_of([&] { norm = optim::clip_grad_norm_(block.parameters(), 1e-3); });
-    grads.push_back(full({}, norm, kFloat32, kCPU));
+    grads.push_back(full({}, norm.item<double>(), kFloat32, kCPU));
     return grads;
   };
   int64_t f_fused = 0, b_fused = 0, f_old = 0, b_old = 0;

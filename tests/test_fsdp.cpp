@@ -81,12 +81,13 @@ bool trains_like_ddp(int rank, std::shared_ptr<ProcessGroup> pg, ShardingStrateg
     ref_opt.zero_grad();
     Tensor ref_loss = cross_entropy(ddp(x), y);
     ref_loss.backward();
-    const double ref_norm = clip ? optim::clip_grad_norm_(ref->parameters(), 1.0) : 1.0;
+    const double ref_norm =
+        clip ? optim::clip_grad_norm_(ref->parameters(), 1.0).item<double>() : 1.0;
     ref_opt.step();
     opt.zero_grad();
     Tensor loss = cross_entropy((*fsdp)(x), y);
     loss.backward();
-    const double norm = clip ? fsdp->clip_grad_norm_(1.0) : 1.0;
+    const double norm = clip ? fsdp->clip_grad_norm_(1.0).item<double>() : 1.0;
     opt.step();
     worst_loss = std::max(worst_loss, max_rel_diff(loss, ref_loss));
     worst_norm = std::max(worst_norm, std::abs(norm - ref_norm) / ref_norm);
@@ -192,8 +193,8 @@ TEST_CASE("FSDP no_sync accumulates like DDP's no_sync") {
       if (!report(rank, none, "no shard gradient inside no_sync")) return false;
     }
     cross_entropy((*fsdp)(batch_x(rank, 1)), batch_y(rank, 1)).backward();
-    const double ref_norm = optim::clip_grad_norm_(ref->parameters(), 1e9);
-    const double norm = fsdp->clip_grad_norm_(1e9);
+    const double ref_norm = optim::clip_grad_norm_(ref->parameters(), 1e9).item<double>();
+    const double norm = fsdp->clip_grad_norm_(1e9).item<double>();
     return report(
         rank, std::abs(norm - ref_norm) <= 1e-6 * ref_norm,
         "accumulated gradient norms " + std::to_string(norm) + " vs " + std::to_string(ref_norm));

@@ -179,12 +179,12 @@ TEST_SUITE("grad_scaler") {
     std::vector<Tensor> ref = {ps[0].detach().clone().requires_grad_(),
                                ps[1].detach().clone().requires_grad_()};
     set_grads(ref, 20, 3.0);
-    const double want = optim::clip_grad_norm_(ref, 0.5);
+    const double want = optim::clip_grad_norm_(ref, 0.5).item<double>();
     optim::SGD opt(ps, 0.1);
     GradScaler scaler;
     scaler.scale(ones({}));
     set_grads(ps, 20, 3.0 * scaler.get_scale());
-    const double got = scaler.clip_grad_norm_(opt, 0.5);
+    const double got = scaler.clip_grad_norm_(opt, 0.5).item<double>();
     CHECK(got == doctest::Approx(want).epsilon(1e-6));
     for (size_t i = 0; i < ps.size(); ++i)
       testutil::check_close(ps[i].grad(), ref[i].grad(), 1e-6, 1e-7);

@@ -174,7 +174,7 @@ TEST_CASE("optim: clip_grad_norm_ matches PyTorch") {
     set_grads(ps, 0);
     double nt = c["norm_type"].get<double>();
     if (nt < 0) nt = INFINITY;
-    double total = optim::clip_grad_norm_(ps, c["max_norm"].get<double>(), nt);
+    double total = optim::clip_grad_norm_(ps, c["max_norm"].get<double>(), nt).item<double>();
     CHECK(total == doctest::Approx(c["total"].get<double>()).epsilon(1e-12));
     for (size_t i = 0; i < ps.size(); ++i) {
       std::vector<double> got = to_f64(ps[i].grad()), want = golden_values(c["grads"][i]);
@@ -190,16 +190,16 @@ TEST_CASE("optim: clip_grad_norm_ hand cases, clip_grad_value_") {
   Tensor c = from_f64({0}, {1}, kFloat32).requires_grad_();  // no grad: ignored
   a.set_grad(from_f64({3, 0}, {2}));
   b.set_grad(from_f64({-4}, {1}));
-  CHECK(optim::clip_grad_norm_({a, b, c}, 10.0) == doctest::Approx(5.0));
+  CHECK(optim::clip_grad_norm_({a, b, c}, 10.0).item<double>() == doctest::Approx(5.0));
   CHECK(to_f64(a.grad())[0] == 3);  // below max_norm: unchanged
-  CHECK(optim::clip_grad_norm_({a, b, c}, 1.0) == doctest::Approx(5.0));
+  CHECK(optim::clip_grad_norm_({a, b, c}, 1.0).item<double>() == doctest::Approx(5.0));
   CHECK(to_f64(a.grad())[0] == doctest::Approx(3.0 / (5 + 1e-6)).epsilon(1e-6));
   CHECK(to_f64(b.grad())[0] == doctest::Approx(-4.0 / (5 + 1e-6)).epsilon(1e-6));
-  CHECK(optim::clip_grad_norm_({c}, 1.0) == 0.0);
+  CHECK(optim::clip_grad_norm_({c}, 1.0).item<double>() == 0.0);
   b.set_grad(from_f64({INFINITY}, {1}));
   CHECK_THROWS_WITH_AS(optim::clip_grad_norm_({a, b}, 1.0, 2.0, true),
                        doctest::Contains("non-finite"), Error);
-  CHECK(std::isinf(optim::clip_grad_norm_({a, b}, 1.0, INFINITY)));
+  CHECK(std::isinf(optim::clip_grad_norm_({a, b}, 1.0, INFINITY).item<double>()));
   CHECK_THROWS_WITH_AS(optim::clip_grad_norm_({a}, 1.0, -1.0), doctest::Contains("norm_type"),
                        Error);
   a.set_grad(from_f64({-3, 0.5}, {2}));

@@ -66,6 +66,23 @@ TEST_CASE("profiler: counts dispatches per op while on, none while off") {
   profiler::enable(before);
 }
 
+TEST_CASE("profiler: host reads count item(), at() and tolist() while on, nothing else") {
+  const bool before = profiler::enabled();
+  Tensor a = random_tensor({4, 4}, kFloat32, 3);
+  profiler::enable(true);
+  const int64_t r0 = profiler::host_read_count();
+  Tensor s = sum(a) * 2.0f;  // ops read nothing back
+  CHECK(profiler::host_read_count() == r0);
+  (void)s.item<double>();
+  (void)a.at({1, 2});
+  (void)a.tolist<float>();
+  CHECK(profiler::host_read_count() == r0 + 3);
+  profiler::enable(false);
+  (void)s.item<double>();
+  CHECK(profiler::host_read_count() == r0 + 3);
+  profiler::enable(before);
+}
+
 TEST_CASE("profiler: an op dispatched inside another counts towards the outer one only") {
   Tensor a = random_tensor({8}, kFloat32, 3), b = random_tensor({8}, kFloat32, 4);
   ProfilerOn on;

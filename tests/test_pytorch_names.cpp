@@ -35,8 +35,8 @@ TEST_CASE("nn::utils::clip_grad_norm_ is optim::clip_grad_norm_") {
   Tensor a = full({3}, 2.0).requires_grad_(), b = full({3}, 2.0).requires_grad_();
   sum(a * a).backward();
   sum(b * b).backward();
-  const double na = nn::utils::clip_grad_norm_({a}, 1.0);
-  const double nb = optim::clip_grad_norm_({b}, 1.0);
+  const double na = nn::utils::clip_grad_norm_({a}, 1.0).item<double>();
+  const double nb = optim::clip_grad_norm_({b}, 1.0).item<double>();
   CHECK(na == nb);
   CHECK(bitwise_equal(a.grad(), b.grad()));
   nn::utils::clip_grad_value_({a}, 0.1);

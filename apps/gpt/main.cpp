@@ -239,6 +239,11 @@ int main(int argc, char** argv) {
             "kernel dispatches per training step: %lld (the last step, zero_grad to "
             "optimizer step; the first step: %lld)\n",
             (long long)r.dispatches_per_step, (long long)r.dispatches_first_step);
+      if (r.host_reads_per_step >= 0)
+        std::printf(
+            "host reads per training step: %lld (item() and tolist() calls: each waits for "
+            "the device)\n",
+            (long long)r.host_reads_per_step);
     }
     char mfu[48] = "";
     if (r.mfu >= 0) std::snprintf(mfu, sizeof mfu, ", MFU %.1f%%", 100.0 * r.mfu);

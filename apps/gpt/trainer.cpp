@@ -14,6 +14,7 @@
 #include "apps/common/ddp_features.h"
 #include "apps/common/checkpoints.h"
 #include "tensor/profiler.h"
+#include "tensor/variants.h"
 #include "apps/common/metrics.h"
 #include "apps/common/progress.h"
 #include "apps/gpt/bpe_data.h"
@@ -215,8 +216,7 @@ Result run_training(const Options& o) {
   Result result;
   result.main_rank = main_rank;
   result.layout = acc.describe();
-  double train_seconds = 0, loss_sum = 0;
-  int64_t loss_count = 0;
+  double train_seconds = 0;
   auto save = [&](int64_t iter) {
     if (o.checkpoint_dir.empty()) return;
     // Collective: rank 0 writes atomically; every rank fails if the write failed (--zero1:
@@ -246,58 +246,83 @@ Result run_training(const Options& o) {
   train_module->train();
   bool nonfinite_reported = false;
   int64_t it = first_iter;
+  // The step reads nothing back: the losses add up on the device and are read, with the last
+  // gradient norm, every log_interval iterations (and before an evaluation, a checkpoint or
+  // the end), so the host queues the next steps while the device works. train_seconds counts
+  // the windows between two reads, each ended by the read that waits for the device.
+  Tensor window_loss, window_norm;  // 0-d, on the device
+  int64_t window_first = first_iter;
+  Clock::time_point window_start = Clock::now();
+  double last_loss = 0;
+  auto read_window = [&](int64_t next_iter) {
+    if (next_iter == window_first) return;
+    const double loss_sum = window_loss.item<double>();  // waits for the device
+    const double grad_norm = window_norm.defined() ? window_norm.item<double>() : 0.0;
+    train_seconds += seconds_since(window_start);
+    const double mean = loss_sum / double(next_iter - window_first);
+    last_loss = mean;
+    if (!nonfinite_reported && !std::isfinite(mean)) {
+      nonfinite_reported = true;
+      std::fprintf(stderr,
+                   "gpt: warning: the training loss became inf/NaN between iterations %lld and "
+                   "%lld (rank %d)\n",
+                   (long long)window_first, (long long)next_iter, acc.process_index());
+    }
+    curves.train_x.push_back(double(next_iter));
+    curves.train_loss.push_back(mean);
+    log.write({{"event", "train"},
+               {"iter", next_iter},
+               {"loss", mean},
+               {"lr", optimizer->param_groups()[0].lr()},
+               {"grad_norm", grad_norm}});
+    bar.update(next_iter - first_iter, mean);
+    window_loss = Tensor(), window_norm = Tensor();
+    window_first = next_iter;
+  };
   for (; it < o.max_iters; ++it) {
     if (it % o.eval_interval == 0 && it > first_iter) {
+      read_window(it);
       evaluate(it);
       save(it);
     }
+    if (it == window_first) window_start = Clock::now();
     const double lr = lr_at(o, it);
     for (auto& g : optimizer->param_groups()) g.lr() = lr;
-    auto t_step = Clock::now();
     Batch b = data.get_batch("train", o.batch_size, default_generator());
     Tensor x = b.x.to(acc.device()), y = b.y.to(acc.device());
     const int64_t dispatches0 = profiler::dispatch_count();
+    const int64_t reads0 = profiler::host_read_count();
     acc.zero_grad();
     Tensor loss;
     {
       auto region = acc.autocast();
-      loss = lm_loss(acc.forward(x), y);
+      // llm.c's fused classifier: GPT::forward(idx, targets) takes the loss over the padded
+      // logits and writes their gradient in place (dp gathers outputs: it keeps the logits).
+      loss = acc.mode() != "dp" && variants::fused("classifier_loss") ? acc.forward(x, y)
+                                                                      : lm_loss(acc.forward(x), y);
     }
     acc.backward(loss);
-    const double grad_norm = o.grad_clip > 0 ? acc.clip_grad_norm_(o.grad_clip) : 0.0;
+    if (o.grad_clip > 0) window_norm = acc.clip_grad_norm_(o.grad_clip);
     acc.step();
-    const double loss_value = loss.item<double>();  // also waits for the device
-    train_seconds += seconds_since(t_step);
     if (profiler::enabled()) {
       result.dispatches_per_step = profiler::dispatch_count() - dispatches0;
+      result.host_reads_per_step = profiler::host_read_count() - reads0;
       if (result.dispatches_first_step < 0)
         result.dispatches_first_step = result.dispatches_per_step;
     }
-    loss_sum += loss_value, ++loss_count;
+    const Tensor step_loss = loss.detach();
+    window_loss = window_loss.defined() ? add(window_loss, step_loss) : step_loss;
     ++result.iters_run;
-    if (!nonfinite_reported && !std::isfinite(loss_value)) {
-      nonfinite_reported = true;
-      std::fprintf(stderr,
-                   "gpt: warning: the training loss became inf/NaN at iteration %lld "
-                   "(rank %d)\n",
-                   (long long)it, acc.process_index());
-    }
-    bar.update(it - first_iter + 1, loss_value);
-    if ((it + 1) % o.log_interval == 0) {
-      curves.train_x.push_back(double(it + 1));
-      curves.train_loss.push_back(loss_sum / double(loss_count));
-      log.write({{"event", "train"},
-                 {"iter", it + 1},
-                 {"loss", loss_sum / double(loss_count)},
-                 {"lr", lr},
-                 {"grad_norm", grad_norm}});
-      loss_sum = 0, loss_count = 0;
-    }
+    if ((it + 1) % o.log_interval == 0)
+      read_window(it + 1);
+    else
+      bar.update(it - first_iter + 1, last_loss);
     if (apps::stop_requested()) {
       ++it;
       break;
     }
   }
+  read_window(it);
   result.iter = it;
   if (apps::stop_requested()) {
     bar.close("(interrupted)");

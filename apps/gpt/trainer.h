@@ -55,6 +55,7 @@ struct Result {
   // MINIDL_PROFILE=1: ops dispatched by the last training step (zero_grad to the optimizer
   // step; the op graph, the same on every device), and by the first (with lazy state set-up).
   int64_t dispatches_per_step = -1, dispatches_first_step = -1;
+  int64_t host_reads_per_step = -1;  // item()/tolist() calls in the last step (MINIDL_PROFILE)
   std::string layout, peak_memory, amp;
   std::string ddp_features;  // "" or apps::ddp_features_summary (--sync-bn, --zero1, --comm-hook)
   bool interrupted = false, main_rank = true;

@@ -241,8 +241,8 @@ void Accelerator::backward(const Tensor& loss) {
   backward_done_ = true;
 }
 
-double Accelerator::clip_grad_norm_(double max_norm, double norm_type) {
-  if (backward_done_ && !window_synced_) return 0;
+Tensor Accelerator::clip_grad_norm_(double max_norm, double norm_type) {
+  if (backward_done_ && !window_synced_) return zeros({}, kFloat64, device());
   // The norm over every rank's shards (bf16 O1 has no loss scale to take out first).
   if (fsdp_) return fsdp_->clip_grad_norm_(max_norm, norm_type);
   if (amp_) return amp_->clip_grad_norm_(max_norm, norm_type);

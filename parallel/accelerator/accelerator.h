@@ -191,8 +191,9 @@ class Accelerator {
   // Backward of loss / grad_accum_steps, scaled for fp16 AMP.
   void backward(const Tensor& loss);
   // At the end of a window: unscales (AMP) and clips the gradients to max_norm, returning
-  // their total norm; inside a window it does nothing and returns 0.
-  double clip_grad_norm_(double max_norm, double norm_type = 2.0);
+  // their total norm (0-d tensor on the device, not read back: .item() it at log time); inside
+  // a window it does nothing and returns 0.
+  Tensor clip_grad_norm_(double max_norm, double norm_type = 2.0);
   // At the end of a window: the optimizer step (skipped on inf/NaN under AMP) and the scaler
   // update; inside a window: accumulating.
   StepResult step();

@@ -236,7 +236,7 @@ FullyShardedDataParallel::NoSync::~NoSync() {
   for (auto& u : fsdp_.units_) u->require_sync = true;
 }
 
-double FullyShardedDataParallel::clip_grad_norm_(double max_norm, double norm_type) {
+Tensor FullyShardedDataParallel::clip_grad_norm_(double max_norm, double norm_type) {
   NoGradGuard no_grad;
   const bool inf = std::isinf(norm_type);
   std::vector<Tensor> grads;
@@ -254,7 +254,7 @@ double FullyShardedDataParallel::clip_grad_norm_(double max_norm, double norm_ty
     total = (inf ? t : pow(t, Scalar(1.0 / norm_type))).reshape({});
   }
   if (!grads.empty()) optim::fused::foreach_clip_by_norm_(grads, total, max_norm);
-  return total.item<double>();
+  return total;
 }
 
 nn::StateDict FullyShardedDataParallel::full_state_dict() {

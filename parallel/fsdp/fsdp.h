@@ -99,8 +99,9 @@ class FullyShardedDataParallel : public nn::Module {
   [[nodiscard]] NoSync no_sync() { return NoSync(*this); }
 
   // torch's FSDP.clip_grad_norm_: the norm over every rank's shards (collective), then the
-  // shards' gradients scaled by min(1, max_norm / (norm + 1e-6)). Returns the total norm.
-  double clip_grad_norm_(double max_norm, double norm_type = 2.0);
+  // shards' gradients scaled by min(1, max_norm / (norm + 1e-6)). Returns the total norm (0-d
+  // f64 on the shards' device, not read back).
+  Tensor clip_grad_norm_(double max_norm, double norm_type = 2.0);
 
   // The wrapped model's parameters and buffers under its own names (the names a non-sharded
   // model saves), gathered to every rank. Collective.

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "tensor/ops.h"
+#include "tensor/profiler.h"
 
 namespace minidl {
 namespace native {
@@ -83,6 +84,7 @@ Scalar Tensor::item() const {
   MINIDL_CHECK(defined(), "item(): undefined tensor");
   MINIDL_CHECK(numel() == 1, "item(): a Tensor with ", numel(),
                " elements cannot be converted to Scalar (shape ", shape_str(), ")");
+  profiler::detail::count_host_read();
   Tensor c = is_cpu() ? *this : native::to(*this, kCPU);
   return dispatch_all(dtype(), "item", [&]<typename T>() -> Scalar {
     return Scalar(*static_cast<const T*>(c.data_ptr()));
@@ -99,6 +101,7 @@ double Tensor::at(const std::vector<int64_t>& index) const {
 
 template <typename T>
 std::vector<T> Tensor::tolist() const {
+  profiler::detail::count_host_read();
   Tensor c = native::contiguous(native::to(native::to(*this, kCPU), dtype_of<T>()));
   const T* p = static_cast<const T*>(c.data_ptr());
   return std::vector<T>(p, p + c.numel());
