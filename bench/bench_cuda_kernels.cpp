@@ -1,7 +1,8 @@
 // GPU kernel benchmarks: bf16 GEMM through minidl::matmul against raw cuBLASLt calls written
 // here (same process, same stream), memory-bound kernels (add, layer_norm, softmax and its
 // backward, reductions, AdamW step) against the measured cudaMemcpy device-to-device bandwidth,
-// and the fused causal attention at GPT-2's shape (the PyTorch side times its SDPA).
+// and the fused causal attention and classifier + loss at GPT-2's shapes (the PyTorch side times
+// its SDPA and cross_entropy).
 // One JSON line per metric.
 // Usage: bench_cuda_kernels [--reps 7] [--iters 20] [--mb 64] [--device 0]
 #include <cublasLt.h>
@@ -169,6 +170,35 @@ void bench_sdpa(int64_t B, int64_t H, int64_t T, int64_t hd, Device dev, cudaStr
   std::fflush(stdout);
 }
 
+// The classifier + loss at GPT-2's shape: bf16 logits [N,Vp] (N = B*T tokens, Vp the padded
+// vocabulary, the loss over the first V columns), forward and the logits' gradient. fused: one
+// fused_cross_entropy_ (gradient written in place; repeated on the overwritten buffer, which
+// costs the same); unfused (MINIDL_UNFUSED=classifier_loss, gpt's old lm_loss): the f32 copy of
+// the real columns, cross_entropy and its backward through the slice.
+void bench_classifier(int64_t N, int64_t V, int64_t Vp, Device dev, cudaStream_t s, int reps,
+                      int iters) {
+  Tensor logits = randn({N, Vp}, kFloat32, dev).to(kBFloat16);  // logits:[N,Vp]
+  Tensor target = randint(0, V, {N}, kInt64, dev);              // target:[N]
+  Tensor loss;
+  const double fused_ms = time_ms(
+      [&] { loss = native::fused_cross_entropy_(logits, target, V, -100); }, s, reps, iters);
+  Tensor leaf = randn({N, Vp}, kFloat32, dev).to(kBFloat16).requires_grad_();
+  const double unfused_ms = time_ms(
+      [&] {
+        leaf.set_grad(Tensor());
+        loss = cross_entropy(leaf.slice(-1, 0, V).to(kFloat32), target);
+        loss.backward();
+      },
+      s, reps, iters);
+  // Reads the bf16 logits twice (max/sum, then the gradient pass) and writes them once.
+  const double bytes = 3.0 * double(N) * double(Vp) * 2;
+  std::printf(
+      "{\"bench\":\"classifier_loss\",\"impl\":\"minidl\",\"dtype\":\"bf16\",\"N\":%lld,"
+      "\"V\":%lld,\"Vp\":%lld,\"fused_ms\":%.4f,\"unfused_ms\":%.4f,\"fused_gbps\":%.1f}\n",
+      (long long)N, (long long)V, (long long)Vp, fused_ms, unfused_ms, bytes / fused_ms * 1e-6);
+  std::fflush(stdout);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -254,6 +284,8 @@ int main(int argc, char** argv) {
 
     // Attention at gpt --preset gpt2-124m's shape (batch 12, 12 heads, 1024 tokens, head 64).
     bench_sdpa(12, 12, 1024, 64, dev, s, reps, std::max(1, iters / 4));
+    // The classifier + loss of gpt2-124m at batch 8 x 1024 tokens.
+    bench_classifier(8 * 1024, 50257, 50304, dev, s, reps, std::max(1, iters / 4));
     cuda::synchronize(index);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_cuda_kernels: error: %s\n", e.what());

@@ -89,6 +89,16 @@ def build(rows):
             t.add(f"SDPA {shape}, {what} (ms)", m[key], p[key] if p else None,
                   p["impl"] if p else torch_name, " ms", False, 1.0)
 
+    cls = {("minidl" if r["impl"] == "minidl" else "torch"): r for r in rows
+           if r.get("bench") == "classifier_loss"}
+    if "minidl" in cls:
+        m, p = cls["minidl"], cls.get("torch")
+        shape = f"[{m['N']},{m['Vp']}] bf16, loss over {m['V']}"
+        t.add(f"classifier + loss {shape}, forward + backward (ms)", m["fused_ms"],
+              p["ms"] if p else None, p["impl"] if p else torch_name, " ms", False, 1.0)
+        t.add(f"classifier + loss {shape}: fused vs MINIDL_UNFUSED=classifier_loss (ms)",
+              m["fused_ms"], m["unfused_ms"], "minidl unfused", " ms", False, 1.0)
+
     torch_bw = {r["kernel"]: r for r in rows
                 if r.get("bench") == "membw" and r.get("impl", "").startswith("torch")}
     for r in rows:

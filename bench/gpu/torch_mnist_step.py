@@ -150,6 +150,21 @@ def bench_sdpa(args, dev, B=12, H=12, T=1024, hd=64):
          fwd_bwd_tflops=round(3.5 * fwd_flops / fwd_bwd_ms * 1e-9, 1))
 
 
+def bench_classifier(args, dev, N=8 * 1024, V=50257, Vp=50304):
+    """The classifier + loss as bench_cuda_kernels' bench_classifier: bf16 logits [N, Vp], the
+    loss over the first V columns in f32 (nanoGPT's path under autocast), forward + backward."""
+    logits = torch.randn(N, Vp, device=dev).bfloat16().requires_grad_()
+    target = torch.randint(0, V, (N,), device=dev)
+
+    def fwd_bwd():
+        logits.grad = None
+        F.cross_entropy(logits[:, :V].float(), target).backward()
+
+    ms = time_events(fwd_bwd, args.reps, max(1, args.iters // 4))
+    emit(bench="classifier_loss", impl=f"torch {torch.__version__}", dtype="bf16", N=N, V=V,
+         Vp=Vp, ms=round(ms, 4))
+
+
 def bench_kernels(args, dev):
     for m, n, k, iters in [(8192, 8192, 8192, 5), (8192, 3072, 768, args.iters),
                            (8192, 768, 3072, args.iters)]:
@@ -178,6 +193,7 @@ def bench_kernels(args, dev):
              ("softmax", 2 * nbytes, lambda: torch.softmax(x, -1)),
              ("adamw_step", 7 * nbytes, opt.step)]
     bench_sdpa(args, dev)
+    bench_classifier(args, dev)
     with torch.no_grad():
         for name, moved, fn in cases:
             ms = time_events(fn, args.reps, args.iters)
