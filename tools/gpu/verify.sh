@@ -407,6 +407,20 @@ step_5() {  # GPT-2 124M (bf16, synthetic tokens) against PyTorch's twin, its pr
   else
     add_row 5f "gpt2-124m unfused" SKIPPED 0 "no time left"
   fi
+  # One predecessor at a time, the newest first: the fused classifier + loss (2026-12-07).
+  t=$(now)
+  lim=$(step_limit 40)
+  if ((lim)); then
+    MINIDL_UNFUSED=classifier_loss run_logged 5-gpt2-124m-unfused-cls "$lim" "$GPT" --device cuda \
+      --data synthetic --preset gpt2-124m --amp bf16 --batch-size 12 --max-iters 15 \
+      --warmup-iters 5 --eval-interval 1000 --eval-iters 1 --log-interval 5
+    rc=$?
+    add_row 5g "the same, MINIDL_UNFUSED=classifier_loss (f32 logits + cross_entropy), 15 iterations" \
+      "$(rc_word $rc)" $(($(now) - t)) \
+      "$(detail $rc 5-gpt2-124m-unfused-cls "$(gpt2_row "$LOG/5-gpt2-124m-unfused-cls.log")")"
+  else
+    add_row 5g "gpt2-124m unfused classifier_loss" SKIPPED 0 "no time left"
+  fi
   # PyTorch 2.x on the same GPU, the same model and recipe: eager, then torch.compile.
   local mode
   for mode in eager compile; do
@@ -431,6 +445,7 @@ step_5() {  # GPT-2 124M (bf16, synthetic tokens) against PyTorch's twin, its pr
     rc=$?
     add_row 5d "gpt2-124m bf16, 8 iterations under the op profiler" "$(rc_word $rc)" \
       $(($(now) - t)) "$(detail $rc 5-gpt2-124m-profile "$(grep -o 'kernel dispatches per training step: [0-9]*' \
+        "$LOG/5-gpt2-124m-profile.log"); $(grep -o 'host reads per training step: [0-9]*' \
         "$LOG/5-gpt2-124m-profile.log"); top ops by device ms: $(awk '
         /^op profile/ { on = 1; next } on && $1 != "op" && $1 != "total" && NF >= 6 && n < 4 {
           printf "%s%s %s ms", (n ? ", " : ""), $1, $5; n++ }
