@@ -1,4 +1,5 @@
-// CausalSelfAttention (fused QKV projection, heads split in one copy each way, KV cache, causal
+// CausalSelfAttention (fused QKV projection read by the attention kernels through strided head
+// views, no copies; the general path splits heads in one copy each way; KV cache, causal
 // masks aligned to the bottom-right when new positions follow cached ones), MLP and the pre-norm
 // TransformerBlock.
 #include "nn/transformer.h"
@@ -11,6 +12,7 @@
 #include "autograd/autocast.h"
 #include "autograd/function.h"
 #include "nn/attention_functional.h"
+#include "tensor/sdpa_out.h"
 #include "tensor/variants.h"
 
 namespace minidl::nn {
@@ -26,7 +28,7 @@ Tensor sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& att
 }
 
 // qkv:[B,T,3C] -> q, k, v:[B,nh,T,hd], the three slices of one [3,B,nh,T,hd] buffer made by a
-// single permuting copy (contiguous: the layout the fused attention kernel reads). No history.
+// single permuting copy (contiguous; the general path's heads, also the KV cache's). No history.
 std::array<Tensor, 3> packed_heads(const Tensor& qkv, int64_t n_head) {
   const int64_t B = qkv.size(0), T = qkv.size(1), hd = qkv.size(2) / 3 / n_head;
   const Tensor heads = native::contiguous(
@@ -55,34 +57,49 @@ std::array<Tensor, 3> split_heads(const Tensor& qkv, int64_t n_head) {
   return out;
 }
 
-// qkv:[B,T,3C] -> y:[B,nh,T,hd], the fused attention without a mask (is_causal or not) read
-// from the heads split by one permuting copy into [3,B,nh,T,hd], under one autograd node whose
-// backward writes dq, dk, dv into one such buffer and permutes it back to [B,T,3C] in one copy
-// (split_heads + the attention op: three copies each way). Undefined where the fused kernels
-// do not apply (the caller takes the general path).
+// qkv:[B,T,3C] -> q, k, v:[B,nh,T,hd], strided views of qkv (no copy; the fused attention
+// kernels read them through their strides).
+std::array<Tensor, 3> head_views(const Tensor& qkv, int64_t n_head) {
+  const int64_t B = qkv.size(0), T = qkv.size(1), hd = qkv.size(2) / 3 / n_head;
+  const Tensor heads =
+      native::permute(native::reshape(qkv, {B, T, 3, n_head, hd}), {2, 0, 3, 1, 4});
+  return {native::select(heads, 0, 0), native::select(heads, 0, 1), native::select(heads, 0, 2)};
+}
+
+// y:[B,T,C] as [B,nh,T,hd] (a view).
+Tensor heads_of(const Tensor& y, int64_t n_head) {
+  const int64_t B = y.size(0), T = y.size(1), hd = y.size(2) / n_head;
+  return native::permute(native::reshape(y, {B, T, n_head, hd}), {0, 2, 1, 3});
+}
+
+// qkv:[B,T,3C] -> y:[B,T,C], the fused attention without a mask (is_causal or not) with no
+// copies: the kernels read q, k, v as strided [B,nh,T,hd] views of qkv and write y through its
+// [B,nh,T,hd] view, under one autograd node whose backward reads grad_y through the same view
+// and writes dq, dk, dv into the three head views of one [B,T,3C] gradient. Undefined where
+// the fused kernels do not apply (the caller takes the general path).
 Tensor qkv_attention(const Tensor& qkv, int64_t n_head, double dropout_p, bool is_causal,
                      Generator* gen) {
   if (auto ac = amp::autocast_inputs<amp::AutocastOp::scaled_dot_product_attention>(qkv))
     return qkv_attention(ac[0], n_head, dropout_p, is_causal, gen);
-  const int64_t B = qkv.size(0), T = qkv.size(1), C = qkv.size(2) / 3, hd = C / n_head;
-  const auto [q, k, v] = packed_heads(qkv, n_head);
+  const int64_t B = qkv.size(0), T = qkv.size(1), C = qkv.size(2) / 3;
+  const auto [q, k, v] = head_views(qkv, n_head);
   const std::optional<SdpaParams> params = native::scaled_dot_product_attention_params(
       q, k, v, Tensor(), dropout_p, is_causal, std::nullopt, gen);
   if (!params) return {};  // (no random numbers drawn: the general path draws them)
-  SdpaForwardResult r = native::scaled_dot_product_attention_forward(q, k, v, *params);
+  Tensor y = empty({B, T, C}, qkv.dtype(), qkv.device());
+  const SdpaForwardResult r =
+      native::scaled_dot_product_attention_forward_out(q, k, v, *params, heads_of(y, n_head));
   autograd::record(
-      "QkvAttentionBackward", {qkv}, {&r.out}, {q, k, v, r.out, r.lse},
-      [p = *params, B, T, C, n_head, hd](const std::vector<Tensor>& g,
-                                         const std::vector<Tensor>& sv) {
-        const Tensor gheads = empty({3, B, n_head, T, hd}, sv[0].dtype(), sv[0].device());
-        const SdpaGrads into{native::select(gheads, 0, 0), native::select(gheads, 0, 1),
-                             native::select(gheads, 0, 2)};
-        native::scaled_dot_product_attention_backward(g[0], sv[0], sv[1], sv[2], sv[3], sv[4], p,
-                                                      &into);
-        const Tensor gqkv = native::contiguous(native::permute(gheads, {1, 3, 0, 2, 4}));
-        return std::vector<Tensor>{native::reshape(gqkv, {B, T, 3 * C})};  // [B,T,3C]
+      "QkvAttentionBackward", {qkv}, {&y}, {q, k, v, r.out, r.lse},
+      [p = *params, B, T, C, n_head](const std::vector<Tensor>& g, const std::vector<Tensor>& sv) {
+        const Tensor gqkv = empty({B, T, 3 * C}, sv[0].dtype(), sv[0].device());
+        const auto [gq, gk, gv] = head_views(gqkv, n_head);
+        const SdpaGrads into{gq, gk, gv};
+        native::scaled_dot_product_attention_backward(heads_of(g[0], n_head), sv[0], sv[1], sv[2],
+                                                      sv[3], sv[4], p, &into);
+        return std::vector<Tensor>{gqkv};  // [B,T,3C]
       });
-  return r.out;
+  return y;
 }
 
 // [L, S] bool, true = attend: query i (at position past + i) sees keys j <= past + i.
@@ -125,8 +142,8 @@ Tensor CausalSelfAttention::forward(const Tensor& x, const AttentionOptions& opt
   const double p = is_training() ? attn_dropout->p : 0.0;
   // training and plain evaluation (MINIDL_UNFUSED=qkv_attention: the general path)
   if (!opt.cache && !opt.attn_mask.defined() && variants::fused("qkv_attention")) {
-    Tensor y = qkv_attention(qkv, n_head, p, T > 1, gen);  // [B,nh,T,hd]
-    if (y.defined()) return (*resid_dropout)((*c_proj)(y.transpose(1, 2).reshape({B, T, C})));
+    Tensor y = qkv_attention(qkv, n_head, p, T > 1, gen);  // [B,T,C]
+    if (y.defined()) return (*resid_dropout)((*c_proj)(y));
   }
   auto [q, k, v] = split_heads(qkv, n_head);  // [B,nh,T,hd] each
   int64_t past = 0;

@@ -2,7 +2,7 @@
 // foreach_clip_by_norm) checked against an element-by-element reference; Adam/SGD on the CPU as
 // one fused dispatch per group, bitwise equal to the per-tensor step; linear with a bias as one
 // dispatch on the CPU, bitwise equal to matmul + add, its backward as two (gx; gw with gb)
-// against gradcheck; the transformer's attention split in one copy each way.
+// against gradcheck; the transformer's attention reading and writing the heads in place.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -208,7 +208,7 @@ TEST_CASE("linear backward: two dispatches, gradients pass gradcheck in f64 for 
                        doctest::Contains("the same leading dims"), Error);
 }
 
-TEST_CASE("TransformerBlock attention: one copy splits the heads, gradients as the general path") {
+TEST_CASE("TransformerBlock attention: no copies around the heads, gradients as the general path") {
   // The fused-QKV path (no mask, no cache) against the same block run with an explicit causal
   // mask, which takes split_heads + the attention op.
   nn::CausalSelfAttention attn(32, 4, 0.0, true);
@@ -228,16 +228,17 @@ TEST_CASE("TransformerBlock attention: one copy splits the heads, gradients as t
   CHECK(allclose(xa.grad(), xb.grad(), 1e-12, 1e-12));
   const std::vector<Tensor> ps = attn.parameters();
   for (size_t i = 0; i < ps.size(); ++i) CHECK(allclose(ga[i], ps[i].grad(), 1e-12, 1e-12));
-  // The split costs one copy forward (and the heads' merge one more), one backward.
+  // The kernels read q, k, v as strided views of [B,T,3C] and write [B,T,C] (and the backward
+  // reads grad [B,T,C] and writes [B,T,3C] through views): no copies either way (5 and 7
+  // dispatches with the one-copy split of 2026-12-05).
   Tensor xc = x.clone().requires_grad_();
   Tensor yc;
   const auto forward_ops = [&] { yc = attn.forward(xc); };
   const int64_t n_forward = dispatches_of(forward_ops);
-  CHECK(n_forward == 5);  // linear_bias (qkv), copy (split), sdpa, copy (merge), linear_bias
+  CHECK(n_forward == 3);  // linear_bias (qkv), sdpa, linear_bias
   attn.zero_grad();       // (accumulating into existing grads would add one add per parameter)
   const int64_t n_backward = dispatches_of([&] { yc.backward(g); });
-  // c_proj: 2; grad_out made contiguous: 1; sdpa backward: 1; back to [B,T,3C]: 1; c_attn: 2
-  CHECK(n_backward == 7);
+  CHECK(n_backward == 5);  // c_proj: 2; sdpa backward: 1; c_attn: 2
 }
 
 TEST_CASE("MINIDL_UNFUSED: each fused path's predecessor, same results, more dispatches") {
@@ -270,6 +271,6 @@ TEST_CASE("MINIDL_UNFUSED: each fused path's predecessor, same results, more dis
     CAPTURE(i);
     CHECK(allclose(fused[i], old[i], 1e-5, 1e-6));
   }
-  CHECK(f_old == f_fused);              // forward: split_heads also splits the heads in one copy
+  CHECK(f_old == f_fused + 2);  // forward: split_heads' copy and the heads' merge
   CHECK(b_old > b_fused + 4 + 2 + 10);  // a sum per bias, two more copies, a norm per grad
 }

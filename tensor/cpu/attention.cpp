@@ -1,6 +1,7 @@
 // CPU scaled_dot_product_attention: flash-attention style, blocked over queries and keys with
 // an online softmax (running max and sum) in f32 (f64 for f64); half inputs are converted per
-// block. Forward keeps only out and lse; backward recomputes probabilities blockwise.
+// block. Forward keeps only out and lse; backward recomputes probabilities blockwise. Heads are
+// read and written through HeadLayout (strided views, e.g. of a fused [B,T,3C] projection).
 #include <Eigen/Core>
 #include <Eigen/StdVector>
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "tensor/attention_layout.h"
 #include "tensor/cpu/attention_blocks.h"
 #include "tensor/cpu/kernels.h"
 #include "tensor/cpu/loops.h"
@@ -30,14 +32,18 @@ constexpr int64_t kBk = 256;
 template <typename T>
 constexpr int64_t kBq = is_reduced_float_v<T> ? 32 : 64;
 
-// n elements at p as A: p itself when T == A, else a converted copy in buf.
+// rows x cols elements at p (row stride ld) as A: p itself (and ld) when T == A, else a
+// converted copy in buf with row stride cols. *ld_out: the result's row stride.
 template <typename A, typename T>
-const A* as_acc(const T* p, int64_t n, Buf<A>& buf) {
+const A* as_acc(const T* p, int64_t rows, int64_t cols, int64_t ld, Buf<A>& buf, int64_t* ld_out) {
   if constexpr (std::is_same_v<T, A>) {
+    *ld_out = ld;
     return p;
   } else {
-    buf.resize(size_t(n));
-    for (int64_t i = 0; i < n; ++i) buf[size_t(i)] = A(float(p[i]));
+    buf.resize(size_t(rows * cols));
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t x = 0; x < cols; ++x) buf[size_t(r * cols + x)] = A(float(p[r * ld + x]));
+    *ld_out = cols;
     return buf.data();
   }
 }
@@ -105,11 +111,15 @@ struct Masker {
   }
 };
 
+// q:[BH,L,E] k:[BH,S,E] v:[BH,S,Ev] -> out:[BH,L,Ev], lse:[BH,L] contiguous; q, k, v, out
+// also as [B,H,n,d] views with unit last stride (HeadLayout).
 template <typename T>
 void sdpa_forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out, Tensor& lse,
                   const SdpaParams& p) {
   using A = acc_t<T>;
-  const int64_t BH = q.size(0), L = q.size(1), E = q.size(2), S = k.size(1), Ev = v.size(2);
+  const int64_t BH = head_count(q), L = q.size(-2), E = q.size(-1), S = k.size(-2), Ev = v.size(-1);
+  const HeadLayout lq = head_layout(q), lk = head_layout(k), lv = head_layout(v),
+                   lo = head_layout(out);
   const T *qp = q.data_ptr<T>(), *kp = k.data_ptr<T>(), *vp = v.data_ptr<T>();
   T* op = out.data_ptr<T>();
   A* lp = lse.data_ptr<A>();
@@ -125,17 +135,20 @@ void sdpa_forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out
     for (int64_t t = b; t < e; ++t) {
       const int64_t bh = t / nqb, i0 = (t % nqb) * kBq<T>, ni = std::min(kBq<T>, L - i0);
       const int64_t kend = p.is_causal ? std::min(S, i0 + ni) : S;
-      const A* K = as_acc(kp + bh * S * E, kend * E, kbuf);  // only the keys this block sees
-      const A* V = as_acc(vp + bh * S * Ev, kend * Ev, vbuf);
-      const T* Q = qp + (bh * L + i0) * E;
-      for (int64_t x = 0; x < ni * E; ++x) qs[size_t(x)] = A(p.scale) * A(Q[x]);
+      int64_t ldk = 0, ldv = 0;  // only the keys this block sees
+      const A* K = as_acc(kp + lk.offset(bh), kend, E, lk.row_stride, kbuf, &ldk);
+      const A* V = as_acc(vp + lv.offset(bh), kend, Ev, lv.row_stride, vbuf, &ldv);
+      const T* Q = qp + lq.offset(bh) + i0 * lq.row_stride;
+      for (int64_t ii = 0; ii < ni; ++ii)
+        for (int64_t x = 0; x < E; ++x)
+          qs[size_t(ii * E + x)] = A(p.scale) * A(Q[ii * lq.row_stride + x]);
       std::fill(m.begin(), m.end(), ninf);
       std::fill(l.begin(), l.end(), A(0));
       MMap<A> accm(acc.data(), ni, Ev);
       accm.setZero();
       for (int64_t j0 = 0; j0 < kend; j0 += kBk) {
         const int64_t nj = std::min(kBk, kend - j0);
-        gemm_blk<A>(false, true, ni, nj, E, 1, qs.data(), E, K + j0 * E, E, 0, sb.data(), nj);
+        gemm_blk<A>(false, true, ni, nj, E, 1, qs.data(), E, K + j0 * ldk, ldk, 0, sb.data(), nj);
         mk.apply(sb.data(), ni, nj, bh, i0, j0);
         for (int64_t ii = 0; ii < ni; ++ii) {
           RowArr<A> row(sb.data() + ii * nj, nj);
@@ -156,12 +169,13 @@ void sdpa_forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out
           if (alpha != A(1)) accm.row(ii) *= alpha;
           m[size_t(ii)] = mnew;
         }
-        gemm_blk<A>(false, false, ni, Ev, nj, 1, sb.data(), nj, V + j0 * Ev, Ev, 1, acc.data(), Ev);
+        gemm_blk<A>(false, false, ni, Ev, nj, 1, sb.data(), nj, V + j0 * ldv, ldv, 1, acc.data(),
+                    Ev);
       }
       for (int64_t ii = 0; ii < ni; ++ii) {
         const A li = l[size_t(ii)];
         const A inv = li > 0 ? A(1) / li : A(0);
-        T* o = op + (bh * L + i0 + ii) * Ev;
+        T* o = op + lo.offset(bh) + (i0 + ii) * lo.row_stride;
         for (int64_t x = 0; x < Ev; ++x) o[x] = T(acc[size_t(ii * Ev + x)] * inv);
         lp[bh * L + i0 + ii] =
             li > 0 ? m[size_t(ii)] + std::log(li) : std::numeric_limits<A>::infinity();
@@ -175,7 +189,10 @@ void sdpa_backward(const Tensor& g, const Tensor& q, const Tensor& k, const Tens
                    const Tensor& o, const Tensor& lse, Tensor& gq, Tensor& gk, Tensor& gv,
                    const SdpaParams& p) {
   using A = acc_t<T>;
-  const int64_t BH = q.size(0), L = q.size(1), E = q.size(2), S = k.size(1), Ev = v.size(2);
+  const int64_t BH = head_count(q), L = q.size(-2), E = q.size(-1), S = k.size(-2), Ev = v.size(-1);
+  const HeadLayout lq = head_layout(q), lk = head_layout(k), lv = head_layout(v),
+                   lg = head_layout(g), lo = head_layout(o), lgq = head_layout(gq),
+                   lgk = head_layout(gk), lgv = head_layout(gv);
   const T *qp = q.data_ptr<T>(), *kp = k.data_ptr<T>(), *vp = v.data_ptr<T>();
   const T *gp = g.data_ptr<T>(), *opp = o.data_ptr<T>();
   const A* lp = lse.data_ptr<A>();
@@ -189,15 +206,16 @@ void sdpa_backward(const Tensor& g, const Tensor& q, const Tensor& k, const Tens
         pb(static_cast<size_t>(kBq<T> * kBk));
     Buf<A> dp(static_cast<size_t>(kBq<T> * kBk)), z(static_cast<size_t>(kBq<T> * kBk));
     for (int64_t bh = b; bh < e; ++bh) {
-      const A* Q = as_acc(qp + bh * L * E, L * E, qbuf);
-      const A* K = as_acc(kp + bh * S * E, S * E, kbuf);
-      const A* V = as_acc(vp + bh * S * Ev, S * Ev, vbuf);
-      const A* dO = as_acc(gp + bh * L * Ev, L * Ev, gbuf);
+      int64_t ldq = 0, ldk = 0, ldv = 0, ldg = 0;  // row strides of Q, K, V, dO
+      const A* Q = as_acc(qp + lq.offset(bh), L, E, lq.row_stride, qbuf, &ldq);
+      const A* K = as_acc(kp + lk.offset(bh), S, E, lk.row_stride, kbuf, &ldk);
+      const A* V = as_acc(vp + lv.offset(bh), S, Ev, lv.row_stride, vbuf, &ldv);
+      const A* dO = as_acc(gp + lg.offset(bh), L, Ev, lg.row_stride, gbuf, &ldg);
       const A* lrow = lp + bh * L;
       for (int64_t i = 0; i < L; ++i) {  // D_i = rowsum(dO * O)
-        const T* orow = opp + (bh * L + i) * Ev;
+        const T* orow = opp + lo.offset(bh) + i * lo.row_stride;
         A d = 0;
-        for (int64_t x = 0; x < Ev; ++x) d += dO[i * Ev + x] * A(orow[x]);
+        for (int64_t x = 0; x < Ev; ++x) d += dO[i * ldg + x] * A(orow[x]);
         D[size_t(i)] = d;
       }
       MMap<A> dQ(dq.data(), L, E);
@@ -211,37 +229,46 @@ void sdpa_backward(const Tensor& g, const Tensor& q, const Tensor& k, const Tens
           const int64_t ni = std::min(kBq<T>, L - i0);
           // is_causal: only the keys up to the block's last query, nje.
           const int64_t nje = p.is_causal ? std::min(nj, i0 + ni - j0) : nj;
-          gemm_blk<A>(false, true, ni, nje, E, sc, Q + i0 * E, E, K + j0 * E, E, 0, pb.data(), nje);
+          gemm_blk<A>(false, true, ni, nje, E, sc, Q + i0 * ldq, ldq, K + j0 * ldk, ldk, 0,
+                      pb.data(), nje);
           mk.apply(pb.data(), ni, nje, bh, i0, j0);
           for (int64_t ii = 0; ii < ni; ++ii) {
             exp_shifted(pb.data() + ii * nje, nje, lrow[i0 + ii]);
           }
-          gemm_blk<A>(false, true, ni, nje, Ev, 1, dO + i0 * Ev, Ev, V + j0 * Ev, Ev, 0, dp.data(),
-                      nje);
+          gemm_blk<A>(false, true, ni, nje, Ev, 1, dO + i0 * ldg, ldg, V + j0 * ldv, ldv, 0,
+                      dp.data(), nje);
           if (p.dropout_p > 0) {
             MMap<A> P(pb.data(), ni, nje), dP(dp.data(), ni, nje), Z(z.data(), ni, nje);
             for (int64_t ii = 0; ii < ni; ++ii)
               mk.factors(z.data() + ii * nje, nje, bh, i0 + ii, j0);
             dP = dP.cwiseProduct(Z);
             Z = P.cwiseProduct(Z);  // the dropped probabilities
-            gemm_blk<A>(true, false, nje, Ev, ni, 1, z.data(), nje, dO + i0 * Ev, Ev, 1, dv.data(),
-                        Ev);
+            gemm_blk<A>(true, false, nje, Ev, ni, 1, z.data(), nje, dO + i0 * ldg, ldg, 1,
+                        dv.data(), Ev);
           } else {
-            gemm_blk<A>(true, false, nje, Ev, ni, 1, pb.data(), nje, dO + i0 * Ev, Ev, 1, dv.data(),
-                        Ev);
+            gemm_blk<A>(true, false, nje, Ev, ni, 1, pb.data(), nje, dO + i0 * ldg, ldg, 1,
+                        dv.data(), Ev);
           }
           for (int64_t ii = 0; ii < ni; ++ii) {  // dS = P * (dP - D_i), into dP
             RowArr<A> d(dp.data() + ii * nje, nje);
             d = RowArr<A>(pb.data() + ii * nje, nje) * (d - D[size_t(i0 + ii)]);
           }
-          gemm_blk<A>(false, false, ni, E, nje, sc, dp.data(), nje, K + j0 * E, E, 1,
+          gemm_blk<A>(false, false, ni, E, nje, sc, dp.data(), nje, K + j0 * ldk, ldk, 1,
                       dq.data() + i0 * E, E);
-          gemm_blk<A>(true, false, nje, E, ni, sc, dp.data(), nje, Q + i0 * E, E, 1, dk.data(), E);
+          gemm_blk<A>(true, false, nje, E, ni, sc, dp.data(), nje, Q + i0 * ldq, ldq, 1, dk.data(),
+                      E);
         }
-        for (int64_t x = 0; x < nj * E; ++x) gkp[(bh * S + j0) * E + x] = T(dk[size_t(x)]);
-        for (int64_t x = 0; x < nj * Ev; ++x) gvp[(bh * S + j0) * Ev + x] = T(dv[size_t(x)]);
+        for (int64_t jj = 0; jj < nj; ++jj) {
+          T* gkr = gkp + lgk.offset(bh) + (j0 + jj) * lgk.row_stride;
+          T* gvr = gvp + lgv.offset(bh) + (j0 + jj) * lgv.row_stride;
+          for (int64_t x = 0; x < E; ++x) gkr[x] = T(dk[size_t(jj * E + x)]);
+          for (int64_t x = 0; x < Ev; ++x) gvr[x] = T(dv[size_t(jj * Ev + x)]);
+        }
       }
-      for (int64_t x = 0; x < L * E; ++x) gqp[bh * L * E + x] = T(dq[size_t(x)]);
+      for (int64_t i = 0; i < L; ++i) {
+        T* gqr = gqp + lgq.offset(bh) + i * lgq.row_stride;
+        for (int64_t x = 0; x < E; ++x) gqr[x] = T(dq[size_t(i * E + x)]);
+      }
     }
   });
 }

@@ -1,4 +1,5 @@
-// CUDA scaled_dot_product_attention: a warp per query row with FMA, forward (flash-style,
+// CUDA scaled_dot_product_attention (q, k, v, out and the gradients as strided head views,
+// HeadLayout): a warp per query row with FMA, forward (flash-style,
 // saving only out and the log-sum-exp) and backward (recomputing the probabilities: a warp per
 // query row for dQ, a warp per key row for dK/dV, no atomics), and the host dispatch; bf16/f16
 // forwards try attention_wmma.cu first.
@@ -25,10 +26,11 @@ __global__ void sdpa_forward_kernel(const T* __restrict__ q, const T* __restrict
   if (row >= a.BH * a.L) return;  // whole warps only; no block-wide sync below
   const int64_t bh = row / a.L, i = row % a.L;
   A* qs = qsh[warp];
-  for (int64_t e = lane; e < a.E; e += 32) qs[e] = to_op(q[row * a.E + e]) * a.scale;
+  const T* qr = q + a.lq.offset(bh) + i * a.lq.row_stride;
+  for (int64_t e = lane; e < a.E; e += 32) qs[e] = to_op(qr[e]) * a.scale;
   __syncwarp();
-  const T* kb = k + bh * a.S * a.E;
-  const T* vb = v + bh * a.S * a.Ev;
+  const T* kb = k + a.lk.offset(bh);
+  const T* vb = v + a.lv.offset(bh);
   A acc[kPer];
 #pragma unroll
   for (int x = 0; x < kPer; ++x) acc[x] = 0;
@@ -39,7 +41,7 @@ __global__ void sdpa_forward_kernel(const T* __restrict__ q, const T* __restrict
     A s = -INFINITY;
     if (j < kend) {
       A d = 0;
-      for (int64_t e = 0; e < a.E; ++e) d += qs[e] * to_op(kb[j * a.E + e]);
+      for (int64_t e = 0; e < a.E; ++e) d += qs[e] * to_op(kb[j * a.lk.row_stride + e]);
       s = masked(a, d, bh, i, j);
     }
     const A mnew = fmax(m, warp_max(s));
@@ -56,7 +58,7 @@ __global__ void sdpa_forward_kernel(const T* __restrict__ q, const T* __restrict
     for (int jj = 0; jj < nj; ++jj) {
       const A pj = __shfl_sync(kFull, p, jj);
       if (pj == A(0)) continue;  // uniform over the warp
-      const T* vr = vb + (j0 + jj) * a.Ev;
+      const T* vr = vb + (j0 + jj) * a.lv.row_stride;
 #pragma unroll
       for (int x = 0; x < kPer; ++x) {
         const int64_t e = lane + 32 * x;
@@ -66,10 +68,11 @@ __global__ void sdpa_forward_kernel(const T* __restrict__ q, const T* __restrict
     m = mnew;
   }
   const A inv = l > 0 ? A(1) / l : A(0);
+  T* orow = out + a.lo.offset(bh) + i * a.lo.row_stride;
 #pragma unroll
   for (int x = 0; x < kPer; ++x) {
     const int64_t e = lane + 32 * x;
-    if (e < a.Ev) out[row * a.Ev + e] = from_op<T>(acc[x] * inv);
+    if (e < a.Ev) orow[e] = from_op<T>(acc[x] * inv);
   }
   if (lane == 0) lse[row] = l > 0 ? m + dlog(l) : A(INFINITY);
 }
@@ -92,18 +95,21 @@ __global__ void sdpa_backward_dq_kernel(const T* __restrict__ g, const T* __rest
   const int64_t bh = row / a.L, i = row % a.L;
   A* qs = qsh[warp];
   A* dos = dosh[warp];
-  for (int64_t e = lane; e < a.E; e += 32) qs[e] = to_op(q[row * a.E + e]);
+  const T* qr = q + a.lq.offset(bh) + i * a.lq.row_stride;
+  const T* gr = g + a.lg.offset(bh) + i * a.lg.row_stride;
+  const T* orow = o + a.lo.offset(bh) + i * a.lo.row_stride;
+  for (int64_t e = lane; e < a.E; e += 32) qs[e] = to_op(qr[e]);
   A dpart = 0;
   for (int64_t e = lane; e < a.Ev; e += 32) {
-    dos[e] = to_op(g[row * a.Ev + e]);
-    dpart += dos[e] * to_op(o[row * a.Ev + e]);
+    dos[e] = to_op(gr[e]);
+    dpart += dos[e] * to_op(orow[e]);
   }
   const A D = warp_sum(dpart);  // rowsum(dO * O)
   if (lane == 0) dsum[row] = D;
   __syncwarp();
   const A li = lse[row];
-  const T* kb = k + bh * a.S * a.E;
-  const T* vb = v + bh * a.S * a.Ev;
+  const T* kb = k + a.lk.offset(bh);
+  const T* vb = v + a.lv.offset(bh);
   A dq[kPer];
 #pragma unroll
   for (int x = 0; x < kPer; ++x) dq[x] = 0;
@@ -113,8 +119,8 @@ __global__ void sdpa_backward_dq_kernel(const T* __restrict__ g, const T* __rest
     A ds = 0;
     if (j < kend) {
       A s = 0, dp = 0;
-      for (int64_t e = 0; e < a.E; ++e) s += qs[e] * to_op(kb[j * a.E + e]);
-      for (int64_t e = 0; e < a.Ev; ++e) dp += dos[e] * to_op(vb[j * a.Ev + e]);
+      for (int64_t e = 0; e < a.E; ++e) s += qs[e] * to_op(kb[j * a.lk.row_stride + e]);
+      for (int64_t e = 0; e < a.Ev; ++e) dp += dos[e] * to_op(vb[j * a.lv.row_stride + e]);
       s = masked(a, s * a.scale, bh, i, j);
       const A p = s == A(-INFINITY) ? A(0) : dexp(s - li);
       const A z = a.dropout ? drop_factor(a, bh, i, j) : A(1);
@@ -124,7 +130,7 @@ __global__ void sdpa_backward_dq_kernel(const T* __restrict__ g, const T* __rest
     for (int jj = 0; jj < nj; ++jj) {
       const A dsj = __shfl_sync(kFull, ds, jj);
       if (dsj == A(0)) continue;  // uniform over the warp
-      const T* kr = kb + (j0 + jj) * a.E;
+      const T* kr = kb + (j0 + jj) * a.lk.row_stride;
 #pragma unroll
       for (int x = 0; x < kPer; ++x) {
         const int64_t e = lane + 32 * x;
@@ -132,10 +138,11 @@ __global__ void sdpa_backward_dq_kernel(const T* __restrict__ g, const T* __rest
       }
     }
   }
+  T* gqr = gq + a.lgq.offset(bh) + i * a.lgq.row_stride;
 #pragma unroll
   for (int x = 0; x < kPer; ++x) {
     const int64_t e = lane + 32 * x;
-    if (e < a.E) gq[row * a.E + e] = from_op<T>(dq[x] * a.scale);
+    if (e < a.E) gqr[e] = from_op<T>(dq[x] * a.scale);
   }
 }
 
@@ -153,11 +160,13 @@ __global__ void sdpa_backward_dkv_kernel(const T* __restrict__ g, const T* __res
   const int64_t bh = col / a.S, j = col % a.S;
   A* ks = ksh[warp];
   A* vs = vsh[warp];
-  for (int64_t e = lane; e < a.E; e += 32) ks[e] = to_op(k[col * a.E + e]);
-  for (int64_t e = lane; e < a.Ev; e += 32) vs[e] = to_op(v[col * a.Ev + e]);
+  const T* kr = k + a.lk.offset(bh) + j * a.lk.row_stride;
+  const T* vr = v + a.lv.offset(bh) + j * a.lv.row_stride;
+  for (int64_t e = lane; e < a.E; e += 32) ks[e] = to_op(kr[e]);
+  for (int64_t e = lane; e < a.Ev; e += 32) vs[e] = to_op(vr[e]);
   __syncwarp();
-  const T* qb = q + bh * a.L * a.E;
-  const T* gb = g + bh * a.L * a.Ev;
+  const T* qb = q + a.lq.offset(bh);
+  const T* gb = g + a.lg.offset(bh);
   const A* lb = lse + bh * a.L;
   const A* db = dsum + bh * a.L;
   A dk[kPer], dv[kPer];
@@ -169,8 +178,8 @@ __global__ void sdpa_backward_dkv_kernel(const T* __restrict__ g, const T* __res
     A ds = 0, pz = 0;
     if (i < a.L) {
       A s = 0, dp = 0;
-      for (int64_t e = 0; e < a.E; ++e) s += to_op(qb[i * a.E + e]) * ks[e];
-      for (int64_t e = 0; e < a.Ev; ++e) dp += to_op(gb[i * a.Ev + e]) * vs[e];
+      for (int64_t e = 0; e < a.E; ++e) s += to_op(qb[i * a.lq.row_stride + e]) * ks[e];
+      for (int64_t e = 0; e < a.Ev; ++e) dp += to_op(gb[i * a.lg.row_stride + e]) * vs[e];
       s = masked(a, s * a.scale, bh, i, j);
       const A p = s == A(-INFINITY) ? A(0) : dexp(s - lb[i]);
       const A z = a.dropout ? drop_factor(a, bh, i, j) : A(1);
@@ -181,7 +190,7 @@ __global__ void sdpa_backward_dkv_kernel(const T* __restrict__ g, const T* __res
     for (int ii = 0; ii < ni; ++ii) {
       const A dsi = __shfl_sync(kFull, ds, ii), pzi = __shfl_sync(kFull, pz, ii);
       if (dsi != A(0)) {  // uniform over the warp
-        const T* qr = qb + (i0 + ii) * a.E;
+        const T* qr = qb + (i0 + ii) * a.lq.row_stride;
 #pragma unroll
         for (int x = 0; x < kPer; ++x) {
           const int64_t e = lane + 32 * x;
@@ -189,7 +198,7 @@ __global__ void sdpa_backward_dkv_kernel(const T* __restrict__ g, const T* __res
         }
       }
       if (pzi != A(0)) {
-        const T* gr = gb + (i0 + ii) * a.Ev;
+        const T* gr = gb + (i0 + ii) * a.lg.row_stride;
 #pragma unroll
         for (int x = 0; x < kPer; ++x) {
           const int64_t e = lane + 32 * x;
@@ -198,16 +207,18 @@ __global__ void sdpa_backward_dkv_kernel(const T* __restrict__ g, const T* __res
       }
     }
   }
+  T* gkr = gk + a.lgk.offset(bh) + j * a.lgk.row_stride;
+  T* gvr = gv + a.lgv.offset(bh) + j * a.lgv.row_stride;
 #pragma unroll
   for (int x = 0; x < kPer; ++x) {
     const int64_t e = lane + 32 * x;
-    if (e < a.E) gk[col * a.E + e] = from_op<T>(dk[x] * a.scale);
-    if (e < a.Ev) gv[col * a.Ev + e] = from_op<T>(dv[x]);
+    if (e < a.E) gkr[e] = from_op<T>(dk[x] * a.scale);
+    if (e < a.Ev) gvr[e] = from_op<T>(dv[x]);
   }
 }
 
 void check_dims(const Tensor& q, const Tensor& v, std::string_view op) {
-  MINIDL_CHECK(q.size(2) <= kMaxDim && v.size(2) <= kMaxDim, "op `", op,
+  MINIDL_CHECK(q.size(-1) <= kMaxDim && v.size(-1) <= kMaxDim, "op `", op,
                "`: the CUDA kernel supports head dims up to ", kMaxDim, ", got q ", q.shape_str(),
                " and v ", v.shape_str());
 }
@@ -229,7 +240,8 @@ void forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out, Ten
   TensorDeviceGuard guard(q);
   dispatch_floating(q.dtype(), "scaled_dot_product_attention", [&]<typename T>() {
     using A = acc_t<T>;
-    const Args<A> a = make_args<A>(q, k, v, p);
+    Args<A> a = make_args<A>(q, k, v, p);
+    a.lo = head_layout(out);
     const int64_t rows = a.BH * a.L;
     if (rows == 0) return;
     if constexpr (is_reduced_float_v<T>) {  // tensor cores where they apply and fit
@@ -249,7 +261,9 @@ void backward(const Tensor& g, const Tensor& q, const Tensor& k, const Tensor& v
   TensorDeviceGuard guard(q);
   dispatch_floating(q.dtype(), "scaled_dot_product_attention_backward", [&]<typename T>() {
     using A = acc_t<T>;
-    const Args<A> a = make_args<A>(q, k, v, p);
+    Args<A> a = make_args<A>(q, k, v, p);
+    a.lg = head_layout(g), a.lo = head_layout(o);
+    a.lgq = head_layout(gq), a.lgk = head_layout(gk), a.lgv = head_layout(gv);
     if constexpr (is_reduced_float_v<T>) {  // tensor cores where they apply and fit
       if (sdpa_backward_wmma<T>(g, q, k, v, o, lse, gq, gk, gv, a)) return;
     }

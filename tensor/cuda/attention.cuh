@@ -5,6 +5,7 @@
 #include <cmath>
 #include <type_traits>
 
+#include "tensor/attention_layout.h"
 #include "tensor/cuda/runtime/common.cuh"
 #include "tensor/dispatch.h"
 #include "tensor/random.h"
@@ -44,10 +45,14 @@ __device__ inline A warp_sum(A v) {
   return v;
 }
 
-// Everything a kernel needs besides the tensors (see SdpaParams in tensor/dispatch.h).
+// Everything a kernel needs besides the tensors (see SdpaParams in tensor/dispatch.h). Element
+// (bh, i, x) of q is q[lq.offset(bh) + i * lq.row_stride + x], and so on: l{q,k,v} the inputs,
+// lo out (forward) or the saved out (backward), lg grad_out, lg{q,k,v} the gradients; lse and
+// the kernels' own scratch are contiguous [BH, L].
 template <typename A>
 struct Args {
   int64_t BH, L, S, E, Ev;
+  HeadLayout lq, lk, lv, lo, lg, lgq, lgk, lgv;
   A scale;
   bool causal;
   const bool* mb;  // bool mask (true = takes part) or nullptr
@@ -59,11 +64,13 @@ struct Args {
   bool dropout;
 };
 
-// q:[BH,L,E] k:[BH,S,E] v:[BH,S,Ev]
+// q:[BH,L,E] k:[BH,S,E] v:[BH,S,Ev], or [B,H,n,d] head views (HeadLayout); the callers fill
+// the other layouts.
 template <typename A>
 Args<A> make_args(const Tensor& q, const Tensor& k, const Tensor& v, const SdpaParams& p) {
   Args<A> a{};
-  a.BH = q.size(0), a.L = q.size(1), a.E = q.size(2), a.S = k.size(1), a.Ev = v.size(2);
+  a.BH = head_count(q), a.L = q.size(-2), a.E = q.size(-1), a.S = k.size(-2), a.Ev = v.size(-1);
+  a.lq = head_layout(q), a.lk = head_layout(k), a.lv = head_layout(v);
   a.scale = A(p.scale);
   a.causal = p.is_causal;
   if (p.mask.defined()) {
@@ -111,13 +118,15 @@ inline size_t smem_optin(int device) {
 
 // Tensor-core forward (attention_wmma.cu) for T = Half / BFloat16: queues it and returns true
 // when the head dims are multiples of 16 and its shared memory fits the device; else false
-// (nothing queued: the caller runs the FMA kernel). q, k, v, out as above; lse:[BH,L] f32.
+// (nothing queued: the caller runs the FMA kernel). q, k, v, out as above (a.lo set); lse:[BH,L]
+// f32.
 template <typename T>
 bool sdpa_forward_wmma(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out, Tensor& lse,
                        const Args<float>& a);
 
 // Tensor-core backward (attention_wmma_backward.cu), same conditions: queues its two kernels and
-// returns true, or returns false with nothing queued. g, o:[BH,L,Ev]; gq, gk, gv contiguous.
+// returns true, or returns false with nothing queued. g, o:[BH,L,Ev]; gq, gk, gv as q, k, v (all
+// layouts in a set).
 template <typename T>
 bool sdpa_backward_wmma(const Tensor& g, const Tensor& q, const Tensor& k, const Tensor& v,
                         const Tensor& o, const Tensor& lse, Tensor& gq, Tensor& gk, Tensor& gv,

@@ -1,6 +1,7 @@
 // CUDA scaled_dot_product_attention forward on tensor cores (WMMA) for bf16/f16 with head dims
 // multiple of 16: a block of 4 warps owns 64 query rows; per 64-key tile S = Q K^T, an online
 // softmax per row in f32, O += P V. Falls back (returns false) where its shared memory won't fit.
+// q, k, v, out: strided head views (Args' layouts; tiles are staged through shared memory).
 #include "tensor/cuda/attention_wmma.cuh"
 
 namespace minidl::cuda::attention_detail {
@@ -33,13 +34,13 @@ __global__ void __launch_bounds__(kTcThreads)
   const int tid = int(threadIdx.x), warp = tid / 32, lane = tid % 32;
   const int64_t nqt = (a.L + kTile - 1) / kTile;
   const int64_t bh = blockIdx.x / nqt, i0 = (blockIdx.x % nqt) * kTile;
-  const uint16_t* qbits = reinterpret_cast<const uint16_t*>(q) + bh * a.L * E;
-  const uint16_t* kbits = reinterpret_cast<const uint16_t*>(k) + bh * a.S * E;
-  const uint16_t* vbits = reinterpret_cast<const uint16_t*>(v) + bh * a.S * Ev;
+  const uint16_t* qbits = reinterpret_cast<const uint16_t*>(q) + a.lq.offset(bh);
+  const uint16_t* kbits = reinterpret_cast<const uint16_t*>(k) + a.lk.offset(bh);
+  const uint16_t* vbits = reinterpret_cast<const uint16_t*>(v) + a.lv.offset(bh);
   uint16_t* Qb = reinterpret_cast<uint16_t*>(Qs);
   uint16_t* Kb = reinterpret_cast<uint16_t*>(Ks);
   uint16_t* Vb = reinterpret_cast<uint16_t*>(Vs);
-  load_tile(Qb, qbits, i0, a.L, E);
+  load_tile(Qb, qbits, i0, a.L, E, a.lq.row_stride);
   for (int x = tid; x < kTile * Ev; x += kTcThreads) Os[x] = 0.f;
   for (int x = tid; x < kTile; x += kTcThreads) {
     Ms[x] = -INFINITY;
@@ -53,8 +54,8 @@ __global__ void __launch_bounds__(kTcThreads)
   const int64_t kend = a.causal ? (i0 + kTile < a.S ? i0 + kTile : a.S) : a.S;
   for (int64_t j0 = 0; j0 < kend; j0 += kTile) {
     __syncthreads();  // the previous tile's K/V are no longer read
-    load_tile(Kb, kbits, j0, a.S, E);
-    load_tile(Vb, vbits, j0, a.S, Ev);
+    load_tile(Kb, kbits, j0, a.S, E, a.lk.row_stride);
+    load_tile(Vb, vbits, j0, a.S, Ev, a.lv.row_stride);
     __syncthreads();
     warp_abt(Sw, Qw, E, Ks, E, E);  // S_w = Q_w K^T
     __syncwarp();
@@ -98,8 +99,8 @@ __global__ void __launch_bounds__(kTcThreads)
     if (i >= a.L) break;
     const float l = Ls[warp * 16 + r];
     const float inv = l > 0.f ? 1.f / l : 0.f;
-    for (int e = lane; e < Ev; e += 32)
-      out[(bh * a.L + i) * Ev + e] = from_op<T>(Ow[r * Ev + e] * inv);
+    T* orow = out + a.lo.offset(bh) + i * a.lo.row_stride;
+    for (int e = lane; e < Ev; e += 32) orow[e] = from_op<T>(Ow[r * Ev + e] * inv);
     if (lane == 0) lse[bh * a.L + i] = l > 0.f ? Ms[warp * 16 + r] + logf(l) : INFINITY;
   }
 }

@@ -30,13 +30,13 @@ struct Wmma<BFloat16> {
   __device__ static type from(float x) { return __float2bfloat16(x); }
 };
 
-// Copies rows [r0, r0 + 64) of a [rows][cols] matrix of 16-bit values into a [64][cols] tile,
-// zeros past `rows`.
+// Copies rows [r0, r0 + 64) of a [rows][cols] matrix of 16-bit values (row stride ld, unit
+// stride in a row; 2-byte loads: any alignment) into a [64][cols] tile, zeros past `rows`.
 __device__ inline void load_tile(uint16_t* dst, const uint16_t* src, int64_t r0, int64_t rows,
-                                 int cols) {
+                                 int cols, int64_t ld) {
   for (int x = int(threadIdx.x); x < kTile * cols; x += kTcThreads) {
     const int64_t r = r0 + x / cols;
-    dst[x] = r < rows ? src[r * cols + x % cols] : uint16_t(0);
+    dst[x] = r < rows ? src[r * ld + x % cols] : uint16_t(0);
   }
 }
 

@@ -1,7 +1,8 @@
 // CUDA scaled_dot_product_attention backward on tensor cores (WMMA) for bf16/f16 with head dims
 // multiple of 16, flash-attention-2 style without atomics: a dQ kernel (a block per 64 query
 // rows, over the key tiles) and then a dK/dV kernel (a block per 64 key rows, over the query
-// tiles), both recomputing P = exp(S - lse); P and dS are rounded to T for the MMAs.
+// tiles), both recomputing P = exp(S - lse); P and dS are rounded to T for the MMAs. All
+// operands are strided head views (Args' layouts), staged through shared memory.
 #include "tensor/cuda/attention_wmma.cuh"
 
 namespace minidl::cuda::attention_detail {
@@ -56,17 +57,19 @@ __global__ void __launch_bounds__(kTcThreads)
   const int tid = int(threadIdx.x), warp = tid / 32, lane = tid % 32;
   const int64_t nqt = (a.L + kTile - 1) / kTile;
   const int64_t bh = blockIdx.x / nqt, i0 = (blockIdx.x % nqt) * kTile;
-  load_tile(reinterpret_cast<uint16_t*>(Qs), reinterpret_cast<const uint16_t*>(q) + bh * a.L * E,
-            i0, a.L, E);
-  load_tile(reinterpret_cast<uint16_t*>(dOs), reinterpret_cast<const uint16_t*>(g) + bh * a.L * Ev,
-            i0, a.L, Ev);
+  load_tile(reinterpret_cast<uint16_t*>(Qs), reinterpret_cast<const uint16_t*>(q) + a.lq.offset(bh),
+            i0, a.L, E, a.lq.row_stride);
+  load_tile(reinterpret_cast<uint16_t*>(dOs),
+            reinterpret_cast<const uint16_t*>(g) + a.lg.offset(bh), i0, a.L, Ev, a.lg.row_stride);
   for (int x = tid; x < kTile * E; x += kTcThreads) dQs[x] = 0.f;
   for (int r = warp * 16; r < warp * 16 + 16; ++r) {  // D and lse of the warp's rows
     const int64_t i = i0 + r;
     float part = 0.f;
-    if (i < a.L)
-      for (int e = lane; e < Ev; e += 32)
-        part += to_op(g[(bh * a.L + i) * Ev + e]) * to_op(o[(bh * a.L + i) * Ev + e]);
+    if (i < a.L) {
+      const T* gr = g + a.lg.offset(bh) + i * a.lg.row_stride;
+      const T* orow = o + a.lo.offset(bh) + i * a.lo.row_stride;
+      for (int e = lane; e < Ev; e += 32) part += to_op(gr[e]) * to_op(orow[e]);
+    }
     const float D = warp_sum(part);
     if (lane == 0) {
       Ds[r] = D;
@@ -83,10 +86,10 @@ __global__ void __launch_bounds__(kTcThreads)
   const int64_t kend = a.causal ? (i0 + kTile < a.S ? i0 + kTile : a.S) : a.S;
   for (int64_t j0 = 0; j0 < kend; j0 += kTile) {
     __syncthreads();  // the previous tile's K/V are no longer read
-    load_tile(reinterpret_cast<uint16_t*>(Ks), reinterpret_cast<const uint16_t*>(k) + bh * a.S * E,
-              j0, a.S, E);
-    load_tile(reinterpret_cast<uint16_t*>(Vs), reinterpret_cast<const uint16_t*>(v) + bh * a.S * Ev,
-              j0, a.S, Ev);
+    load_tile(reinterpret_cast<uint16_t*>(Ks),
+              reinterpret_cast<const uint16_t*>(k) + a.lk.offset(bh), j0, a.S, E, a.lk.row_stride);
+    load_tile(reinterpret_cast<uint16_t*>(Vs),
+              reinterpret_cast<const uint16_t*>(v) + a.lv.offset(bh), j0, a.S, Ev, a.lv.row_stride);
     __syncthreads();
     warp_abt(Sw, Qw, E, Ks, E, E);       // S_w = Q_w K^T
     warp_abt(dPw, dOw, Ev, Vs, Ev, Ev);  // dP_w = dO_w V^T
@@ -106,7 +109,7 @@ __global__ void __launch_bounds__(kTcThreads)
   __syncthreads();
   for (int x = tid; x < kTile * E; x += kTcThreads) {
     const int64_t i = i0 + x / E;
-    if (i < a.L) gq[(bh * a.L + i) * E + x % E] = from_op<T>(dQs[x] * a.scale);
+    if (i < a.L) gq[a.lgq.offset(bh) + i * a.lgq.row_stride + x % E] = from_op<T>(dQs[x] * a.scale);
   }
 }
 
@@ -136,10 +139,10 @@ __global__ void __launch_bounds__(kTcThreads)
   const int tid = int(threadIdx.x), warp = tid / 32, lane = tid % 32;
   const int64_t nkt = (a.S + kTile - 1) / kTile;
   const int64_t bh = blockIdx.x / nkt, j0 = (blockIdx.x % nkt) * kTile;
-  load_tile(reinterpret_cast<uint16_t*>(Ks), reinterpret_cast<const uint16_t*>(k) + bh * a.S * E,
-            j0, a.S, E);
-  load_tile(reinterpret_cast<uint16_t*>(Vs), reinterpret_cast<const uint16_t*>(v) + bh * a.S * Ev,
-            j0, a.S, Ev);
+  load_tile(reinterpret_cast<uint16_t*>(Ks), reinterpret_cast<const uint16_t*>(k) + a.lk.offset(bh),
+            j0, a.S, E, a.lk.row_stride);
+  load_tile(reinterpret_cast<uint16_t*>(Vs), reinterpret_cast<const uint16_t*>(v) + a.lv.offset(bh),
+            j0, a.S, Ev, a.lv.row_stride);
   for (int x = tid; x < kTile * E; x += kTcThreads) dKs[x] = 0.f;
   for (int x = tid; x < kTile * Ev; x += kTcThreads) dVs[x] = 0.f;
   const W* Kw = Ks + warp * 16 * E;
@@ -150,10 +153,10 @@ __global__ void __launch_bounds__(kTcThreads)
   W* dSw = dSs + warp * 16 * kTile;
   for (int64_t i0 = a.causal ? j0 : 0; i0 < a.L; i0 += kTile) {
     __syncthreads();  // the previous tile's Q/dO/lse/D are no longer read (and K/V, dK/dV set)
-    load_tile(reinterpret_cast<uint16_t*>(Qs), reinterpret_cast<const uint16_t*>(q) + bh * a.L * E,
-              i0, a.L, E);
+    load_tile(reinterpret_cast<uint16_t*>(Qs),
+              reinterpret_cast<const uint16_t*>(q) + a.lq.offset(bh), i0, a.L, E, a.lq.row_stride);
     load_tile(reinterpret_cast<uint16_t*>(dOs),
-              reinterpret_cast<const uint16_t*>(g) + bh * a.L * Ev, i0, a.L, Ev);
+              reinterpret_cast<const uint16_t*>(g) + a.lg.offset(bh), i0, a.L, Ev, a.lg.row_stride);
     for (int x = tid; x < kTile; x += kTcThreads) {
       const int64_t i = i0 + x;
       Lse[x] = i < a.L ? lse[bh * a.L + i] : INFINITY;
@@ -179,11 +182,11 @@ __global__ void __launch_bounds__(kTcThreads)
   __syncthreads();
   for (int x = tid; x < kTile * E; x += kTcThreads) {
     const int64_t j = j0 + x / E;
-    if (j < a.S) gk[(bh * a.S + j) * E + x % E] = from_op<T>(dKs[x] * a.scale);
+    if (j < a.S) gk[a.lgk.offset(bh) + j * a.lgk.row_stride + x % E] = from_op<T>(dKs[x] * a.scale);
   }
   for (int x = tid; x < kTile * Ev; x += kTcThreads) {
     const int64_t j = j0 + x / Ev;
-    if (j < a.S) gv[(bh * a.S + j) * Ev + x % Ev] = from_op<T>(dVs[x]);
+    if (j < a.S) gv[a.lgv.offset(bh) + j * a.lgv.row_stride + x % Ev] = from_op<T>(dVs[x]);
   }
 }
 

@@ -3,10 +3,10 @@
 // kernels, and the composite fallback where they do not apply. No history here.
 #include <algorithm>
 #include <cmath>
-#include <array>
 #include <limits>
 
 #include "tensor/ops.h"
+#include "tensor/sdpa_out.h"
 
 namespace minidl::native {
 namespace {
@@ -63,6 +63,34 @@ Tensor flat3(const Tensor& t, const SdpaShapes& s) {
   full.push_back(t.size(-2));
   full.push_back(t.size(-1));
   return reshape(contiguous(expand(t, full)), {s.BH, t.size(-2), t.size(-1)});
+}
+
+// Whether the kernels read t:[batch..., n, d] as it is (HeadLayout): 3-D or 4-D, not broadcast,
+// unit stride in d. E.g. q, k, v as [B,nh,T,hd] views of a fused [B,T,3C] projection.
+bool is_head_view(const Tensor& t, const SdpaShapes& s) {
+  return (t.dim() == 3 || t.dim() == 4) && leading(t) == s.batch &&
+         (t.size(-1) <= 1 || t.strides()[size_t(t.dim() - 1)] == 1);
+}
+
+// q/k/v (or grad_out, out) as the kernels take them: a head view itself, else flat3's copy.
+Tensor kernel_view(const Tensor& t, const SdpaShapes& s) {
+  return is_head_view(t, s) ? t : flat3(t, s);
+}
+
+// A caller's buffer of shape [batch..., n, d] (out, or a gradient of q, k, v) as the kernels
+// write it: a head view itself, or contiguous as [BH, n, d].
+Tensor writable_view(const Tensor& buf, const SdpaShapes& s, int64_t n, int64_t d, DType dt,
+                     Device dev, std::string_view what) {
+  MINIDL_CHECK(
+      buf.defined() && buf.numel() == s.BH * n * d && buf.dtype() == dt && buf.device() == dev,
+      "op `", kOp, "`: ", what, " must be a ", dt, " tensor of ", s.BH * n * d, " elements on ",
+      dev, ", got ",
+      buf.defined() ? buf.shape_str() + " " + std::string(dtype_name(buf.dtype()))
+                    : std::string("undefined"));
+  if (buf.dim() >= 2 && buf.size(-2) == n && buf.size(-1) == d && is_head_view(buf, s)) return buf;
+  MINIDL_CHECK(buf.is_contiguous(), "op `", kOp, "`: ", what, " of shape ", buf.shape_str(),
+               " must be contiguous, or 3-D or 4-D with unit stride in the last dim");
+  return reshape(buf, {s.BH, n, d});
 }
 
 DType acc_dtype(DType dt) {
@@ -152,18 +180,25 @@ std::optional<SdpaParams> scaled_dot_product_attention_params(
   return p;
 }
 
-SdpaForwardResult scaled_dot_product_attention_forward(const Tensor& q, const Tensor& k,
-                                                       const Tensor& v, const SdpaParams& p0) {
+// The forward into out_buf (any head view or contiguous buffer) or a new tensor (nullptr).
+static SdpaForwardResult forward_impl(const Tensor& q, const Tensor& k, const Tensor& v,
+                                      const SdpaParams& p0, const Tensor* out_buf) {
   const SdpaShapes s = check_inputs(q, k, v, p0.mask, p0.dropout_p);
   const SdpaParams p = prepare(p0, s, q.dtype(), q.device());
-  Tensor out = empty({s.BH, s.L, s.Ev}, q.dtype(), q.device());
+  const Shape oshape = with_last2(s.batch, s.L, s.Ev);
+  if (out_buf)
+    MINIDL_CHECK(out_buf->defined() && out_buf->shape() == oshape, "op `", kOp,
+                 "`: expected out of shape ", shape_str(oshape), ", got ",
+                 out_buf->defined() ? out_buf->shape_str() : std::string("undefined"));
+  Tensor out = out_buf ? writable_view(*out_buf, s, s.L, s.Ev, q.dtype(), q.device(), "out")
+                       : empty({s.BH, s.L, s.Ev}, q.dtype(), q.device());
   Tensor lse = empty({s.BH, s.L}, acc_dtype(q.dtype()), q.device());
   if (out.numel() > 0 || lse.numel() > 0)
-    kernel<Op::scaled_dot_product_attention>(q.device())(flat3(q, s), flat3(k, s), flat3(v, s), out,
-                                                         lse, p);
+    kernel<Op::scaled_dot_product_attention>(q.device())(kernel_view(q, s), kernel_view(k, s),
+                                                         kernel_view(v, s), out, lse, p);
   Shape lshape = s.batch;
   lshape.push_back(s.L);
-  return {reshape(out, with_last2(s.batch, s.L, s.Ev)), reshape(lse, lshape)};
+  return {out_buf ? *out_buf : reshape(out, oshape), reshape(lse, lshape)};
 }
 
 SdpaGrads scaled_dot_product_attention_backward(const Tensor& grad_out, const Tensor& q,
@@ -179,30 +214,26 @@ SdpaGrads scaled_dot_product_attention_backward(const Tensor& grad_out, const Te
                " elements, got ", lse.shape_str());
   check_same_device(kOp, q, grad_out);
   const SdpaParams p = prepare(p0, s, q.dtype(), q.device());
-  const Tensor qf = flat3(q, s), kf = flat3(k, s), vf = flat3(v, s);
-  Tensor g = reshape(contiguous(to(grad_out, q.dtype())), {s.BH, s.L, s.Ev});
-  Tensor o = reshape(contiguous(to(out, q.dtype())), {s.BH, s.L, s.Ev});
+  // q, k, v, grad_out, out: head views as they are (no copies), else contiguous [BH, n, d]
+  const Tensor qf = kernel_view(q, s), kf = kernel_view(k, s), vf = kernel_view(v, s);
+  Tensor g = kernel_view(to(grad_out, q.dtype()), s);
+  Tensor o = kernel_view(to(out, q.dtype()), s);
   Tensor l = reshape(contiguous(to(lse, acc_dtype(q.dtype()))), {s.BH, s.L});
-  if (into) {  // the caller's buffers, written in place
-    const std::array<std::pair<const Tensor*, const Tensor*>, 3> pairs = {
-        {{&into->grad_q, &qf}, {&into->grad_k, &kf}, {&into->grad_v, &vf}}};
-    for (const auto& [buf, flat] : pairs)  // (inputs broadcast over the batch dims: no buffers)
-      MINIDL_CHECK(buf->defined() && buf->numel() == flat->numel() && buf->dtype() == q.dtype() &&
-                       buf->device() == q.device() && buf->is_contiguous(),
-                   "op `", kOp, "_backward`: a gradient buffer must be a contiguous ", q.dtype(),
-                   " tensor of ", flat->numel(), " elements on ", q.device(), ", got ",
-                   buf->defined() ? buf->shape_str() : std::string("undefined"));
-  }
-  Tensor gq = into ? reshape(into->grad_q, qf.shape()) : empty(qf.shape(), q.dtype(), q.device());
-  Tensor gk = into ? reshape(into->grad_k, kf.shape()) : empty(kf.shape(), q.dtype(), q.device());
-  Tensor gv = into ? reshape(into->grad_v, vf.shape()) : empty(vf.shape(), q.dtype(), q.device());
+  // into: the caller's buffers, written in place (inputs broadcast over the batch dims: none)
+  const auto grad_buf = [&](const Tensor* buf, int64_t n, int64_t d) {
+    return into ? writable_view(*buf, s, n, d, q.dtype(), q.device(), "a gradient buffer")
+                : empty({s.BH, n, d}, q.dtype(), q.device());
+  };
+  Tensor gq = grad_buf(into ? &into->grad_q : nullptr, s.L, s.E);
+  Tensor gk = grad_buf(into ? &into->grad_k : nullptr, s.S, s.E);
+  Tensor gv = grad_buf(into ? &into->grad_v : nullptr, s.S, s.Ev);
   if (gq.numel() + gk.numel() + gv.numel() > 0)
     kernel<Op::scaled_dot_product_attention_backward>(q.device())(g, qf, kf, vf, o, l, gq, gk, gv,
                                                                   p);
   if (into) return *into;
   auto back = [&](const Tensor& gr, const Tensor& x) {
     return sum_to_shape(reshape(gr, with_last2(s.batch, x.size(-2), x.size(-1))), x.shape());
-  };
+  };  // (new gradients: contiguous [BH, n, d])
   return {back(gq, q), back(gk, k), back(gv, v)};
 }
 
@@ -213,6 +244,17 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
       scaled_dot_product_attention_params(q, k, v, attn_mask, dropout_p, is_causal, scale, gen);
   if (!p) return sdpa_math(q, k, v, attn_mask, dropout_p, is_causal, scale, gen);
   return scaled_dot_product_attention_forward(q, k, v, *p).out;
+}
+
+SdpaForwardResult scaled_dot_product_attention_forward(const Tensor& q, const Tensor& k,
+                                                       const Tensor& v, const SdpaParams& p) {
+  return forward_impl(q, k, v, p, nullptr);
+}
+
+SdpaForwardResult scaled_dot_product_attention_forward_out(const Tensor& q, const Tensor& k,
+                                                           const Tensor& v, const SdpaParams& p,
+                                                           const Tensor& out) {
+  return forward_impl(q, k, v, p, &out);
 }
 
 }  // namespace minidl::native
