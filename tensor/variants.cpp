@@ -12,8 +12,8 @@
 namespace minidl::variants {
 namespace {
 
-constexpr std::array<std::string_view, 4> kFeatures = {"linear_wgrad", "qkv_attention",
-                                                       "foreach_clip", "classifier_loss"};
+constexpr std::array<std::string_view, 5> kFeatures = {
+    "linear_wgrad", "qkv_attention", "foreach_clip", "classifier_loss", "autocast_linear"};
 
 // Bit i: feature i runs unfused.
 std::atomic<unsigned> g_unfused{0};
@@ -62,7 +62,7 @@ void set_unfused(const std::string& list) {
 }
 
 std::string_view feature_names() {
-  return "linear_wgrad, qkv_attention, foreach_clip, classifier_loss";
+  return "linear_wgrad, qkv_attention, foreach_clip, classifier_loss, autocast_linear";
 }
 
 }  // namespace minidl::variants

@@ -3,6 +3,8 @@
 //   linear_wgrad   nn.Linear's backward: dW and db as one linear_weight_grad op (else mm + sum)
 //   qkv_attention  the transformer's attention read from the fused QKV (else split_heads + sdpa)
 //   foreach_clip   clip_grad_norm_ as two list ops (else a norm per gradient)
+//   autocast_linear  under autocast, nn.Linear's f32 weight and bias take their gradients in f32
+//                  from the GEMM (else 16-bit gradients, then a cast node each)
 //   classifier_loss  gpt's training loss as one fused_cross_entropy_ over the padded logits,
 //                  its gradient written in place (else f32 logits[..., :V] + cross_entropy)
 #pragma once

@@ -5,6 +5,7 @@
 #include "autograd/autocast.h"
 #include "autograd/function.h"
 #include "autograd/ops.h"
+#include "tensor/linear_weight_grad.h"
 #include "tensor/variants.h"
 
 namespace minidl {
@@ -39,6 +40,34 @@ void record_matmul(const char* name, const Tensor& a, const Tensor& b, Tensor& o
                    });
 }
 
+// linear under autocast with an f32 weight (and bias): the GEMM runs on the 16-bit casts, and
+// one node takes the gradients straight to the f32 weight and bias, dW and db from the GEMM's
+// f32 accumulator (linear_weight_grad_into). The casts' own nodes, which would round dW to 16
+// bits and cast it back (one more dispatch per parameter), are left out of the graph.
+// xc, wc, bc: the autocast casts of x, w, b. Undefined when the case does not apply.
+Tensor autocast_linear(const Tensor& xc, const Tensor& w, const Tensor& b, const Tensor& wc,
+                       const Tensor& bc) {
+  const bool widen_w = w.dtype() == kFloat32 && wc.dtype() != kFloat32 && w.requires_grad();
+  if (!widen_w || w.dim() != 2 || xc.dim() < 2 || !variants::fused("autocast_linear") ||
+      !variants::fused("linear_wgrad") || (b.defined() && b.dtype() != kFloat32))
+    return {};
+  const Tensor wd = wc.detach(), bd = bc.defined() ? bc.detach() : Tensor();
+  Tensor out = native::linear(xc, wd, bd);
+  const bool need_x = xc.requires_grad();
+  const bool need_b = b.defined() && b.requires_grad();
+  autograd::record("LinearBackward", {xc, w, b}, {&out}, {xc, wd},
+                   [need_x, need_b](const std::vector<Tensor>& g, const std::vector<Tensor>& s) {
+                     const Tensor& x = s[0];  // x:[*, K] 16-bit
+                     const Tensor& w = s[1];  // w:[N, K] 16-bit copy of the f32 weight
+                     Tensor gx = need_x ? matmul(g[0], w) : Tensor();
+                     Tensor gw = empty(w.shape(), kFloat32, w.device());
+                     Tensor gb = need_b ? empty({w.size(0)}, kFloat32, w.device()) : Tensor();
+                     native::linear_weight_grad_into(g[0], x, gw, gb);
+                     return std::vector<Tensor>{gx, gw, gb};
+                   });
+  return out;
+}
+
 }  // namespace
 
 Tensor mm(const Tensor& a, const Tensor& b) {
@@ -63,8 +92,10 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
-  if (auto ac = amp::autocast_inputs<amp::AutocastOp::linear>(x, w, b))
+  if (auto ac = amp::autocast_inputs<amp::AutocastOp::linear>(x, w, b)) {
+    if (Tensor out = autocast_linear(ac[0], w, b, ac[1], ac[2]); out.defined()) return out;
     return linear(ac[0], ac[1], ac[2]);
+  }
   Tensor out = native::linear(x, w, b);
   // out = x @ w^T + b: one node for x, w and b.
   const bool need_x = x.requires_grad(), need_w = w.requires_grad();

@@ -281,9 +281,16 @@ bool linear_bias_kernel(const Tensor& x2d, const Tensor& w, const Tensor& bias, 
 }
 
 // linear_weight_grad on the CPU: grad_w = g2d^T x2d as one GEMM on a transposed view (bmm's
-// kernel, a batch of one), grad_b = the column sums of g2d (the sum op's kernel).
+// kernel, a batch of one), grad_b = the column sums of g2d (the sum op's kernel). f32 buffers
+// for f16/bf16 inputs: the inputs widen exactly to f32 and the product accumulates in f32 with
+// no 16-bit rounding of the result (what cuBLASLt's f32 output gives).
 void linear_weight_grad_kernel(const Tensor& g2d, const Tensor& x2d, Tensor& grad_w,
                                Tensor& grad_b) {
+  if (grad_w.dtype() != g2d.dtype()) {
+    linear_weight_grad_kernel(native::to(g2d, grad_w.dtype()), native::to(x2d, grad_w.dtype()),
+                              grad_w, grad_b);
+    return;
+  }
   Tensor gw3 = native::unsqueeze(grad_w, 0);  // [1,N,K], a view of grad_w
   if (x2d.size(0) == 0) {
     native::fill_(grad_w, 0);

@@ -79,7 +79,7 @@ uint32_t alignment(const MatView& v) {
 }
 
 // Everything a cached plan depends on.
-using PlanKey = std::array<int64_t, 20>;
+using PlanKey = std::array<int64_t, 21>;
 
 struct Plan {
   cublasLtMatmulDesc_t desc = nullptr;
@@ -130,10 +130,14 @@ bool ep_is_fused(const Problem& p) {
 // Looks up (or builds: descriptors + the heuristic's best algorithm) the plan for a problem.
 // The cache lives for the process; lookups neither allocate nor synchronise. The caller
 // holds the lock.
-Plan& get_plan(const Problem& p, const Tensor& c, const LtTypes& ty, size_t ws_bytes) {
+// ty: the operands' types (and the accumulation); c_type: C and D's (ty.data, or f32 for
+// f16/bf16 operands whose product is kept in f32).
+Plan& get_plan(const Problem& p, const Tensor& c, const LtTypes& ty, cudaDataType_t c_type,
+               size_t ws_bytes) {
   const int dev = c.device().index;
   const PlanKey key{dev,
                     int64_t(c.dtype()),
+                    int64_t(ty.data),
                     int64_t(ty.compute),
                     int64_t(p.ep),
                     p.bias != nullptr,
@@ -172,23 +176,24 @@ Plan& get_plan(const Problem& p, const Tensor& c, const LtTypes& ty, size_t ws_b
     if (p.bias) {  // set per call too; the heuristic only needs a non-null pointer
       MINIDL_CUBLAS_CHECK(lt.cublasLtMatmulDescSetAttribute(
           pl.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &p.bias, sizeof(p.bias)));
+      // the bias (or its gradient) has C's type
       MINIDL_CUBLAS_CHECK(lt.cublasLtMatmulDescSetAttribute(
-          pl.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &ty.data, sizeof(ty.data)));
+          pl.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &c_type, sizeof(c_type)));
     }
   }
   const int32_t batch = int32_t(p.batch);
   const uint64_t M = uint64_t(p.M), N = uint64_t(p.N), K = uint64_t(p.K);
   set_layout(&pl.la, ty.data, p.b.trans ? K : N, p.b.trans ? N : K, p.b.ld, batch, p.b.bstride);
   set_layout(&pl.lb, ty.data, p.a.trans ? M : K, p.a.trans ? K : M, p.a.ld, batch, p.a.bstride);
-  set_layout(&pl.lc, ty.data, N, M, p.N, batch, p.M * p.N);
+  set_layout(&pl.lc, c_type, N, M, p.N, batch, p.M * p.N);
 
   cublasLtMatmulPreference_t pref = nullptr;
   MINIDL_CUBLAS_CHECK(lt.cublasLtMatmulPreferenceCreate(&pref));
   const uint64_t ws = ws_bytes;
   MINIDL_CUBLAS_CHECK(lt.cublasLtMatmulPreferenceSetAttribute(
       pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
-  const uint32_t al[4] = {uint32_t(key[16]), uint32_t(key[15]), uint32_t(key[17]),
-                          uint32_t(key[17])};
+  const uint32_t al[4] = {uint32_t(key[17]), uint32_t(key[16]), uint32_t(key[18]),
+                          uint32_t(key[18])};
   const cublasLtMatmulPreferenceAttributes_t al_attr[4] = {
       CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
       CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
@@ -201,7 +206,8 @@ Plan& get_plan(const Problem& p, const Tensor& c, const LtTypes& ty, size_t ws_b
       cublaslt_handle(dev), pl.desc, pl.la, pl.lb, pl.lc, pl.lc, pref, 1, &result, &returned);
   lt.cublasLtMatmulPreferenceDestroy(pref);
   pl.found = st == CUBLAS_STATUS_SUCCESS && returned > 0;
-  if (!pl.found && epi == CUBLASLT_EPILOGUE_DEFAULT) {  // epilogues fall back instead
+  // epilogues and widened outputs fall back instead
+  if (!pl.found && epi == CUBLASLT_EPILOGUE_DEFAULT && c_type == ty.data) {
     if (st != CUBLAS_STATUS_NOT_SUPPORTED) MINIDL_CUBLAS_CHECK(st);
     MINIDL_FAIL("op `bmm`: cuBLASLt found no algorithm for a [", p.batch, ", ", p.M, ", ", p.K,
                 "] x [", p.batch, ", ", p.K, ", ", p.N, "] product of dtype ", c.dtype());
@@ -214,7 +220,15 @@ Plan& get_plan(const Problem& p, const Tensor& c, const LtTypes& ty, size_t ws_b
 // algorithm supports the requested epilogue (nothing was queued).
 bool lt_matmul(const Tensor& a, const Tensor& b, Tensor& c, const void* bias, Epilogue ep,
                const char* op) {
-  const LtTypes ty = lt_types(c.dtype(), op);
+  // f16/bf16 operands with an f32 c: the f32 accumulator is the result (no 16-bit rounding).
+  const bool widened = c.dtype() == kFloat32 && a.dtype() != kFloat32;
+  MINIDL_CHECK(
+      a.dtype() == b.dtype() && (a.dtype() == c.dtype() ||
+                                 (widened && (a.dtype() == kBFloat16 || a.dtype() == kFloat16))),
+      "op `", op, "`: operands ", a.dtype(), " x ", b.dtype(), " -> ", c.dtype(),
+      " is not a supported cuBLASLt combination");
+  const LtTypes ty = lt_types(a.dtype(), op);
+  const cudaDataType_t c_type = lt_types(c.dtype(), op).data;
   MINIDL_CHECK(c.size(0) <= INT32_MAX, "op `", op, "`: batch size ", c.size(0),
                " exceeds cuBLASLt's limit of 2^31 - 1 (shapes ", a.shape_str(), " and ",
                b.shape_str(), ")");
@@ -225,7 +239,7 @@ bool lt_matmul(const Tensor& a, const Tensor& b, Tensor& c, const void* bias, Ep
   const Problem p{plan_view(a), plan_view(b), c.size(0), c.size(1), c.size(2), a.size(2), bias, ep};
   static std::mutex call_mu;  // the bias pointer is written into the shared descriptor
   std::lock_guard<std::mutex> lock(call_mu);
-  Plan& pl = get_plan(p, c, ty, ws_bytes);
+  Plan& pl = get_plan(p, c, ty, c_type, ws_bytes);
   if (!pl.found) return false;
   const CublasLtApi& lt = cublaslt_api();
   if (bias)
@@ -321,7 +335,7 @@ bool linear_bias_kernel(const Tensor& x2d, const Tensor& w, const Tensor& bias, 
 void linear_weight_grad_kernel(const Tensor& g2d, const Tensor& x2d, Tensor& grad_w,
                                Tensor& grad_b) {
   constexpr const char* op = "linear_weight_grad";
-  (void)lt_types(grad_w.dtype(), op);
+  (void)lt_types(g2d.dtype(), op);
   if (grad_w.numel() == 0 && !(grad_b.defined() && grad_b.numel() > 0)) return;
   TensorDeviceGuard guard(grad_w);
   const cudaStream_t stream = stream_of(grad_w);
@@ -336,8 +350,17 @@ void linear_weight_grad_kernel(const Tensor& g2d, const Tensor& x2d, Tensor& gra
   Tensor c = native::unsqueeze(grad_w, 0);                // [1,N,K]
   const bool fused_bias = grad_b.defined() && grad_w.numel() > 0 && grad_b.dtype() != kFloat64;
   if (fused_bias && lt_matmul(a, b, c, grad_b.data_ptr(), Epilogue::bgradb, op)) return;
-  if (grad_w.numel() > 0) lt_matmul(a, b, c, nullptr, Epilogue::none, op);
-  if (grad_b.defined()) native::copy_(grad_b, native::sum(g2d, {0}));
+  if (grad_w.numel() > 0 && !lt_matmul(a, b, c, nullptr, Epilogue::none, op)) {
+    // f32 buffers for 16-bit inputs without a cuBLASLt algorithm: the 16-bit product, widened
+    Tensor narrow = empty(grad_w.shape(), g2d.dtype(), grad_w.device());
+    Tensor narrow3 = native::unsqueeze(narrow, 0);
+    lt_matmul(a, b, narrow3, nullptr, Epilogue::none, op);
+    native::copy_(grad_w, narrow);
+  }
+  if (grad_b.defined())
+    native::copy_(
+        grad_b,
+        native::sum(g2d.dtype() == grad_b.dtype() ? g2d : native::to(g2d, grad_b.dtype()), {0}));
 }
 }  // namespace
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <string>
 
+#include "tensor/linear_weight_grad.h"
 #include "tensor/ops.h"
 
 namespace minidl::native {
@@ -180,7 +181,7 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   return out;
 }
 
-std::pair<Tensor, Tensor> linear_weight_grad(const Tensor& g, const Tensor& x, bool with_bias) {
+void linear_weight_grad_into(const Tensor& g, const Tensor& x, Tensor& grad_w, Tensor& grad_b) {
   check_operands(g, x, "linear_weight_grad");
   MINIDL_CHECK(
       g.dim() >= 1 && x.dim() >= 1 && g.dim() == x.dim() &&
@@ -188,15 +189,34 @@ std::pair<Tensor, Tensor> linear_weight_grad(const Tensor& g, const Tensor& x, b
       "op `linear_weight_grad`: expected g:[*, N] and x:[*, K] with the same leading dims, "
       "got g ",
       g.shape_str(), " and x ", x.shape_str());
-  MINIDL_CHECK(g.dtype() == x.dtype() && is_floating(g.dtype()),
-               "op `linear_weight_grad`: expected one floating dtype, got ", g.dtype(), " and ",
-               x.dtype());
+  MINIDL_CHECK(is_floating(g.dtype()), "op `linear_weight_grad`: expected a floating dtype, got ",
+               g.dtype());
   const int64_t N = g.size(-1), K = x.size(-1);
+  const DType out = grad_w.defined() ? grad_w.dtype() : g.dtype();
+  const bool widened = out == kFloat32 && (g.dtype() == kBFloat16 || g.dtype() == kFloat16);
+  MINIDL_CHECK(grad_w.defined() && grad_w.shape() == Shape({N, K}) && grad_w.is_contiguous() &&
+                   grad_w.device() == g.device() && (out == g.dtype() || widened),
+               "op `linear_weight_grad`: expected grad_w a contiguous [", N, ", ", K,
+               "] tensor of ", g.dtype(),
+               (g.dtype() == kBFloat16 || g.dtype() == kFloat16 ? " or float32" : ""), " on ",
+               g.device(), ", got ",
+               grad_w.defined() ? grad_w.shape_str() + " " + std::string(dtype_name(out))
+                                : std::string("undefined"));
+  MINIDL_CHECK(!grad_b.defined() || (grad_b.shape() == Shape({N}) && grad_b.dtype() == out &&
+                                     grad_b.is_contiguous() && grad_b.device() == g.device()),
+               "op `linear_weight_grad`: expected grad_b a contiguous [", N, "] tensor of ", out,
+               ", got ", grad_b.shape_str(), " ", grad_b.dtype());
   const Tensor g2 = g.dim() == 2 ? g : reshape(g, {-1, N});  // [M,N]
   const Tensor x2 = x.dim() == 2 ? x : reshape(x, {-1, K});  // [M,K]
-  Tensor gw = empty({N, K}, g.dtype(), g.device());
-  Tensor gb = with_bias ? empty({N}, g.dtype(), g.device()) : Tensor();
-  kernel<Op::linear_weight_grad>(g.device())(g2, x2, gw, gb);
+  kernel<Op::linear_weight_grad>(g.device())(g2, x2, grad_w, grad_b);
+}
+
+std::pair<Tensor, Tensor> linear_weight_grad(const Tensor& g, const Tensor& x, bool with_bias) {
+  MINIDL_CHECK(g.defined() && x.defined() && g.dim() >= 1 && x.dim() >= 1,
+               "op `linear_weight_grad`: expected g:[*, N] and x:[*, K]");
+  Tensor gw = empty({g.size(-1), x.size(-1)}, g.dtype(), g.device());
+  Tensor gb = with_bias ? empty({g.size(-1)}, g.dtype(), g.device()) : Tensor();
+  linear_weight_grad_into(g, x, gw, gb);
   return {gw, gb};
 }
 
