@@ -2,11 +2,15 @@
 // autograd/autocast.def, the input casts of the hook and the per-region weight cast cache.
 #include "autograd/autocast.h"
 
+#include <map>
 #include <memory>
 #include <unordered_map>
+#include <vector>
 
-#include "tensor/cuda_api.h"
+#include "autograd/function.h"
 #include "autograd/ops.h"
+#include "tensor/cuda_api.h"
+#include "tensor/variants.h"
 
 namespace minidl::amp {
 namespace {
@@ -27,10 +31,12 @@ constexpr PolicyRow kTable[] = {
 static_assert(sizeof(kTable) / sizeof(kTable[0]) == size_t(kNumAutocastOps));
 
 // A cached cast of a leaf parameter: valid while the source lives and keeps its version.
+// batched: made ahead by the region's batched cast (counted as a cast at its first use).
 struct CacheEntry {
   std::weak_ptr<TensorImpl> src;
   uint64_t version = 0;
   Tensor casted;
+  bool batched = false;
 };
 struct CacheKey {
   const TensorImpl* impl;
@@ -48,6 +54,13 @@ thread_local bool t_excluded = false;  // inside a hooked frontend
 thread_local int t_nesting = 0;        // live autocast / AutocastStateGuard regions
 thread_local std::unordered_map<CacheKey, CacheEntry, CacheKeyHash> t_cache;
 thread_local AutocastCacheStats t_stats;
+// The parameters whose casts the last outermost region used (and the dtype): the next region
+// casts them all at once on entry (one foreach_copy_ dispatch instead of one cast each).
+struct UsedWeight {
+  std::weak_ptr<TensorImpl> src;
+  DType dtype;
+};
+thread_local std::vector<UsedWeight> t_used_weights;
 
 void refresh_active() {
   detail::t_autocast_active = (t_state.cpu.enabled || t_state.cuda.enabled) && !t_excluded;
@@ -75,12 +88,62 @@ void check_cuda_bf16(DType dt, DeviceType d, bool enabled) {
                "; bfloat16 needs 8.0 or newer (use float16 with a GradScaler)");
 }
 
-void enter_region() {
-  ++t_nesting;
+// On entry to an outermost region: the casts the previous region used, of the parameters
+// still alive, unchanged in kind and cast to this region's dtype on their device, made by one
+// foreach_copy_ per device with a ToCopyBackward node each (the same history as Tensor::to).
+void batch_cast_used_weights() {
+  std::vector<UsedWeight> used;
+  used.swap(t_used_weights);
+  if (!t_state.cache_enabled || used.size() < 2 || !variants::fused("autocast_weight_copies"))
+    return;
+  // (device type, index) -> the sources and their new 16-bit copies
+  std::map<std::pair<int, int>, std::pair<std::vector<Tensor>, std::vector<Tensor>>> by_device;
+  for (const UsedWeight& u : used) {
+    std::shared_ptr<TensorImpl> impl = u.src.lock();
+    if (!impl) continue;
+    const Tensor t(impl);
+    const DeviceAutocast& st = slot(t_state, t.device().type);
+    if (!st.enabled || st.dtype != u.dtype || t.dtype() != kFloat32 || !t.is_leaf() ||
+        !t.requires_grad() || !t.is_contiguous())
+      continue;
+    auto& [src, dst] = by_device[{int(t.device().type), t.device().index}];
+    src.push_back(t);
+    dst.push_back(empty(t.shape(), u.dtype, t.device()));
+  }
+  for (auto& entry : by_device) {
+    auto& lists = entry.second;
+    auto& [src, dst] = lists;
+    {
+      NoGradGuard no_grad;
+      native::foreach_copy_(dst, src);
+    }
+    for (size_t i = 0; i < src.size(); ++i) {
+      Tensor casted = dst[i];
+      autograd::record("ToCopyBackward", {src[i]}, {&casted}, {}, [](const auto& g, const auto&) {
+        return std::vector<Tensor>{g[0].to(kFloat32)};
+      });
+      t_cache[CacheKey{src[i].impl(), casted.dtype()}] =
+          CacheEntry{src[i].impl_ptr(), src[i].version(), casted, /*batched=*/true};
+    }
+  }
 }
 
+// (A region with autocast off, e.g. the autograd engine's during backward, leaves the list of
+// used casts alone.)
+void enter_region() {
+  if (t_nesting++ == 0 && (t_state.cpu.enabled || t_state.cuda.enabled) && !t_used_weights.empty())
+    batch_cast_used_weights();
+}
+
+// Leaving the outermost region drops the cache, remembering which casts were used.
 void leave_region() {
-  if (--t_nesting == 0) t_cache.clear();
+  if (--t_nesting > 0) return;
+  if (!t_cache.empty()) {
+    t_used_weights.clear();
+    for (const auto& [key, e] : t_cache)
+      if (!e.batched) t_used_weights.push_back({e.src, key.dtype});
+  }
+  t_cache.clear();
 }
 
 }  // namespace
@@ -175,6 +238,7 @@ void reset_autocast_cache_stats() {
 
 void clear_autocast_cache() {
   t_cache.clear();
+  t_used_weights.clear();
 }
 
 namespace detail {
@@ -241,7 +305,13 @@ Tensor cast_input(const Tensor& t, DType dtype, DeviceType device_type) {
   if (it != t_cache.end()) {
     const CacheEntry& e = it->second;
     if (e.src.lock() == t.impl_ptr() && e.version == t.version()) {
-      ++t_stats.hits;
+      if (it->second.batched) {  // its first use: a cast, made ahead with the others
+        it->second.batched = false;
+        ++t_stats.casts;
+        ++t_stats.weight_casts;
+      } else {
+        ++t_stats.hits;
+      }
       return e.casted;
     }
   }

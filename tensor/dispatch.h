@@ -225,6 +225,9 @@ using ForeachNormKernel = void (*)(const std::vector<Tensor>& tensors, double no
                                    Tensor& out);
 using ForeachClipByNormKernel = void (*)(const std::vector<Tensor>& tensors, const Tensor& total,
                                          double max_norm);
+// torch._foreach_copy_: dst[i] = src[i] converted to dst[i]'s dtype, for contiguous floating
+// tensors on one device with matching numel (autocast's 16-bit copies of a step's weights).
+using ForeachCopyKernel = void (*)(const std::vector<Tensor>& dst, const std::vector<Tensor>& src);
 
 template <Op op>
 struct OpSignature;

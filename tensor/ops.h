@@ -373,6 +373,9 @@ Tensor to(const Tensor& x, Device device);
 Tensor to(const Tensor& x, Device device, DType dtype);
 // self is a handle: writing through a const one is fine (temporaries such as views too).
 const Tensor& copy_(const Tensor& self, const Tensor& src);
+// torch._foreach_copy_: dst[i].copy_(src[i]) for every i in one dispatch; contiguous floating
+// tensors on one device, dst[i] and src[i] of one shape (dtypes may differ).
+void foreach_copy_(const std::vector<Tensor>& dst, const std::vector<Tensor>& src);
 const Tensor& fill_(const Tensor& self, Scalar value);
 
 }  // namespace native

@@ -12,8 +12,9 @@
 namespace minidl::variants {
 namespace {
 
-constexpr std::array<std::string_view, 5> kFeatures = {
-    "linear_wgrad", "qkv_attention", "foreach_clip", "classifier_loss", "autocast_linear"};
+constexpr std::array<std::string_view, 6> kFeatures = {"linear_wgrad",    "qkv_attention",
+                                                       "foreach_clip",    "classifier_loss",
+                                                       "autocast_linear", "autocast_weight_copies"};
 
 // Bit i: feature i runs unfused.
 std::atomic<unsigned> g_unfused{0};
@@ -62,7 +63,8 @@ void set_unfused(const std::string& list) {
 }
 
 std::string_view feature_names() {
-  return "linear_wgrad, qkv_attention, foreach_clip, classifier_loss, autocast_linear";
+  return "linear_wgrad, qkv_attention, foreach_clip, classifier_loss, autocast_linear, "
+         "autocast_weight_copies";
 }
 
 }  // namespace minidl::variants

@@ -5,6 +5,8 @@
 //   foreach_clip   clip_grad_norm_ as two list ops (else a norm per gradient)
 //   autocast_linear  under autocast, nn.Linear's f32 weight and bias take their gradients in f32
 //                  from the GEMM (else 16-bit gradients, then a cast node each)
+//   autocast_weight_copies  an autocast region casts the weights the previous one used in one
+//                  foreach_copy_ on entry (else one cast per weight at its first use)
 //   classifier_loss  gpt's training loss as one fused_cross_entropy_ over the padded logits,
 //                  its gradient written in place (else f32 logits[..., :V] + cross_entropy)
 #pragma once

@@ -44,6 +44,7 @@ LinearGrads run_linear(const Tensor& x0, const Tensor& w0, const Tensor& b0, con
   Tensor x = x0.to(dev).clone().requires_grad_(), w = w0.to(dev).clone().requires_grad_(),
          b = b0.to(dev).clone().requires_grad_();
   LinearGrads r;
+  amp::clear_autocast_cache();  // no batched weight copies left from another run's region
   r.dispatches = dispatches_of([&] {
     {
       amp::autocast ac(dev.type, low);

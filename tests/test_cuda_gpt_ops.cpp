@@ -160,6 +160,24 @@ std::vector<Case> cases_gpt() {
   fce.tol_scale = 2;
   cs.push_back(fce);
 
+  // autocast's batched weight copies: every tensor of a list to bf16, f16 and f32 in one
+  // foreach_copy_ (sizes across the multi-tensor chunk of 65536 elements, and empty ones).
+  Case fc{"foreach_copy_",
+          {"foreach_copy"},
+          {{{3, 5}, {7}, {0}}, {{70001}, {131073}, {2, 3}}},
+          kFloats,
+          [](const V& in, Device, int v) {
+            const DType to = v == 0 ? kBFloat16 : v == 1 ? kFloat16 : kFloat32;
+            V dst;
+            for (const Tensor& t : in) dst.push_back(empty(t.shape(), to, t.device()));
+            native::foreach_copy_(dst, in);
+            return dst;
+          }};
+  fc.variants = 3;
+  fc.layouts = false;
+  fc.exact = true;
+  cs.push_back(fc);
+
   // GELU's one-kernel gradients (exact and tanh).
   Case gb{"gelu backward",
           {"gelu_backward", "gelu_tanh_backward"},

@@ -129,9 +129,15 @@ void foreach_clip_by_norm_kernel(const std::vector<Tensor>& tensors, const Tenso
   }
 }
 
+// dst[i] = src[i] converted: the copy kernel per pair (one dispatch for the list).
+void foreach_copy_kernel(const std::vector<Tensor>& dst, const std::vector<Tensor>& src) {
+  for (size_t i = 0; i < dst.size(); ++i) native::copy_(dst[i], src[i]);
+}
+
 }  // namespace
 
 void register_optim_kernels() {
+  register_kernel<Op::foreach_copy>(DeviceType::cpu, foreach_copy_kernel);
   register_kernel<Op::fused_sgd>(DeviceType::cpu, fused_sgd_kernel);
   register_kernel<Op::fused_adam>(DeviceType::cpu, fused_adam_kernel);
   register_kernel<Op::foreach_norm>(DeviceType::cpu, foreach_norm_kernel);

@@ -8,6 +8,8 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <map>
+#include <utility>
 
 #include "tensor/cuda_api.h"
 #include "tensor/cuda/runtime/common.cuh"
@@ -332,9 +334,44 @@ void foreach_clip_by_norm_kernel(const std::vector<Tensor>& tensors, const Tenso
   });
 }
 
+// ---- foreach_copy: dst[i] = src[i] converted, the (src, dst) pointer lists packed like the
+// optimizer steps' (list 0 the sources, list 1 the destinations), a grid-stride loop per chunk.
+template <typename S, typename D>
+__global__ void foreach_copy_chunks(mta::TensorListArgs<2> a) {
+  const int ti = a.block_tensor[blockIdx.x];
+  const int64_t start = int64_t(a.block_chunk[blockIdx.x]) * mta::kChunk;
+  const int64_t rest = a.numel[ti] - start;
+  const int len = int(rest < mta::kChunk ? rest : mta::kChunk);
+  const S* s = static_cast<const S*>(a.ptr[0][ti]) + start;
+  D* d = static_cast<D*>(a.ptr[1][ti]) + start;
+  for (int i = threadIdx.x; i < len; i += blockDim.x) d[i] = from_op<D>(to_op(s[i]));
+}
+
+void foreach_copy_kernel(const std::vector<Tensor>& dst, const std::vector<Tensor>& src) {
+  if (dst.empty()) return;
+  TensorDeviceGuard guard(dst[0]);
+  const cudaStream_t stream = stream_of(dst[0]);
+  // one launch sequence per (source dtype, destination dtype) pair
+  std::map<std::pair<DType, DType>, std::vector<size_t>> groups;
+  for (size_t i = 0; i < dst.size(); ++i) groups[{src[i].dtype(), dst[i].dtype()}].push_back(i);
+  for (const auto& [types, idx] : groups) {
+    const std::vector<Tensor> s = mta::pick(src, idx), d = mta::pick(dst, idx);
+    dispatch_floating(types.first, "foreach_copy", [&]<typename S>() {
+      dispatch_floating(types.second, "foreach_copy", [&]<typename D>() {
+        mta::multi_tensor_apply<2>(
+            {&s, &d}, nullptr, nullptr, [&](const mta::TensorListArgs<2>& a, int blocks) {
+              foreach_copy_chunks<S, D><<<blocks, mta::kThreads, 0, stream>>>(a);
+              MINIDL_CUDA_LAUNCH_CHECK();
+            });
+      });
+    });
+  }
+}
+
 }  // namespace
 
 void register_optim_kernels() {
+  register_kernel<Op::foreach_copy>(DeviceType::cuda, foreach_copy_kernel);
   register_kernel<Op::fused_sgd>(DeviceType::cuda, fused_sgd_kernel);
   register_kernel<Op::fused_adam>(DeviceType::cuda, fused_adam_kernel);
   register_kernel<Op::foreach_norm>(DeviceType::cuda, foreach_norm_kernel);

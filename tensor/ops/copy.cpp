@@ -77,6 +77,27 @@ const Tensor& fill_(const Tensor& self, Scalar value) {
   return self;
 }
 
+void foreach_copy_(const std::vector<Tensor>& dst, const std::vector<Tensor>& src) {
+  MINIDL_CHECK(dst.size() == src.size(), "op `foreach_copy_`: ", dst.size(), " destinations for ",
+               src.size(), " sources");
+  if (dst.empty()) return;
+  const Device dev = dst[0].device();
+  for (size_t i = 0; i < dst.size(); ++i) {
+    const Tensor &d = dst[i], &s = src[i];
+    MINIDL_CHECK(
+        d.defined() && s.defined() && d.is_floating_point() && s.is_floating_point() &&
+            d.device() == dev && s.device() == dev && d.is_contiguous() && s.is_contiguous() &&
+            d.shape() == s.shape(),
+        "op `foreach_copy_`: pair ", i, " must be contiguous floating tensors of one shape on ",
+        dev, ", got dst ", d.defined() ? d.shape_str() : "undefined", " ",
+        d.defined() ? dtype_name(d.dtype()) : "", " on ", d.defined() ? d.device().str() : "-",
+        " and src ", s.defined() ? s.shape_str() : "undefined", " ",
+        s.defined() ? dtype_name(s.dtype()) : "", " on ", s.defined() ? s.device().str() : "-");
+  }
+  kernel<Op::foreach_copy>(dev)(dst, src);
+  for (const Tensor& d : dst) d.storage()->bump_version();
+}
+
 }  // namespace native
 
 // ---- element access: records nothing (raw forms only)
