@@ -294,8 +294,9 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
 // The fused kernels without autograd (q, k, v already broadcast to one batch shape).
 SdpaForwardResult scaled_dot_product_attention_forward(const Tensor& q, const Tensor& k,
                                                        const Tensor& v, const SdpaParams& p);
-// into: gradient buffers to write (contiguous, of q, k, v's shapes and dtype; e.g. slices of one
-// [3, ...] tensor), returned as they are; nullptr: new tensors.
+// into: gradient buffers to write (of q, k, v's shapes and dtype, contiguous or [B,H,n,d] head
+// views with unit last stride, e.g. of one [B,T,3C] gradient), returned as they are; nullptr:
+// new tensors.
 SdpaGrads scaled_dot_product_attention_backward(const Tensor& grad_out, const Tensor& q,
                                                 const Tensor& k, const Tensor& v, const Tensor& out,
                                                 const Tensor& lse, const SdpaParams& p,
