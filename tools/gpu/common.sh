@@ -20,6 +20,7 @@ GPU_PACK_TARGETS=(
   safetensors_logits:tools/gpu/safetensors_logits
   bench_cuda_step:bench/bench_cuda_step
   bench_cuda_kernels:bench/bench_cuda_kernels
+  bench_gpt_variants:bench/bench_gpt_variants
 )
 
 # Sonames the GPU image provides (the 'cuda' image: Ubuntu 24.04-based with the CUDA 13 toolkit,

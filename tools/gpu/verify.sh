@@ -407,19 +407,20 @@ step_5() {  # GPT-2 124M (bf16, synthetic tokens) against PyTorch's twin, its pr
   else
     add_row 5f "gpt2-124m unfused" SKIPPED 0 "no time left"
   fi
-  # One predecessor at a time, the newest first: the fused classifier + loss (2026-12-07).
+  # Every fused path against its predecessor, one at a time, in ONE process
+  # (bench/bench_gpt_variants.cpp: MINIDL_UNFUSED per variant, one JSON line each as it ends).
   t=$(now)
-  lim=$(step_limit 40)
+  lim=$(step_limit 75)
   if ((lim)); then
-    MINIDL_UNFUSED=classifier_loss run_logged 5-gpt2-124m-unfused-cls "$lim" "$GPT" --device cuda \
-      --data synthetic --preset gpt2-124m --amp bf16 --batch-size 12 --max-iters 15 \
-      --warmup-iters 5 --eval-interval 1000 --eval-iters 1 --log-interval 5
+    run_logged 5-gpt2-124m-variants "$lim" "$P/build/bench/bench_gpt_variants" --device cuda \
+      --amp bf16 --batch-size 12 --seq-len 1024 --steps 8 --warmup 2 --rounds 1 --peak-tflops 989
     rc=$?
-    add_row 5g "the same, MINIDL_UNFUSED=classifier_loss (f32 logits + cross_entropy), 15 iterations" \
-      "$(rc_word $rc)" $(($(now) - t)) \
-      "$(detail $rc 5-gpt2-124m-unfused-cls "$(gpt2_row "$LOG/5-gpt2-124m-unfused-cls.log")")"
+    add_row 5g "gpt2-124m bf16 under each MINIDL_UNFUSED variant (bench_gpt_variants), 8 steps each" \
+      "$(rc_word $rc)" $(($(now) - t)) "$(detail $rc 5-gpt2-124m-variants "$(sed -n \
+        's/.*"unfused":"\([^"]*\)","ms_per_step":\([0-9.]*\),.*"mfu":\([-0-9.]*\),"dispatches":\([0-9-]*\).*/\1=\2ms(mfu \3, \4 disp)/p' \
+        "$LOG/5-gpt2-124m-variants.log" | tr '\n' ' ')")"
   else
-    add_row 5g "gpt2-124m unfused classifier_loss" SKIPPED 0 "no time left"
+    add_row 5g "gpt2-124m variants" SKIPPED 0 "no time left"
   fi
   # PyTorch 2.x on the same GPU, the same model and recipe: eager, then torch.compile.
   local mode
