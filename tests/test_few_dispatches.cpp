@@ -120,7 +120,9 @@ TEST_CASE("foreach_clip_by_norm: scales by max_norm / (total + 1e-6) only when t
                        doctest::Contains("norm_type must be positive or inf"), Error);
 }
 
-TEST_CASE("clip_grad_norm_: two dispatches and no host read for any number of parameters, the same clipping") {
+TEST_CASE(
+    "clip_grad_norm_: two dispatches and no host read for any number of parameters, the same "
+    "clipping") {
   std::vector<Tensor> ps;
   for (int i = 0; i < 40; ++i) {
     Tensor p = random_tensor({17, 3 + i}, kFloat32, uint64_t(100 + i)).requires_grad_();
@@ -271,6 +273,6 @@ TEST_CASE("MINIDL_UNFUSED: each fused path's predecessor, same results, more dis
     CAPTURE(i);
     CHECK(allclose(fused[i], old[i], 1e-5, 1e-6));
   }
-  CHECK(f_old == f_fused + 2);  // forward: split_heads' copy and the heads' merge
+  CHECK(f_old == f_fused + 2);          // forward: split_heads' copy and the heads' merge
   CHECK(b_old > b_fused + 4 + 2 + 10);  // a sum per bias, two more copies, a norm per grad
 }
