@@ -199,6 +199,65 @@ void bench_classifier(int64_t N, int64_t V, int64_t Vp, Device dev, cudaStream_t
   std::fflush(stdout);
 }
 
+// gpt2-124m's other kernel rows: LayerNorm on the bf16 residual stream [12·1024, 768] (forward,
+// and forward + backward with weight and bias gradients), and one fused AdamW step over the
+// model's 124,475,904 f32 parameters in its 148 tensors' shapes (the PyTorch side: the same).
+void bench_gpt2_rows(Device dev, cudaStream_t s, int reps, int iters) {
+  const int64_t R = 12 * 1024, C = 768;
+  Tensor x = randn({R, C}, kFloat32, dev).to(kBFloat16).requires_grad_();  // x:[R,C]
+  Tensor w = ones({C}, kFloat32, dev).requires_grad_(),
+         b = zeros({C}, kFloat32, dev).requires_grad_();
+  Tensor g = randn({R, C}, kFloat32, dev).to(kBFloat16);
+  Tensor out;
+  const double ln_fwd = time_ms(
+      [&] {
+        NoGradGuard no_grad;
+        out = layer_norm(x.to(kFloat32), {C}, w, b).out;
+      },
+      s, reps, iters);
+  const double ln_fwd_bwd = time_ms(
+      [&] {
+        out = layer_norm(x.to(kFloat32), {C}, w, b).out;
+        out.backward(g.to(kFloat32));
+      },
+      s, reps, iters);
+  // GPT-2 124M's parameters: wte [50304,768], wpe [1024,768], 12 blocks of ln_1, c_attn,
+  // c_proj, ln_2, c_fc, mlp.c_proj (weights and biases), ln_f.
+  std::vector<Shape> shapes = {{50304, 768}, {1024, 768}};
+  for (int l = 0; l < 12; ++l)
+    for (const Shape& sh : std::vector<Shape>{{768},
+                                              {768},
+                                              {2304, 768},
+                                              {2304},
+                                              {768, 768},
+                                              {768},
+                                              {768},
+                                              {768},
+                                              {3072, 768},
+                                              {3072},
+                                              {768, 3072},
+                                              {768}})
+      shapes.push_back(sh);
+  shapes.push_back({768});
+  shapes.push_back({768});
+  std::vector<Tensor> ps;
+  int64_t numel = 0;
+  for (const Shape& sh : shapes) {
+    Tensor p = randn(sh, kFloat32, dev).requires_grad_();
+    p.set_grad(randn(sh, kFloat32, dev));
+    numel += p.numel();
+    ps.push_back(p);
+  }
+  optim::AdamW opt(ps, 6e-4, {0.9, 0.95}, 1e-8, 0.1);
+  const double adam = time_ms([&] { opt.step(); }, s, reps, std::max(1, iters / 4));
+  std::printf(
+      "{\"bench\":\"gpt2_rows\",\"impl\":\"minidl\",\"ln_shape\":\"[%lld,%lld] bf16 in, f32 "
+      "compute\",\"ln_fwd_ms\":%.4f,\"ln_fwd_bwd_ms\":%.4f,\"adamw_params\":%lld,"
+      "\"adamw_tensors\":%zu,\"adamw_ms\":%.4f}\n",
+      (long long)R, (long long)C, ln_fwd, ln_fwd_bwd, (long long)numel, ps.size(), adam);
+  std::fflush(stdout);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -286,6 +345,7 @@ int main(int argc, char** argv) {
     bench_sdpa(12, 12, 1024, 64, dev, s, reps, std::max(1, iters / 4));
     // The classifier + loss of gpt2-124m at batch 8 x 1024 tokens.
     bench_classifier(8 * 1024, 50257, 50304, dev, s, reps, std::max(1, iters / 4));
+    bench_gpt2_rows(dev, s, reps, iters);
     cuda::synchronize(index);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_cuda_kernels: error: %s\n", e.what());

@@ -99,6 +99,17 @@ def build(rows):
         t.add(f"classifier + loss {shape}: fused vs MINIDL_UNFUSED=classifier_loss (ms)",
               m["fused_ms"], m["unfused_ms"], "minidl unfused", " ms", False, 1.0)
 
+    g2 = {("minidl" if r["impl"] == "minidl" else "torch"): r for r in rows
+          if r.get("bench") == "gpt2_rows"}
+    if "minidl" in g2:
+        m, p = g2["minidl"], g2.get("torch")
+        for key, what in (("ln_fwd_ms", "LayerNorm [12288,768] bf16 -> f32, forward (ms)"),
+                          ("ln_fwd_bwd_ms", "LayerNorm [12288,768] bf16 -> f32, forward + backward (ms)"),
+                          ("adamw_ms", f"fused AdamW step, GPT-2 124M ({m['adamw_params']} params, "
+                                       f"{m['adamw_tensors']} tensors) (ms)")):
+            t.add(what, m[key], p[key] if p else None, p["impl"] if p else torch_name, " ms",
+                  False, 1.0)
+
     torch_bw = {r["kernel"]: r for r in rows
                 if r.get("bench") == "membw" and r.get("impl", "").startswith("torch")}
     for r in rows:

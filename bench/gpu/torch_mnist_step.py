@@ -165,6 +165,43 @@ def bench_classifier(args, dev, N=8 * 1024, V=50257, Vp=50304):
          Vp=Vp, ms=round(ms, 4))
 
 
+def bench_gpt2_rows(args, dev):
+    """bench_cuda_kernels' bench_gpt2_rows: LayerNorm on the bf16 residual stream [12*1024, 768]
+    (under autocast torch runs it in f32), and one fused AdamW step over GPT-2 124M's
+    parameter shapes."""
+    R, C = 12 * 1024, 768
+    x = torch.randn(R, C, device=dev).bfloat16().requires_grad_()
+    w = torch.ones(C, device=dev, requires_grad=True)
+    b = torch.zeros(C, device=dev, requires_grad=True)
+    g = torch.randn(R, C, device=dev).bfloat16()
+
+    def fwd():
+        with torch.no_grad():
+            F.layer_norm(x.float(), (C,), w, b)
+
+    def fwd_bwd():
+        F.layer_norm(x.float(), (C,), w, b).backward(g.float())
+
+    ln_fwd = time_events(fwd, args.reps, args.iters)
+    ln_fwd_bwd = time_events(fwd_bwd, args.reps, args.iters)
+    shapes = [(50304, 768), (1024, 768)]
+    for _ in range(12):
+        shapes += [(768,), (768,), (2304, 768), (2304,), (768, 768), (768,), (768,), (768,),
+                   (3072, 768), (3072,), (768, 3072), (768,)]
+    shapes += [(768,), (768,)]
+    ps = []
+    for sh in shapes:
+        p = torch.randn(*sh, device=dev, requires_grad=True)
+        p.grad = torch.randn(*sh, device=dev)
+        ps.append(p)
+    opt = torch.optim.AdamW(ps, lr=6e-4, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1,
+                            fused=True)
+    adam = time_events(opt.step, args.reps, max(1, args.iters // 4))
+    emit(bench="gpt2_rows", impl=f"torch {torch.__version__}", ln_fwd_ms=round(ln_fwd, 4),
+         ln_fwd_bwd_ms=round(ln_fwd_bwd, 4), adamw_params=sum(p.numel() for p in ps),
+         adamw_tensors=len(ps), adamw_ms=round(adam, 4))
+
+
 def bench_kernels(args, dev):
     for m, n, k, iters in [(8192, 8192, 8192, 5), (8192, 3072, 768, args.iters),
                            (8192, 768, 3072, args.iters)]:
@@ -194,6 +231,7 @@ def bench_kernels(args, dev):
              ("adamw_step", 7 * nbytes, opt.step)]
     bench_sdpa(args, dev)
     bench_classifier(args, dev)
+    bench_gpt2_rows(args, dev)
     with torch.no_grad():
         for name, moved, fn in cases:
             ms = time_events(fn, args.reps, args.iters)
