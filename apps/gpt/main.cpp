@@ -114,6 +114,9 @@ int main(int argc, char** argv) {
   app.add_option("--eval-interval", o.eval_interval, "iterations between evaluations/checkpoints")
       ->capture_default_str();
   app.add_option("--eval-iters", o.eval_iters, "batches per evaluation")->capture_default_str();
+  app.add_flag("--cuda-graph", o.cuda_graph,
+               "capture the training step in one CUDA graph after 3 eager steps and replay it "
+               "(one process on a CUDA device; --amp off or bf16)");
   minidl::apps::add_run_flags(app, o);
 
   CLI::App* sample = app.add_subcommand("sample", "continue a prompt with a trained model");

@@ -139,6 +139,18 @@ void Options::validate() const {
   MINIDL_CHECK(synthetic() || vocab_size == 0,
                "--vocab-size sets the vocabulary of --data synthetic; the vocabulary of the text '",
                data, "' is its bytes");
+  if (cuda_graph) {
+    MINIDL_CHECK(device.rfind("cuda", 0) == 0,
+                 "--cuda-graph needs --device cuda (a CUDA graph replays GPU work; got --device ",
+                 device, ")");
+    MINIDL_CHECK(amp == "off" || amp == "bf16",
+                 "--cuda-graph runs with --amp off or bf16 (fp16's GradScaler reads the "
+                 "inf/NaN check on the host every step); got --amp ",
+                 amp);
+    MINIDL_CHECK(nproc <= 1 && mode != "dp" && fsdp == "off" && !zero1,
+                 "--cuda-graph captures one process's step on one device: it does not run with "
+                 "-n > 1, --mode dp, --fsdp or --zero1");
+  }
 }
 
 Result run_training(const Options& o) {
@@ -251,12 +263,30 @@ Result run_training(const Options& o) {
   // the end), so the host queues the next steps while the device works. train_seconds counts
   // the windows between two reads, each ended by the read that waits for the device.
   Tensor window_loss, window_norm;  // 0-d, on the device
+  // --cuda-graph: 3 eager steps, then the step captured once (its inputs, loss sum and grad norm
+  // are the graph's static tensors) and replayed.
+  struct Graph {
+    cuda::CUDAGraph graph;
+    Tensor x, y, loss_sum, norm;
+    int64_t eager_left = 3, replays = 0;
+  };
+  std::unique_ptr<Graph> graph;
+  if (o.cuda_graph) {
+    MINIDL_CHECK(acc.device().is_cuda() && acc.num_processes() == 1 && acc.mode() == "single",
+                 "--cuda-graph needs one process on one CUDA device, got ", acc.describe());
+    graph = std::make_unique<Graph>();
+    graph->loss_sum = zeros({}, kFloat32, acc.device());
+  }
   int64_t window_first = first_iter;
   Clock::time_point window_start = Clock::now();
   double last_loss = 0;
   auto read_window = [&](int64_t next_iter) {
     if (next_iter == window_first) return;
-    const double loss_sum = window_loss.item<double>();  // waits for the device
+    double loss_sum = window_loss.defined() ? window_loss.item<double>() : 0.0;  // waits
+    if (graph) {
+      loss_sum += graph->loss_sum.item<double>();
+      graph->loss_sum.zero_();
+    }
     const double grad_norm = window_norm.defined() ? window_norm.item<double>() : 0.0;
     train_seconds += seconds_since(window_start);
     const double mean = loss_sum / double(next_iter - window_first);
@@ -292,26 +322,63 @@ Result run_training(const Options& o) {
     Tensor x = b.x.to(acc.device()), y = b.y.to(acc.device());
     const int64_t dispatches0 = profiler::dispatch_count();
     const int64_t reads0 = profiler::host_read_count();
-    acc.zero_grad();
+    // zero_grad, forward and loss, backward, clipping, the optimizer step: returns the loss
+    auto train_step = [&](const Tensor& xs, const Tensor& ys) {
+      acc.zero_grad();
+      Tensor l;
+      {
+        auto region = acc.autocast();
+        // llm.c's fused classifier: GPT::forward(idx, targets) takes the loss over the padded
+        // logits and writes their gradient in place (dp gathers outputs: it keeps the logits).
+        l = acc.mode() != "dp" && variants::fused("classifier_loss") ? acc.forward(xs, ys)
+                                                                     : lm_loss(acc.forward(xs), ys);
+      }
+      acc.backward(l);
+      if (o.grad_clip > 0) window_norm = acc.clip_grad_norm_(o.grad_clip);
+      acc.step();
+      return l;
+    };
     Tensor loss;
-    {
-      auto region = acc.autocast();
-      // llm.c's fused classifier: GPT::forward(idx, targets) takes the loss over the padded
-      // logits and writes their gradient in place (dp gathers outputs: it keeps the logits).
-      loss = acc.mode() != "dp" && variants::fused("classifier_loss") ? acc.forward(x, y)
-                                                                      : lm_loss(acc.forward(x), y);
+    if (!graph || graph->eager_left > 0) {
+      if (graph) --graph->eager_left;
+      loss = train_step(x, y);
+    } else if (!graph->graph.captured()) {
+      // The captured step's inputs and outputs stay put; its gradients live in the graph's pool.
+      graph->x = x.clone(), graph->y = y.clone();
+      optimizer->zero_grad(/*set_to_none=*/true);
+      cuda::DeviceGuard guard(acc.device());
+      graph->graph.capture_begin();
+      try {
+        Tensor l = train_step(graph->x, graph->y);
+        graph->loss_sum.add_(l.detach().to(kFloat32));
+        graph->norm = window_norm;
+      } catch (...) {
+        try {
+          graph->graph.capture_end();
+        } catch (...) {  // the first error is the one to report
+        }
+        throw;
+      }
+      graph->graph.capture_end();
+      graph->graph.replay();  // the capture only recorded: this runs the batch
+      window_norm = graph->norm;
+      ++graph->replays;
+    } else {
+      graph->x.copy_(x), graph->y.copy_(y);  // stream-ordered after the previous replay
+      graph->graph.replay();
+      window_norm = graph->norm;
+      ++graph->replays;
     }
-    acc.backward(loss);
-    if (o.grad_clip > 0) window_norm = acc.clip_grad_norm_(o.grad_clip);
-    acc.step();
     if (profiler::enabled()) {
       result.dispatches_per_step = profiler::dispatch_count() - dispatches0;
       result.host_reads_per_step = profiler::host_read_count() - reads0;
       if (result.dispatches_first_step < 0)
         result.dispatches_first_step = result.dispatches_per_step;
     }
-    const Tensor step_loss = loss.detach();
-    window_loss = window_loss.defined() ? add(window_loss, step_loss) : step_loss;
+    if (loss.defined()) {  // (a replayed step adds its loss inside the graph)
+      const Tensor step_loss = loss.detach();
+      window_loss = window_loss.defined() ? add(window_loss, step_loss) : step_loss;
+    }
     ++result.iters_run;
     if ((it + 1) % o.log_interval == 0)
       read_window(it + 1);

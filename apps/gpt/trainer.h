@@ -28,6 +28,9 @@ struct Options : minidl::apps::RunOptions {
   int64_t max_iters = 2000, warmup_iters = 100, lr_decay_iters = -1;  // -1: max_iters
   int64_t eval_interval = 250, eval_iters = 20;
   int64_t padded_vocab_size = 0;  // rows of wte/lm_head (0: the vocabulary; the preset: 50304)
+  // --cuda-graph: after 3 eager steps, the whole step (forward and loss under autocast,
+  // backward, clip_grad_norm_, AdamW) captured once in a CUDA graph and replayed.
+  bool cuda_graph = false;
   Options() { log_interval = 10; }
   bool synthetic() const { return data == "synthetic"; }
   int64_t sequence_length() const { return seq_len > 0 ? seq_len : block_size; }

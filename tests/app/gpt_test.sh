@@ -72,6 +72,9 @@ errors)  # one-line errors, exit 1 (bad values) or 2 (bad flags)
   expect_error 2 "error" --amp fp8
   expect_error 1 "cannot open the text file" --data "$WORK/none.txt" --max-iters 1
   expect_error 1 "multiple of --n-head" "${SMALL[@]}" --n-embd 30 --max-iters 1
+  expect_error 1 "--cuda-graph needs --device cuda" "${SMALL[@]}" --cuda-graph --max-iters 1
+  expect_error 1 "--cuda-graph runs with --amp off or bf16" "${SMALL[@]}" --cuda-graph \
+    --device cuda --amp fp16 --max-iters 1
   expect_rc 0 "${SMALL[@]}" --max-iters 2 --checkpoint-dir "$WORK/d"
   f=$(ls "$WORK"/d/checkpoint-iter-*.safetensors)
   head -c 1000 "$f" >"$WORK/d/trunc.safetensors"

@@ -64,7 +64,7 @@ echo "verify.sh: pack of commit $(manifest commit) ($(manifest modified_tracked_
 FLAGS_MNIST=(--device --data --epochs --seed --amp --cuda-graph --mode --backend -n --dist-timeout
   --max-steps)
 FLAGS_GPT=(--device --data --max-iters --eval-interval --eval-iters --amp --preset --batch-size
-  --warmup-iters --log-interval)
+  --warmup-iters --log-interval --cuda-graph)
 FLAGS_RUN=(-n --backend)
 FLAGS_COMPARE=(--model --device --modes --devices --steps --warmup --rounds --data)
 FLAGS_CLASSIFY=(--device --data --model --epochs --amp --workers)
@@ -394,6 +394,20 @@ step_5() {  # GPT-2 124M (bf16, synthetic tokens) against PyTorch's twin, its pr
   rc=$?
   add_row 5b "gpt --preset gpt2-124m --data synthetic --amp bf16, 30 iterations" "$(rc_word $rc)" \
     $(($(now) - t)) "$(detail $rc 5-gpt2-124m-bf16 "$(gpt2_row "$LOG/5-gpt2-124m-bf16.log") (goal MFU >= 40%)")"
+  # The same step captured whole in one CUDA graph after 3 eager steps (gpt --cuda-graph).
+  t=$(now)
+  lim=$(step_limit 50)
+  if ((lim)); then
+    run_logged 5-gpt2-124m-graph "$lim" "$GPT" --device cuda --data synthetic --preset gpt2-124m \
+      --amp bf16 --batch-size 12 --max-iters 30 --warmup-iters 5 --eval-interval 1000 \
+      --eval-iters 1 --log-interval 10 --cuda-graph
+    rc=$?
+    add_row 5h "the same with --cuda-graph (the whole step captured and replayed), 30 iterations" \
+      "$(rc_word $rc)" $(($(now) - t)) \
+      "$(detail $rc 5-gpt2-124m-graph "$(gpt2_row "$LOG/5-gpt2-124m-graph.log")")"
+  else
+    add_row 5h "gpt2-124m --cuda-graph" SKIPPED 0 "no time left"
+  fi
   # The same step with every fused path's predecessor (tensor/variants.h): what they bought.
   t=$(now)
   lim=$(step_limit 45)
