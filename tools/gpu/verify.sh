@@ -408,21 +408,9 @@ step_5() {  # GPT-2 124M (bf16, synthetic tokens) against PyTorch's twin, its pr
   else
     add_row 5h "gpt2-124m --cuda-graph" SKIPPED 0 "no time left"
   fi
-  # The same step with every fused path's predecessor (tensor/variants.h): what they bought.
-  t=$(now)
-  lim=$(step_limit 45)
-  if ((lim)); then
-    MINIDL_UNFUSED=all run_logged 5-gpt2-124m-unfused "$lim" "$GPT" --device cuda --data synthetic \
-      --preset gpt2-124m --amp bf16 --batch-size 12 --max-iters 15 --warmup-iters 5 \
-      --eval-interval 1000 --eval-iters 1 --log-interval 5
-    rc=$?
-    add_row 5f "the same, MINIDL_UNFUSED=all (the predecessors), 15 iterations" "$(rc_word $rc)" \
-      $(($(now) - t)) "$(detail $rc 5-gpt2-124m-unfused "$(gpt2_row "$LOG/5-gpt2-124m-unfused.log")")"
-  else
-    add_row 5f "gpt2-124m unfused" SKIPPED 0 "no time left"
-  fi
-  # Every fused path against its predecessor, one at a time, in ONE process
-  # (bench/bench_gpt_variants.cpp: MINIDL_UNFUSED per variant, one JSON line each as it ends).
+  # Every fused path against its predecessor, one at a time, and all of them off (`all`, the
+  # former row 5f), in ONE process (bench/bench_gpt_variants.cpp: MINIDL_UNFUSED per variant,
+  # one JSON line each as it ends).
   t=$(now)
   lim=$(step_limit 75)
   if ((lim)); then
