@@ -111,8 +111,7 @@ void batch_cast_used_weights() {
     dst.push_back(empty(t.shape(), u.dtype, t.device()));
   }
   for (auto& entry : by_device) {
-    auto& lists = entry.second;
-    auto& [src, dst] = lists;
+    auto& [src, dst] = entry.second;
     {
       NoGradGuard no_grad;
       native::foreach_copy_(dst, src);

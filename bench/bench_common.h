@@ -82,6 +82,11 @@ inline int int_arg(int argc, char** argv, const char* name, int def) {
     if (std::strcmp(argv[i], name) == 0) return std::atoi(argv[i + 1]);
   return def;
 }
+inline std::string str_arg(int argc, char** argv, const char* name, const std::string& def) {
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::strcmp(argv[i], name) == 0) return argv[i + 1];
+  return def;
+}
 inline bool flag_arg(int argc, char** argv, const char* name) {
   for (int i = 1; i < argc; ++i)
     if (std::strcmp(argv[i], name) == 0) return true;

@@ -25,12 +25,6 @@ using namespace minidl;
 
 namespace {
 
-std::string str_arg(int argc, char** argv, const char* name, const std::string& def) {
-  for (int i = 1; i + 1 < argc; ++i)
-    if (std::strcmp(argv[i], name) == 0) return argv[i + 1];
-  return def;
-}
-
 std::vector<std::string> split(const std::string& s) {
   std::vector<std::string> out;
   std::stringstream in(s);
@@ -48,18 +42,18 @@ struct Row {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::string device = str_arg(argc, argv, "--device", "cuda");
-  const std::string amp = str_arg(argc, argv, "--amp", "bf16");
+  const std::string device = bench::str_arg(argc, argv, "--device", "cuda");
+  const std::string amp = bench::str_arg(argc, argv, "--amp", "bf16");
   const int64_t B = bench::int_arg(argc, argv, "--batch-size", 12);
   const int steps = bench::int_arg(argc, argv, "--steps", 10);
   const int warmup = bench::int_arg(argc, argv, "--warmup", 3);
   const int rounds = bench::int_arg(argc, argv, "--rounds", 2);
-  const double peak = std::atof(str_arg(argc, argv, "--peak-tflops", "0").c_str()) * 1e12;
+  const double peak = std::atof(bench::str_arg(argc, argv, "--peak-tflops", "0").c_str()) * 1e12;
   // ';'-separated MINIDL_UNFUSED lists ("" = every fused path on; "all" = every predecessor)
-  const std::vector<std::string> variants = split(
-      str_arg(argc, argv, "--variants",
-              ";classifier_loss;qkv_attention;autocast_linear;autocast_weight_copies;linear_wgrad;"
-              "foreach_clip;all"));
+  const std::vector<std::string> variants = split(bench::str_arg(
+      argc, argv, "--variants",
+      ";classifier_loss;qkv_attention;autocast_linear;autocast_weight_copies;linear_wgrad;"
+      "foreach_clip;all"));
   try {
     gpt::GPTConfig cfg = gpt::gpt2_124m_config();
     cfg.n_layer = bench::int_arg(argc, argv, "--n-layer", int(cfg.n_layer));

@@ -16,22 +16,6 @@ using namespace testutil;
 
 namespace {
 
-struct Unfused {  // runs the scope with the given fused paths turned off
-  explicit Unfused(const std::string& list) { variants::set_unfused(list); }
-  ~Unfused() { variants::set_unfused(""); }
-};
-
-template <typename Fn>
-int64_t dispatches_of(Fn&& fn) {
-  const bool before = profiler::enabled();
-  profiler::enable(true);
-  const int64_t d0 = profiler::dispatch_count();
-  fn();
-  const int64_t n = profiler::dispatch_count() - d0;
-  profiler::enable(before);
-  return n;
-}
-
 struct LinearGrads {
   Tensor out, gx, gw, gb;
   int64_t dispatches = 0;
@@ -56,12 +40,6 @@ LinearGrads run_linear(const Tensor& x0, const Tensor& w0, const Tensor& b0, con
   return r;
 }
 
-double max_abs(const Tensor& t) {
-  double m = 1e-30;
-  for (double v : to_f64(t)) m = std::max(m, std::abs(v));
-  return m;
-}
-
 }  // namespace
 
 TEST_CASE("autocast linear: f32 dW and db from the f32 accumulator, one dispatch per tensor less") {
@@ -75,7 +53,7 @@ TEST_CASE("autocast linear: f32 dW and db from the f32 accumulator, one dispatch
     const LinearGrads fused = run_linear(x, w, b, gy, low, kCPU);
     LinearGrads old;
     {
-      Unfused u("autocast_linear");
+      ScopedUnfused u("autocast_linear");
       old = run_linear(x, w, b, gy, low, kCPU);
     }
     CHECK(fused.gw.dtype() == kFloat32);
@@ -88,12 +66,12 @@ TEST_CASE("autocast linear: f32 dW and db from the f32 accumulator, one dispatch
     const Tensor gy2 = gy.to(low).to(kFloat64).reshape({-1, 24});
     const Tensor x2 = x.to(low).to(kFloat64).reshape({-1, 48});
     const Tensor gw_ref = matmul(gy2.t(), x2), gb_ref = sum(gy2, {0});
-    check_close(fused.gw, gw_ref, 1e-6, 1e-6 * max_abs(gw_ref));
-    check_close(fused.gb, gb_ref, 1e-6, 1e-6 * max_abs(gb_ref));
+    check_close(fused.gw, gw_ref, 1e-6, 1e-6 * largest_magnitude(gw_ref));
+    check_close(fused.gb, gb_ref, 1e-6, 1e-6 * largest_magnitude(gb_ref));
     const double ulp16 = low == kBFloat16 ? 1.0 / 128 : 1.0 / 1024;
-    check_close(old.gw, gw_ref, ulp16, ulp16 * max_abs(gw_ref));
-    const double err_fused = max_abs(fused.gw.to(kFloat64) - gw_ref);
-    const double err_old = max_abs(old.gw.to(kFloat64) - gw_ref);
+    check_close(old.gw, gw_ref, ulp16, ulp16 * largest_magnitude(gw_ref));
+    const double err_fused = largest_magnitude(fused.gw.to(kFloat64) - gw_ref);
+    const double err_old = largest_magnitude(old.gw.to(kFloat64) - gw_ref);
     CHECK(err_fused < err_old);  // the 16-bit rounding of dW is gone
     // the cast nodes of w and b do not run: one dispatch each fewer
     CHECK(fused.dispatches == old.dispatches - 2);
@@ -134,7 +112,7 @@ TEST_CASE("autocast linear: applies to f32 parameters only, and a frozen weight 
 
 TEST_CASE("autocast linear: a GPT block trains like the unfused path under bf16 autocast") {
   auto grads_of = [](const std::string& unfused) {
-    Unfused u(unfused);
+    ScopedUnfused u(unfused);
     Generator gen(11);
     nn::TransformerBlock block(32, 4, 0.0, true, &gen);
     Tensor x = random_tensor({2, 9, 32}, kFloat32, 12);
@@ -155,7 +133,7 @@ TEST_CASE("autocast linear: a GPT block trains like the unfused path under bf16 
     REQUIRE(fused[i].defined());
     CHECK(fused[i].dtype() == kFloat32);
     // the same gradients up to the 16-bit rounding the old path applied to dW, db and dX
-    check_close(fused[i], old[i].to(kFloat64), 2e-2, 2e-2 * max_abs(old[i]));
+    check_close(fused[i], old[i].to(kFloat64), 2e-2, 2e-2 * largest_magnitude(old[i]));
   }
 }
 
@@ -187,10 +165,10 @@ TEST_SUITE("cuda_autocast_linear") {
       const LinearGrads cpu = run_linear(x, w, b, gy, low, kCPU);
       const LinearGrads gpu = run_linear(x, w, b, gy, low, kCUDA);
       CHECK(gpu.gw.dtype() == kFloat32);
-      check_close(gpu.gw, cpu.gw.to(kFloat64), 1e-5, 1e-5 * max_abs(cpu.gw));
-      check_close(gpu.gb, cpu.gb.to(kFloat64), 1e-5, 1e-5 * max_abs(cpu.gb));
+      check_close(gpu.gw, cpu.gw.to(kFloat64), 1e-5, 1e-5 * largest_magnitude(cpu.gw));
+      check_close(gpu.gb, cpu.gb.to(kFloat64), 1e-5, 1e-5 * largest_magnitude(cpu.gb));
       const double ulp16 = low == kBFloat16 ? 1.0 / 128 : 1.0 / 1024;
-      check_close(gpu.gx, cpu.gx.to(kFloat64), 2 * ulp16, 2 * ulp16 * max_abs(cpu.gx));
+      check_close(gpu.gx, cpu.gx.to(kFloat64), 2 * ulp16, 2 * ulp16 * largest_magnitude(cpu.gx));
     }
   }
 
@@ -203,7 +181,7 @@ TEST_SUITE("cuda_autocast_linear") {
     const Tensor g0 = empty({0, 40}, kBFloat16, kCUDA), x0 = empty({0, 24}, kBFloat16, kCUDA);
     Tensor gb = full({40}, 7.0, kFloat32, kCUDA);
     native::linear_weight_grad_into(g0, x0, gw, gb);
-    CHECK(max_abs(gw.cpu()) < 1e-29);
-    CHECK(max_abs(gb.cpu()) < 1e-29);
+    CHECK(largest_magnitude(gw.cpu()) < 1e-29);
+    CHECK(largest_magnitude(gb.cpu()) < 1e-29);
   }
 }

@@ -13,22 +13,6 @@ using namespace testutil;
 
 namespace {
 
-struct Unfused {
-  explicit Unfused(const std::string& list) { variants::set_unfused(list); }
-  ~Unfused() { variants::set_unfused(""); }
-};
-
-template <typename Fn>
-int64_t dispatches_of(Fn&& fn) {
-  const bool before = profiler::enabled();
-  profiler::enable(true);
-  const int64_t d0 = profiler::dispatch_count();
-  fn();
-  const int64_t n = profiler::dispatch_count() - d0;
-  profiler::enable(before);
-  return n;
-}
-
 // A two-layer MLP's parameters: w1:[16,8] b1:[16] w2:[4,16] b2:[4].
 std::vector<Tensor> mlp_params(uint64_t seed) {
   return {random_tensor({16, 8}, kFloat32, seed).requires_grad_(),
@@ -102,7 +86,7 @@ TEST_CASE("autocast weight copies: off under MINIDL_UNFUSED, and only for weight
   const Tensor x = random_tensor({3, 8}, kFloat32, 50);
   std::vector<Tensor> p = mlp_params(51);
   {
-    Unfused u("autocast_weight_copies");
+    ScopedUnfused u("autocast_weight_copies");
     const Step a = step(p, x), b = step(p, x);
     CHECK(b.forward_dispatches == a.forward_dispatches);
   }

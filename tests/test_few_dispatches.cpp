@@ -25,18 +25,6 @@ using namespace testutil;
 
 namespace {
 
-// Dispatches (outermost ops) made by fn, with the profiler on for the call only.
-template <typename Fn>
-int64_t dispatches_of(Fn&& fn) {
-  const bool before = profiler::enabled();
-  profiler::enable(true);
-  const int64_t d0 = profiler::dispatch_count();
-  fn();
-  const int64_t n = profiler::dispatch_count() - d0;
-  profiler::enable(before);
-  return n;
-}
-
 // sum |x|^p over every element (or max |x|), in long double, then the root.
 double reference_norm(const std::vector<Tensor>& ts, double p) {
   long double acc = 0;
@@ -244,9 +232,7 @@ TEST_CASE("TransformerBlock attention: no copies around the heads, gradients as 
 }
 
 TEST_CASE("MINIDL_UNFUSED: each fused path's predecessor, same results, more dispatches") {
-  struct Restore {
-    ~Restore() { variants::set_unfused(""); }
-  } restore;
+  ScopedUnfused restore;
   CHECK_THROWS_WITH_AS(variants::set_unfused("linear_wgrad,nope"),
                        doctest::Contains("unknown feature `nope`"), Error);
   const Tensor x = random_tensor({2, 5, 32}, kFloat32, 1);

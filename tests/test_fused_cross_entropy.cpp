@@ -35,24 +35,6 @@ std::pair<Tensor, Tensor> composite(const Tensor& logits, const Tensor& target, 
 }
 
 // max |t| (f64), at least tiny.
-double max_abs(const Tensor& t) {
-  double m = 1e-30;
-  for (double v : to_f64(t)) m = std::max(m, std::abs(v));
-  return m;
-}
-
-// Dispatches made by fn (the profiler on for the call only).
-template <typename Fn>
-int64_t dispatches_of(Fn&& fn) {
-  const bool before = profiler::enabled();
-  profiler::enable(true);
-  const int64_t d0 = profiler::dispatch_count();
-  fn();
-  const int64_t n = profiler::dispatch_count() - d0;
-  profiler::enable(before);
-  return n;
-}
-
 // Tolerances of the fused op against the composite one (relative to the largest value).
 double rel_tol_of(DType dt) {
   return dt == kFloat64 ? 1e-12 : dt == kFloat32 ? 2e-6 : 1e-2;
@@ -75,7 +57,7 @@ void check_against_composite(DType dt, int64_t N, int64_t V, int64_t Vp, int64_t
   CHECK(loss.dtype() == (dt == kFloat64 ? kFloat64 : kFloat32));
   const double tol = rel_tol_of(dt);
   CHECK(loss.item<double>() == doctest::Approx(want_loss.item<double>()).epsilon(tol));
-  check_close(buf, want_grad.to(kFloat64), tol, tol * max_abs(want_grad));
+  check_close(buf, want_grad.to(kFloat64), tol, tol * largest_magnitude(want_grad));
   // padded columns and ignored rows are exactly 0
   for (double v : to_f64(buf.slice(1, V, Vp))) CHECK(v == 0.0);
   for (int64_t i = 0; every > 0 && i < N; i += every)
@@ -168,7 +150,7 @@ TEST_CASE("fused_cross_entropy_: autograd gives the composite gradient, times th
       ref.backward();
       CHECK(loss.item<double>() * scale == doctest::Approx(ref.item<double>()).epsilon(1e-6));
       const double tol = dt == kFloat64 ? 1e-12 : 2e-6;
-      check_close(w.grad(), wr.grad(), tol, tol * max_abs(wr.grad()));
+      check_close(w.grad(), wr.grad(), tol, tol * largest_magnitude(wr.grad()));
     }
   }
 }
@@ -267,7 +249,7 @@ TEST_CASE("gpt forward(idx, targets): the lm_loss value and parameter gradients"
     REQUIRE(gf.size() == gc.size());
     for (size_t i = 0; i < gf.size(); ++i) {
       CAPTURE(i);
-      check_close(gf[i], gc[i].to(kFloat64), tol, tol * max_abs(gc[i]));
+      check_close(gf[i], gc[i].to(kFloat64), tol, tol * largest_magnitude(gc[i]));
     }
     // eval / no grad: the same loss, no history
     NoGradGuard ng;

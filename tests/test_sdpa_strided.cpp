@@ -132,9 +132,7 @@ TEST_CASE("sdpa strided heads: mixed layouts, broadcast k, and refused output bu
 }
 
 TEST_CASE("transformer qkv attention without copies: outputs and gradients as the general path") {
-  struct Restore {
-    ~Restore() { variants::set_unfused(""); }
-  } restore;
+  ScopedUnfused restore;
   for (DType dt : {kFloat64, kFloat32})
     for (double dropout : {0.0, 0.2}) {
       CAPTURE(dt);
@@ -210,9 +208,7 @@ TEST_SUITE("cuda_attention_strided") {
   }
 
   TEST_CASE("cuda_attention_strided: the transformer block matches MINIDL_UNFUSED=qkv_attention") {
-    struct Restore {
-      ~Restore() { variants::set_unfused(""); }
-    } restore;
+    ScopedUnfused restore;
     const Device gpu{DeviceType::cuda, 0};
     const Tensor x = random_tensor({2, 70, 64}, kFloat32, 4).to(gpu);
     const Tensor g = random_tensor({2, 70, 64}, kFloat32, 5).to(gpu);

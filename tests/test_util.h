@@ -3,13 +3,17 @@
 #pragma once
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
 #include <sstream>
+#include <string>
 #include <vector>
 
 #include "minidl.h"
+#include "tensor/profiler.h"
+#include "tensor/variants.h"
 
 namespace testutil {
 using namespace minidl;
@@ -129,6 +133,35 @@ inline bool bitwise_equal(const minidl::Tensor& a, const minidl::Tensor& b) {
   minidl::Tensor x = a.cpu().contiguous(), y = b.cpu().contiguous();
   return std::memcmp(x.data_ptr(), y.data_ptr(), size_t(x.numel()) * x.element_size()) == 0;
 }
+
+// The largest |x| of t, at least 1e-30: a scale for tolerances relative to a tensor.
+inline double largest_magnitude(const Tensor& t) {
+  double m = 1e-30;
+  for (double v : to_f64(t)) m = std::max(m, std::abs(v));
+  return m;
+}
+
+// The kernel dispatches fn makes (the op profiler on for the call only, then as before).
+template <typename Fn>
+int64_t dispatches_of(Fn&& fn) {
+  const bool before = profiler::enabled();
+  profiler::enable(true);
+  const int64_t d0 = profiler::dispatch_count();
+  fn();
+  const int64_t n = profiler::dispatch_count() - d0;
+  profiler::enable(before);
+  return n;
+}
+
+// MINIDL_UNFUSED for a scope (tensor/variants.h): the listed fused paths off from construction
+// (the default constructor changes nothing), every fused path back on at the end.
+struct ScopedUnfused {
+  ScopedUnfused() = default;
+  explicit ScopedUnfused(const std::string& list) { variants::set_unfused(list); }
+  ~ScopedUnfused() { variants::set_unfused(""); }
+  ScopedUnfused(const ScopedUnfused&) = delete;
+  ScopedUnfused& operator=(const ScopedUnfused&) = delete;
+};
 
 }  // namespace testutil
 

@@ -268,7 +268,7 @@ Result run_training(const Options& o) {
   struct Graph {
     cuda::CUDAGraph graph;
     Tensor x, y, loss_sum, norm;
-    int64_t eager_left = 3, replays = 0;
+    int64_t eager_left = 3;
   };
   std::unique_ptr<Graph> graph;
   if (o.cuda_graph) {
@@ -342,32 +342,31 @@ Result run_training(const Options& o) {
     if (!graph || graph->eager_left > 0) {
       if (graph) --graph->eager_left;
       loss = train_step(x, y);
-    } else if (!graph->graph.captured()) {
-      // The captured step's inputs and outputs stay put; its gradients live in the graph's pool.
-      graph->x = x.clone(), graph->y = y.clone();
-      optimizer->zero_grad(/*set_to_none=*/true);
-      cuda::DeviceGuard guard(acc.device());
-      graph->graph.capture_begin();
-      try {
-        Tensor l = train_step(graph->x, graph->y);
-        graph->loss_sum.add_(l.detach().to(kFloat32));
-        graph->norm = window_norm;
-      } catch (...) {
-        try {
-          graph->graph.capture_end();
-        } catch (...) {  // the first error is the one to report
-        }
-        throw;
-      }
-      graph->graph.capture_end();
-      graph->graph.replay();  // the capture only recorded: this runs the batch
-      window_norm = graph->norm;
-      ++graph->replays;
     } else {
-      graph->x.copy_(x), graph->y.copy_(y);  // stream-ordered after the previous replay
+      if (!graph->graph.captured()) {
+        // Recorded once, not run: the replay below runs this batch. The captured step's inputs
+        // and outputs stay put; its gradients live in the graph's pool.
+        graph->x = x.clone(), graph->y = y.clone();
+        optimizer->zero_grad(/*set_to_none=*/true);
+        cuda::DeviceGuard guard(acc.device());
+        graph->graph.capture_begin();
+        try {
+          Tensor l = train_step(graph->x, graph->y);
+          graph->loss_sum.add_(l.detach().to(kFloat32));
+          graph->norm = window_norm;
+        } catch (...) {
+          try {
+            graph->graph.capture_end();
+          } catch (...) {  // the first error is the one to report
+          }
+          throw;
+        }
+        graph->graph.capture_end();
+      } else {
+        graph->x.copy_(x), graph->y.copy_(y);  // stream-ordered after the previous replay
+      }
       graph->graph.replay();
       window_norm = graph->norm;
-      ++graph->replays;
     }
     if (profiler::enabled()) {
       result.dispatches_per_step = profiler::dispatch_count() - dispatches0;

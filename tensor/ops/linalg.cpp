@@ -193,13 +193,12 @@ void linear_weight_grad_into(const Tensor& g, const Tensor& x, Tensor& grad_w, T
                g.dtype());
   const int64_t N = g.size(-1), K = x.size(-1);
   const DType out = grad_w.defined() ? grad_w.dtype() : g.dtype();
-  const bool widened = out == kFloat32 && (g.dtype() == kBFloat16 || g.dtype() == kFloat16);
+  const bool half = g.dtype() == kBFloat16 || g.dtype() == kFloat16;
+  const bool widened = out == kFloat32 && half;
   MINIDL_CHECK(grad_w.defined() && grad_w.shape() == Shape({N, K}) && grad_w.is_contiguous() &&
                    grad_w.device() == g.device() && (out == g.dtype() || widened),
                "op `linear_weight_grad`: expected grad_w a contiguous [", N, ", ", K,
-               "] tensor of ", g.dtype(),
-               (g.dtype() == kBFloat16 || g.dtype() == kFloat16 ? " or float32" : ""), " on ",
-               g.device(), ", got ",
+               "] tensor of ", g.dtype(), (half ? " or float32" : ""), " on ", g.device(), ", got ",
                grad_w.defined() ? grad_w.shape_str() + " " + std::string(dtype_name(out))
                                 : std::string("undefined"));
   MINIDL_CHECK(!grad_b.defined() || (grad_b.shape() == Shape({N}) && grad_b.dtype() == out &&
