@@ -113,6 +113,13 @@ Tensor avg_pool2d(const Tensor& x, const Pool2dParams& p);
 // ---- normalisation (autograd/functions/norm.cpp)
 LayerNormResult layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& w = {},
                            const Tensor& b = {}, double eps = 1e-5);
+// A transformer's residual add and the next pre-norm as one node: sum = x + y (promoted
+// dtype), out = layer_norm(sum, ...) as out_dtype (default: sum's dtype), both differentiable.
+// One fused kernel when x is f32/f64/f16/bf16 and y has x's dtype (or f16/bf16 where x is
+// f32); other dtype mixes run as the composite. y may be undefined (out = layer_norm(x)).
+AddLayerNormResult add_layer_norm(const Tensor& x, const Tensor& y, const Shape& normalized_shape,
+                                  const Tensor& w = {}, const Tensor& b = {}, double eps = 1e-5,
+                                  std::optional<DType> out_dtype = std::nullopt);
 // running_mean/var may be undefined (then train-mode stats are always used).
 BatchNormResult batch_norm(const Tensor& x, const Tensor& w, const Tensor& b, Tensor running_mean,
                            Tensor running_var, bool training, double momentum = 0.1,
@@ -180,6 +187,7 @@ Tensor& masked_fill_(Tensor& self, const Tensor& mask, Scalar value);
 Tensor cumsum(const Tensor& x, int64_t dim, std::optional<DType> dtype = std::nullopt);
 
 // ---- ops without a gradient, and the backward kernels the nodes call: the raw ops as they are
+using native::add_layer_norm_backward;
 using native::allclose;
 using native::argmax;
 using native::argmin;

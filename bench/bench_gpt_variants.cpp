@@ -52,7 +52,8 @@ int main(int argc, char** argv) {
   // ';'-separated MINIDL_UNFUSED lists ("" = every fused path on; "all" = every predecessor)
   const std::vector<std::string> variants = split(bench::str_arg(
       argc, argv, "--variants",
-      ";classifier_loss;qkv_attention;autocast_linear;autocast_weight_copies;linear_wgrad;"
+      ";classifier_loss;qkv_attention;autocast_linear;autocast_weight_copies;residual_layer_norm;"
+      "linear_wgrad;"
       "foreach_clip;all"));
   try {
     gpt::GPTConfig cfg = gpt::gpt2_124m_config();

@@ -193,6 +193,9 @@ class Module : public std::enable_shared_from_this<Module> {
   };
   RemovableHandle register_forward_pre_hook(ForwardPreHook hook);
   RemovableHandle register_forward_hook(ForwardHook hook);
+  // Whether a forward or forward-pre hook is registered (a fused path that would skip this
+  // module's call, such as nn::residual_layer_norm, calls it instead then).
+  bool has_forward_hooks() const;
   // fn on every submodule (children first, recursively) and then on this module, as
   // torch's module.apply(fn) (e.g. custom initialisation). Returns *this.
   Module& apply(const std::function<void(Module&)>& fn);

@@ -63,6 +63,10 @@ Tensor Module::call(std::vector<Tensor> inputs) {
   return out;
 }
 
+bool Module::has_forward_hooks() const {
+  return hooks_ != nullptr && (!hooks_->pre.empty() || !hooks_->post.empty());
+}
+
 Module::RemovableHandle Module::register_forward_pre_hook(ForwardPreHook hook) {
   MINIDL_CHECK(hook != nullptr, name(), ": register_forward_pre_hook got an empty function");
   if (!hooks_) hooks_ = std::make_shared<RemovableHandle::Hooks>();

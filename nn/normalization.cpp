@@ -4,7 +4,9 @@
 
 #include <limits>
 
+#include "autograd/autocast.h"
 #include "autograd/grad_mode.h"
+#include "tensor/variants.h"
 
 namespace minidl::nn {
 
@@ -116,6 +118,24 @@ LayerNorm::LayerNorm(Shape shape, LayerNormOptions o)
 
 Tensor LayerNorm::forward(const Tensor& x) {
   return layer_norm(x, normalized_shape, weight, bias, eps).out;
+}
+
+ResidualNorm residual_layer_norm(const Tensor& x, const Tensor& y, LayerNorm& ln,
+                                 bool autocast_out) {
+  const DeviceType dev = x.device().type;
+  const DType sum_dtype = y.defined() ? result_type(x, y) : x.dtype();
+  const bool autocast = amp::is_autocast_enabled(dev);
+  // A 16-bit sum under autocast: layer_norm's own cast policy decides (the module's call).
+  if (!variants::fused("residual_layer_norm") || ln.has_forward_hooks() ||
+      (autocast && sum_dtype != kFloat32)) {
+    Tensor sum = y.defined() ? x + y : x;
+    return {sum, ln(sum)};
+  }
+  std::optional<DType> out_dtype;
+  if (autocast_out && autocast) out_dtype = amp::get_autocast_dtype(dev);
+  AddLayerNormResult r =
+      add_layer_norm(x, y, ln.normalized_shape, ln.weight, ln.bias, ln.eps, out_dtype);
+  return {r.sum, r.out};
 }
 
 std::string LayerNorm::extra_repr() const {

@@ -73,6 +73,17 @@ class LayerNorm : public Cloneable<LayerNorm> {
   Tensor weight, bias;
 };
 
+// A pre-norm transformer's residual step through `ln`: sum = x + y (y may be undefined: x),
+// out = ln(sum), as one autograd add_layer_norm node. With autocast_out, under autocast on x's
+// device (and an f32 sum) out comes in the autocast dtype: for a consumer that would cast it so
+// anyway (a Linear), the same values without the cast. The plain x + y and ln(sum) calls when
+// MINIDL_UNFUSED names residual_layer_norm or ln has forward hooks.
+struct ResidualNorm {
+  Tensor sum, out;
+};
+ResidualNorm residual_layer_norm(const Tensor& x, const Tensor& y, LayerNorm& ln,
+                                 bool autocast_out = false);
+
 // torch.nn.RMSNorm (2.4): y = x / sqrt(mean(x^2 over normalized_shape) + eps) * weight.
 // eps = nullopt takes the machine epsilon of the computation (f64: DBL_EPSILON, otherwise
 // FLT_EPSILON: torch uses the opmath type's, so also for f16/bf16). weight (ones) when

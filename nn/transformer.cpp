@@ -215,10 +215,12 @@ Tensor TransformerBlock::forward(const Tensor& x) {
   return forward(x, AttentionOptions{});
 }
 
-// x:[B,T,C] -> [B,T,C]
+// x:[B,T,C] -> [B,T,C]. The first residual add and ln_2 are one add_layer_norm node, and under
+// autocast both norms hand the Linears after them 16-bit rows (nn::residual_layer_norm).
 Tensor TransformerBlock::forward(const Tensor& x, const AttentionOptions& opt) {
-  Tensor h = x + attn->forward((*ln_1)(x), opt);
-  return h + (*mlp)((*ln_2)(h));
+  const Tensor n1 = residual_layer_norm(x, Tensor(), *ln_1, /*autocast_out=*/true).out;
+  const ResidualNorm h = residual_layer_norm(x, attn->forward(n1, opt), *ln_2, true);
+  return h.sum + (*mlp)(h.out);
 }
 
 }  // namespace minidl::nn

@@ -90,6 +90,20 @@ using LayerNormBackwardKernel = void (*)(const Tensor& grad_out, const Tensor& x
                                          const Tensor& mean, const Tensor& rstd, const Tensor& w,
                                          Tensor& grad_x, Tensor& grad_w, Tensor& grad_b,
                                          int64_t normalized_numel);
+// add_layer_norm (a transformer's residual add and the next pre-norm in one pass): sum = x + y
+// in x's dtype (y undefined: no sum, the rows of x), out = layer_norm(sum) in out's dtype.
+// x, y, sum, out:[R, D] contiguous; y and out may be f16/bf16 where x is f32; mean,rstd:[R].
+using AddLayerNormKernel = void (*)(const Tensor& x, const Tensor& y, const Tensor& w,
+                                    const Tensor& b, Tensor& sum, Tensor& out, Tensor& mean,
+                                    Tensor& rstd, int64_t normalized_numel, double eps);
+// Its backward: g = grad_sum + layer_norm_backward(grad_out) (grad_sum, s's dtype, may be
+// undefined; grad_out in out's dtype); grad_x = g in s's dtype, grad_y = g in its own dtype
+// (undefined: not wanted). s is the saved sum (or x). grad_w, grad_b:[D] or undefined.
+using AddLayerNormBackwardKernel = void (*)(const Tensor& grad_out, const Tensor& grad_sum,
+                                            const Tensor& s, const Tensor& mean, const Tensor& rstd,
+                                            const Tensor& w, Tensor& grad_x, Tensor& grad_y,
+                                            Tensor& grad_w, Tensor& grad_b,
+                                            int64_t normalized_numel);
 // batch_norm: x:[N,C,*]; w,b,running_*:[C] or undefined; save_mean/save_invstd:[C] (train mode
 // batch statistics, eval mode left empty). Running stats updated in train mode with momentum,
 // unbiased variance, as PyTorch.

@@ -82,6 +82,12 @@ struct LayerNormResult {
 struct LayerNormGrads {
   Tensor grad_x, grad_w, grad_b;
 };
+struct AddLayerNormResult {
+  Tensor sum, out, mean, rstd;  // sum: x + y (x itself when y is undefined)
+};
+struct AddLayerNormGrads {
+  Tensor grad_x, grad_y, grad_w, grad_b;
+};
 struct BatchNormResult {
   Tensor out, save_mean, save_invstd;
 };
@@ -241,6 +247,16 @@ LayerNormResult layer_norm(const Tensor& x, const Shape& normalized_shape, const
 LayerNormGrads layer_norm_backward(const Tensor& grad_out, const Tensor& x,
                                    const Shape& normalized_shape, const Tensor& mean,
                                    const Tensor& rstd, const Tensor& w, bool need_grad_w_b);
+// sum = x + y, out = layer_norm(sum) as out_dtype, in one pass (y may be undefined). x and
+// y have one shape; y's dtype and out_dtype are x's, or f16/bf16 where x is f32.
+AddLayerNormResult add_layer_norm(const Tensor& x, const Tensor& y, const Shape& normalized_shape,
+                                  const Tensor& w, const Tensor& b, double eps, DType out_dtype);
+// g = grad_sum + d(out)/d(sum)^T grad_out (either may be undefined, not both); grad_x = g,
+// grad_y = g as y_dtype (std::nullopt: none).
+AddLayerNormGrads add_layer_norm_backward(const Tensor& grad_out, const Tensor& grad_sum,
+                                          const Tensor& s, const Shape& normalized_shape,
+                                          const Tensor& mean, const Tensor& rstd, const Tensor& w,
+                                          std::optional<DType> y_dtype, bool need_grad_w_b);
 // running_mean/var may be undefined (then train-mode stats are always used).
 BatchNormResult batch_norm(const Tensor& x, const Tensor& w, const Tensor& b, Tensor running_mean,
                            Tensor running_var, bool training, double momentum = 0.1,

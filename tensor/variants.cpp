@@ -12,9 +12,9 @@
 namespace minidl::variants {
 namespace {
 
-constexpr std::array<std::string_view, 6> kFeatures = {"linear_wgrad",    "qkv_attention",
-                                                       "foreach_clip",    "classifier_loss",
-                                                       "autocast_linear", "autocast_weight_copies"};
+constexpr std::array<std::string_view, 7> kFeatures = {
+    "linear_wgrad",    "qkv_attention",          "foreach_clip",       "classifier_loss",
+    "autocast_linear", "autocast_weight_copies", "residual_layer_norm"};
 
 // Bit i: feature i runs unfused.
 std::atomic<unsigned> g_unfused{0};
@@ -64,7 +64,7 @@ void set_unfused(const std::string& list) {
 
 std::string_view feature_names() {
   return "linear_wgrad, qkv_attention, foreach_clip, classifier_loss, autocast_linear, "
-         "autocast_weight_copies";
+         "autocast_weight_copies, residual_layer_norm";
 }
 
 }  // namespace minidl::variants

@@ -9,6 +9,9 @@
 //                  foreach_copy_ on entry (else one cast per weight at its first use)
 //   classifier_loss  gpt's training loss as one fused_cross_entropy_ over the padded logits,
 //                  its gradient written in place (else f32 logits[..., :V] + cross_entropy)
+//   residual_layer_norm  the transformer block's residual add and next LayerNorm as one
+//                  add_layer_norm node, normalised rows in the autocast dtype under autocast
+//                  (else x + y, layer_norm, and the Linear's cast)
 #pragma once
 #include <string>
 #include <string_view>

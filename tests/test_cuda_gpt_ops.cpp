@@ -1,7 +1,8 @@
 // CPU-vs-CUDA parity of the GPT ops (cases_gpt: tril/triu, masked_fill, cumsum and its reverse
 // in the backward, div rounding modes, multinomial draws, class-probability cross_entropy, the
-// fused classifier loss), run on the GPU by the cuda_gpt_ops suite and CPU-against-CPU by
-// test_cuda_ops.cpp.
+// fused classifier loss, add_layer_norm), run on the GPU by the cuda_gpt_ops suite and
+// CPU-against-CPU by test_cuda_ops.cpp.
+#include "autograd/engine.h"
 #include "cuda_parity.h"
 
 using namespace minidl;
@@ -190,6 +191,40 @@ std::vector<Case> cases_gpt() {
   gb.variants = 2;
   gb.lo = -4, gb.hi = 4;
   cs.push_back(gb);
+
+  // add_layer_norm (residual add + LayerNorm): the register-row kernels (D % vector == 0 up to
+  // 1024), the warp and block fallbacks (D = 7, 1030); 16-bit residuals and outs beside f32
+  // rows; values, statistics and the gradients of x, y, w, b for both outputs' gradients.
+  Case aln{"add_layer_norm",
+           {"add_layer_norm", "add_layer_norm_backward"},
+           {{{4, 7}, {4, 7}, {7}, {7}},
+            {{6, 768}, {6, 768}, {768}, {768}},
+            {{3, 1030}, {3, 1030}, {1030}, {1030}},
+            {{0, 16}, {0, 16}, {16}, {16}}},
+           kFloats,
+           [](const V& in, Device dev, int v) {
+             const DType dt = in[0].dtype();
+             if (v > 0 && dt != kFloat32) return V{};
+             // v: 0 all dt; 1 bf16 residual and out; 2 f16 residual, f32 out; 3 no residual
+             const DType yd = v == 1 ? kBFloat16 : v == 2 ? kFloat16 : dt;
+             const DType od = v == 1 || v == 3 ? kBFloat16 : dt;
+             const int64_t D = in[0].size(-1);
+             Tensor x = in[0].detach().clone().requires_grad_();
+             Tensor y = v == 3 ? Tensor() : in[1].detach().to(yd).requires_grad_();
+             Tensor w = in[2].detach().clone().requires_grad_();
+             Tensor b = in[3].detach().clone().requires_grad_();
+             AddLayerNormResult r = add_layer_norm(x, y, {D}, w, b, 1e-5, od);
+             const Tensor go = rnd(r.out.shape(), od, 31, kCPU).to(dev);
+             const Tensor gs = rnd(r.sum.shape(), dt, 32, kCPU).to(dev);
+             V roots{r.out}, grads{go}, inputs{x, w, b};
+             if (y.defined()) roots.push_back(r.sum), grads.push_back(gs), inputs.push_back(y);
+             V out{r.sum.detach(), r.out.detach(), r.rstd};
+             for (const Tensor& g : autograd::grad(roots, inputs, grads)) out.push_back(g);
+             return out;
+           }};
+  aln.variants = 4;
+  aln.tol_scale = 4;
+  cs.push_back(aln);
   return cs;
 }
 

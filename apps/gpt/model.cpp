@@ -92,7 +92,8 @@ Tensor GPT::run(const Tensor& idx, int64_t pos0, std::vector<nn::KVCache>* cache
     // Through the module call (its hooks run: FSDP gathers a block's parameters there).
     x = caches ? block.forward(x, nn::AttentionOptions{.cache = &(*caches)[size_t(i)]}) : block(x);
   }
-  Tensor logits = (*lm_head)((*ln_f)(x));  // [B,T,Vp]
+  // ln_f's rows in the autocast dtype under autocast (lm_head would cast them so).
+  Tensor logits = (*lm_head)(nn::residual_layer_norm(x, Tensor(), *ln_f, true).out);  // [B,T,Vp]
   if (padded) return logits;
   // The padded columns (tokens that never occur) stay out of the loss and sampling: a view of
   // the real ones, no copy here (cross_entropy's reshape copies the [B·T,V] rows once).

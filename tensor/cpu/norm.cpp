@@ -1,10 +1,11 @@
-// CPU kernels: layer_norm and batch_norm, forward and backward. Statistics accumulate in
-// double (8 independent lanes so the loops vectorise); f16/bf16 compute in float.
+// CPU kernels: batch_norm forward and backward (layer_norm's are layer_norm.cpp). Statistics
+// accumulate in double (8 independent lanes so the loops vectorise); f16/bf16 compute in float.
 #include <cmath>
 #include <type_traits>
 #include <vector>
 
 #include "tensor/cpu/kernels.h"
+#include "tensor/cpu/norm_common.h"
 #include "tensor/cpu/loops.h"
 #include "tensor/dispatch.h"
 #include "tensor/ops.h"
@@ -12,147 +13,7 @@
 namespace minidl::cpu {
 namespace {
 
-// Saved statistics type: double for f64 inputs, float otherwise.
-template <typename T>
-using stat_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
-
-// sum_{i<n} f(i) in double with 8 independent accumulators (vectorisable without -ffast-math).
-template <typename F>
-inline double lane_sum(int64_t n, F&& f) {
-  double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int k = 0; k < 8; ++k) acc[k] += f(i + k);
-  double tail = 0;
-  for (; i < n; ++i) tail += f(i);
-  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])) + tail;
-}
-
-// A 1-D parameter ([n] elements in row-major order, any floating dtype) as a vector of A;
-// `dflt` everywhere when t is undefined.
-template <typename A>
-std::vector<A> load_vec(const Tensor& t, int64_t n, A dflt) {
-  std::vector<A> v(size_t(n), dflt);
-  if (!t.defined()) return v;
-  Tensor c = native::contiguous(t);
-  dispatch_floating(c.dtype(), "norm parameter", [&]<typename T>() {
-    const T* p = c.data_ptr<T>();
-    for (int64_t i = 0; i < n; ++i) v[size_t(i)] = A(static_cast<opmath_t<T>>(p[i]));
-  });
-  return v;
-}
-
-// Writes v into a 1-D tensor (any floating dtype, any stride).
-void store_vec(Tensor& t, const std::vector<double>& v) {
-  dispatch_floating(t.dtype(), "norm parameter", [&]<typename T>() {
-    T* p = static_cast<T*>(t.data_ptr());
-    const int64_t st = t.dim() == 0 ? 0 : t.stride(-1);
-    for (size_t i = 0; i < v.size(); ++i) p[int64_t(i) * st] = T(static_cast<opmath_t<T>>(v[i]));
-  });
-}
-
-inline int64_t rows_grain(int64_t row_len) {
-  return std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(row_len, 1));
-}
-
-// ---------------------------------------------------------------- layer_norm
-// x, out:[R,D] contiguous; mean, rstd:[R]
-void layer_norm_kernel(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& out, Tensor& mean,
-                       Tensor& rstd, int64_t D, double eps) {
-  const int64_t R = x.size(0);
-  dispatch_floating(x.dtype(), "layer_norm", [&]<typename T>() {
-    using A = opmath_t<T>;
-    using S = stat_t<T>;
-    const T* xp = x.data_ptr<T>();
-    T* op = out.data_ptr<T>();
-    S* mp = mean.data_ptr<S>();
-    S* rp = rstd.data_ptr<S>();
-    const std::vector<A> wv = load_vec<A>(w, D, A(1)), bv = load_vec<A>(b, D, A(0));
-    const A* wd = wv.data();
-    const A* bd = bv.data();
-    parallel_for(R, rows_grain(D), [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r) {
-        const T* xr = xp + r * D;
-        T* orow = op + r * D;
-        const double m = lane_sum(D, [&](int64_t j) { return double(A(xr[j])); }) / double(D);
-        const double var = lane_sum(D,
-                                    [&](int64_t j) {
-                                      const double d = double(A(xr[j])) - m;
-                                      return d * d;
-                                    }) /
-                           double(D);
-        const double rs = 1.0 / std::sqrt(var + eps);
-        mp[r] = S(m);
-        rp[r] = S(rs);
-        const A ma = A(m), ra = A(rs);
-        for (int64_t j = 0; j < D; ++j) orow[j] = T((A(xr[j]) - ma) * ra * wd[j] + bd[j]);
-      }
-    });
-  });
-}
-
-// grad_out, x, grad_x:[R,D] contiguous; mean, rstd:[R]; grad_w, grad_b:[D] or undefined.
-void layer_norm_backward_kernel(const Tensor& grad_out, const Tensor& x, const Tensor& mean,
-                                const Tensor& rstd, const Tensor& w, Tensor& grad_x, Tensor& grad_w,
-                                Tensor& grad_b, int64_t D) {
-  const int64_t R = x.size(0);
-  const bool want_wb = grad_w.defined() || grad_b.defined();
-  dispatch_floating(x.dtype(), "layer_norm_backward", [&]<typename T>() {
-    using A = opmath_t<T>;
-    using S = stat_t<T>;
-    const T* gp = grad_out.data_ptr<T>();
-    const T* xp = x.data_ptr<T>();
-    const S* mp = mean.data_ptr<S>();
-    const S* rp = rstd.data_ptr<S>();
-    T* gxp = grad_x.data_ptr<T>();
-    const std::vector<A> wv = load_vec<A>(w, D, A(1));
-    const A* wd = wv.data();
-    // Fixed row chunks (independent of the thread count) with [D] partial sums for grad_w/b.
-    const int64_t rows_per_chunk = rows_grain(D);
-    const int64_t nchunks = R == 0 ? 0 : (R + rows_per_chunk - 1) / rows_per_chunk;
-    std::vector<double> pw(want_wb ? size_t(nchunks * D) : 0, 0.0);
-    std::vector<double> pb(want_wb ? size_t(nchunks * D) : 0, 0.0);
-    parallel_for(nchunks, 1, [&](int64_t k0, int64_t k1) {
-      std::vector<A> gw(static_cast<size_t>(D)), xh(static_cast<size_t>(D));
-      for (int64_t k = k0; k < k1; ++k) {
-        const int64_t rend = std::min(R, (k + 1) * rows_per_chunk);
-        for (int64_t r = k * rows_per_chunk; r < rend; ++r) {
-          const T* xr = xp + r * D;
-          const T* gr = gp + r * D;
-          T* gxr = gxp + r * D;
-          const A m = A(mp[r]), rs = A(rp[r]);
-          for (int64_t j = 0; j < D; ++j) {
-            xh[j] = (A(xr[j]) - m) * rs;
-            gw[j] = A(gr[j]) * wd[j];
-          }
-          const double s1 = lane_sum(D, [&](int64_t j) { return double(gw[j]); });
-          const double s2 = lane_sum(D, [&](int64_t j) { return double(gw[j]) * double(xh[j]); });
-          const A c1 = A(s1 / double(D)), c2 = A(s2 / double(D));
-          for (int64_t j = 0; j < D; ++j) gxr[j] = T(rs * (gw[j] - c1 - xh[j] * c2));
-          if (want_wb) {
-            double* pwk = pw.data() + k * D;
-            double* pbk = pb.data() + k * D;
-            for (int64_t j = 0; j < D; ++j) {
-              const double g = double(A(gr[j]));
-              pwk[j] += g * double(xh[j]);
-              pbk[j] += g;
-            }
-          }
-        }
-      }
-    });
-    if (want_wb) {
-      std::vector<double> sw(size_t(D), 0.0), sb(size_t(D), 0.0);
-      for (int64_t k = 0; k < nchunks; ++k)
-        for (int64_t j = 0; j < D; ++j) {
-          sw[j] += pw[k * D + j];
-          sb[j] += pb[k * D + j];
-        }
-      if (grad_w.defined()) store_vec(grad_w, sw);
-      if (grad_b.defined()) store_vec(grad_b, sb);
-    }
-  });
-}
+using namespace norm_detail;
 
 // ---------------------------------------------------------------- batch_norm
 // x viewed as [N,C,S] contiguous (S = product of the trailing dims).
@@ -334,8 +195,7 @@ void batch_norm_backward_kernel(const Tensor& grad_out, const Tensor& x, const T
 }  // namespace
 
 void register_norm_kernels() {
-  register_kernel<Op::layer_norm>(DeviceType::cpu, layer_norm_kernel);
-  register_kernel<Op::layer_norm_backward>(DeviceType::cpu, layer_norm_backward_kernel);
+  norm_detail::register_layer_norm_kernels();
   register_kernel<Op::batch_norm>(DeviceType::cpu, batch_norm_kernel);
   register_kernel<Op::batch_norm_backward>(DeviceType::cpu, batch_norm_backward_kernel);
 }

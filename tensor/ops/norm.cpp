@@ -121,6 +121,96 @@ LayerNormGrads layer_norm_backward(const Tensor& grad_out, const Tensor& x,
   return res;
 }
 
+AddLayerNormResult add_layer_norm(const Tensor& x, const Tensor& y, const Shape& normalized_shape,
+                                  const Tensor& w, const Tensor& b, double eps, DType out_dtype) {
+  constexpr std::string_view op = "add_layer_norm";
+  MINIDL_CHECK(x.defined(), "op `add_layer_norm`: input is undefined");
+  check_floating(op, x, "input");
+  if (y.defined()) {
+    MINIDL_CHECK(y.shape() == x.shape(), "op `add_layer_norm`: the residual ", y.shape_str(),
+                 " and the input ", x.shape_str(), " must have one shape (no broadcasting)");
+    check_same_device(op, x, y, "the residual");
+  }
+  auto [R, D] = layer_norm_rows(op, x, normalized_shape);
+  for (const auto& [t, name] : {std::pair{&w, "weight"}, std::pair{&b, "bias"}}) {
+    if (!t->defined()) continue;
+    MINIDL_CHECK(t->shape() == normalized_shape, "op `add_layer_norm`: expected ", name,
+                 " of the same shape as normalized_shape=", shape_str(normalized_shape), ", got ",
+                 name, " of shape ", t->shape_str());
+    check_floating(op, *t, name);
+    check_same_device(op, x, *t, name);
+  }
+  // The dtype rules (y and out: x's dtype, or 16-bit where x is f32) are the kernels'.
+  AddLayerNormResult res;
+  Tensor xc = reshape(contiguous(x), {R, D});
+  Tensor yc = y.defined() ? reshape(contiguous(y), {R, D}) : Tensor();
+  Tensor sum = y.defined() ? empty({R, D}, x.dtype(), x.device()) : Tensor();
+  Tensor out = empty({R, D}, out_dtype, x.device());
+  res.mean = empty({R}, stat_dtype(x.dtype()), x.device());
+  res.rstd = empty({R}, stat_dtype(x.dtype()), x.device());
+  kernel<Op::add_layer_norm>(x.device())(xc, yc, w, b, sum, out, res.mean, res.rstd, D, eps);
+  res.sum = y.defined() ? view(sum, x.shape()) : x;
+  res.out = view(out, x.shape());
+  return res;
+}
+
+AddLayerNormGrads add_layer_norm_backward(const Tensor& grad_out, const Tensor& grad_sum,
+                                          const Tensor& s, const Shape& normalized_shape,
+                                          const Tensor& mean, const Tensor& rstd, const Tensor& w,
+                                          std::optional<DType> y_dtype, bool need_grad_w_b) {
+  constexpr std::string_view op = "add_layer_norm_backward";
+  check_floating(op, s, "input");
+  auto [R, D] = layer_norm_rows(op, s, normalized_shape);
+  MINIDL_CHECK(grad_out.defined() || grad_sum.defined(),
+               "op `add_layer_norm_backward`: needs grad_out, grad_sum or both");
+  for (const auto& [t, name] :
+       {std::pair{&grad_out, "grad_out"}, std::pair{&grad_sum, "grad_sum"}}) {
+    if (!t->defined()) continue;
+    MINIDL_CHECK(t->shape() == s.shape(), "op `add_layer_norm_backward`: ", name, " shape ",
+                 t->shape_str(), " does not match input shape ", s.shape_str());
+    check_same_device(op, s, *t, name);
+  }
+  const DType sd = stat_dtype(s.dtype());
+  for (const auto& [t, name] : {std::pair{&mean, "mean"}, std::pair{&rstd, "rstd"}}) {
+    MINIDL_CHECK(t->defined() && t->numel() == R, "op `add_layer_norm_backward`: expected ", name,
+                 " with ", R, " elements (one per row), got ",
+                 t->defined() ? t->shape_str() : "undefined");
+    check_same_device(op, s, *t, name);
+  }
+  if (w.defined())
+    MINIDL_CHECK(w.shape() == normalized_shape, "op `add_layer_norm_backward`: weight shape ",
+                 w.shape_str(), " does not match normalized_shape=", shape_str(normalized_shape));
+  check_same_device(op, s, w, "weight");
+  AddLayerNormGrads res;
+  // Only grad_sum: no normalisation term, the gradient passes through the add.
+  if (!grad_out.defined()) {
+    res.grad_x = to(grad_sum, s.dtype());
+    if (y_dtype) res.grad_y = to(grad_sum, *y_dtype);
+    return res;
+  }
+  // grad_out stays 16-bit where the kernel reads it so (an f32 sum's 16-bit out).
+  const bool g_native =
+      grad_out.dtype() == s.dtype() ||
+      (s.dtype() == kFloat32 && (grad_out.dtype() == kFloat16 || grad_out.dtype() == kBFloat16));
+  Tensor g = reshape(contiguous(g_native ? grad_out : to(grad_out, s.dtype())), {R, D});
+  Tensor gs = grad_sum.defined() ? reshape(contiguous(to(grad_sum, s.dtype())), {R, D}) : Tensor();
+  Tensor sc = reshape(contiguous(s), {R, D});
+  Tensor m = reshape(contiguous(to(mean, sd)), {R});
+  Tensor rs = reshape(contiguous(to(rstd, sd)), {R});
+  Tensor grad_x = empty({R, D}, s.dtype(), s.device());
+  Tensor grad_y = y_dtype ? empty({R, D}, *y_dtype, s.device()) : Tensor();
+  if (need_grad_w_b) {
+    const DType pd = w.defined() ? w.dtype() : s.dtype();
+    res.grad_w = empty(normalized_shape, pd, s.device());
+    res.grad_b = empty(normalized_shape, pd, s.device());
+  }
+  kernel<Op::add_layer_norm_backward>(s.device())(g, gs, sc, m, rs, w, grad_x, grad_y, res.grad_w,
+                                                  res.grad_b, D);
+  res.grad_x = view(grad_x, s.shape());
+  if (y_dtype) res.grad_y = view(grad_y, s.shape());
+  return res;
+}
+
 // Batch statistics when training (running stats, if any, updated in place by the kernel) or
 // when there are no running stats; otherwise the running stats normalise (eval).
 BatchNormResult batch_norm(const Tensor& x, const Tensor& w, const Tensor& b, Tensor running_mean,
