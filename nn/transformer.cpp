@@ -219,8 +219,15 @@ Tensor TransformerBlock::forward(const Tensor& x) {
 // autocast both norms hand the Linears after them 16-bit rows (nn::residual_layer_norm).
 Tensor TransformerBlock::forward(const Tensor& x, const AttentionOptions& opt) {
   const Tensor n1 = residual_layer_norm(x, Tensor(), *ln_1, /*autocast_out=*/true).out;
+  const Parts p = forward_parts(x, n1, opt);
+  return p.h + p.m;
+}
+
+// x, n1:[B,T,C] -> h, m:[B,T,C]
+TransformerBlock::Parts TransformerBlock::forward_parts(const Tensor& x, const Tensor& n1,
+                                                        const AttentionOptions& opt) {
   const ResidualNorm h = residual_layer_norm(x, attn->forward(n1, opt), *ln_2, true);
-  return h.sum + (*mlp)(h.out);
+  return {h.sum, (*mlp)(h.out)};
 }
 
 }  // namespace minidl::nn

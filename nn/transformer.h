@@ -76,6 +76,13 @@ class TransformerBlock : public Cloneable<TransformerBlock> {
   using Module::operator();
   Tensor operator()(const Tensor& x, const AttentionOptions& opt) { return forward(x, opt); }
   std::string name() const override { return "TransformerBlock"; }
+  // The block cut before its last residual add, for a stack that fuses that add with the next
+  // block's ln_1 (nn::residual_layer_norm): x the residual stream, n1 = ln_1(x) (the caller's);
+  // the block's output is h + m. Runs no hooks of the block itself.
+  struct Parts {
+    Tensor h, m;
+  };
+  Parts forward_parts(const Tensor& x, const Tensor& n1, const AttentionOptions& opt = {});
 
   std::shared_ptr<LayerNorm> ln_1;
   std::shared_ptr<CausalSelfAttention> attn;

@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include "autograd/autocast.h"
+#include "apps/gpt/model.h"
 #include "autograd/engine.h"
 #include "nn/normalization.h"
 #include "nn/transformer.h"
@@ -225,5 +226,65 @@ TEST_CASE("TransformerBlock: the fused residual norms are bitwise the unfused bl
     // each (-2); bf16: also the four casts of ln_1 and ln_2's rows, the residual's cast forward
     // and its gradient's cast backward (-8)
     CHECK(f.dispatches == u.dispatches - (bf16 ? 8 : 2));
+  }
+}
+
+namespace {
+
+// gpt's model: loss, every parameter's gradient and the dispatches of forward + backward.
+BlockStep gpt_step(gpt::GPT& model, bool bf16) {
+  BlockStep s;
+  model.zero_grad();
+  const Tensor idx = randint(0, 32, {2, 8}, kInt64), targets = randint(0, 32, {2, 8}, kInt64);
+  s.dispatches = dispatches_of([&] {
+    Tensor loss;
+    {
+      amp::autocast ac(DeviceType::cpu, kBFloat16, bf16);
+      loss = model.forward(idx, targets);
+    }
+    loss.backward();
+    s.values.push_back(loss.detach());
+  });
+  for (const Tensor& p : model.parameters()) s.values.push_back(p.grad());
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("gpt: each block's last residual add and the next LayerNorm fused, bitwise unfused") {
+  gpt::GPTConfig c;
+  c.block_size = 16, c.vocab_size = 32, c.padded_vocab_size = 32;
+  c.n_layer = 2, c.n_head = 2, c.n_embd = 24;
+  manual_seed(9);
+  gpt::GPT model(c);
+  for (bool bf16 : {false, true}) {
+    CAPTURE(bf16);
+    const auto step = [&](const std::string& unfused, bool hook) {
+      ScopedUnfused off(unfused);
+      amp::clear_autocast_cache();
+      nn::Module::RemovableHandle handle;
+      if (hook)  // a hooked block (FSDP's gathering): every block through its own call
+        handle = (*model.h)[1]->register_forward_hook(
+            [](nn::Module&, const std::vector<Tensor>&, const Tensor&) {
+              return std::optional<Tensor>();
+            });
+      manual_seed(3);
+      BlockStep s = gpt_step(model, bf16);
+      handle.remove();
+      return s;
+    };
+    const BlockStep across = step("", false), per_block = step("", true);
+    const BlockStep unfused = step("residual_layer_norm", false);
+    REQUIRE(across.values.size() == unfused.values.size());
+    for (size_t i = 0; i < across.values.size(); ++i) {
+      CAPTURE(i);
+      CHECK(bitwise_equal(across.values[i], unfused.values[i]));
+      CHECK(bitwise_equal(per_block.values[i], unfused.values[i]));
+    }
+    // Per block: f32 the add forward and, but for the first block's input, the gradient sum
+    // backward (2L - 1); bf16 also the residual's cast forward and its gradient's cast (4L - 1).
+    const int64_t L = c.n_layer;
+    CHECK(across.dispatches == per_block.dispatches - (bf16 ? 4 * L - 1 : 2 * L - 1));
+    CHECK(per_block.dispatches < unfused.dispatches);
   }
 }

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <limits>
 
+#include "tensor/variants.h"
+
 namespace gpt {
 
 int64_t GPTConfig::num_parameters() const {
@@ -87,13 +89,29 @@ Tensor GPT::run(const Tensor& idx, int64_t pos0, std::vector<nn::KVCache>* cache
                " tokens is longer than block_size ", config.block_size);
   Tensor pos = arange(pos0, pos0 + T, 1, kInt64, idx.device());  // [T]
   Tensor x = (*drop)((*wte)(idx) + (*wpe)(pos));                 // [B,T,C]
-  for (int64_t i = 0; i < h->size(); ++i) {
-    auto& block = *(*h)[i];
-    // Through the module call (its hooks run: FSDP gathers a block's parameters there).
-    x = caches ? block.forward(x, nn::AttentionOptions{.cache = &(*caches)[size_t(i)]}) : block(x);
+  const auto options = [&](int64_t i) {
+    return caches ? nn::AttentionOptions{.cache = &(*caches)[size_t(i)]} : nn::AttentionOptions{};
+  };
+  bool hooked = false;  // FSDP gathers a block's parameters in its call's hooks
+  for (int64_t i = 0; i < h->size(); ++i) hooked = hooked || (*h)[i]->has_forward_hooks();
+  Tensor normed;  // ln_f(x) [B,T,C], its rows in the autocast dtype under autocast
+  if (hooked || !variants::fused("residual_layer_norm")) {
+    for (int64_t i = 0; i < h->size(); ++i) {
+      auto& block = *(*h)[i];
+      x = caches ? block.forward(x, options(i)) : block(x);  // through the call: hooks run
+    }
+    normed = nn::residual_layer_norm(x, Tensor(), *ln_f, true).out;
+  } else {
+    // Each block's last residual add and the next LayerNorm (ln_1, then ln_f) as one node.
+    nn::ResidualNorm r =
+        nn::residual_layer_norm(x, Tensor(), h->size() > 0 ? *(*h)[0]->ln_1 : *ln_f, true);
+    for (int64_t i = 0; i < h->size(); ++i) {
+      const nn::TransformerBlock::Parts p = (*h)[i]->forward_parts(r.sum, r.out, options(i));
+      r = nn::residual_layer_norm(p.h, p.m, i + 1 < h->size() ? *(*h)[i + 1]->ln_1 : *ln_f, true);
+    }
+    normed = r.out;
   }
-  // ln_f's rows in the autocast dtype under autocast (lm_head would cast them so).
-  Tensor logits = (*lm_head)(nn::residual_layer_norm(x, Tensor(), *ln_f, true).out);  // [B,T,Vp]
+  Tensor logits = (*lm_head)(normed);  // [B,T,Vp]
   if (padded) return logits;
   // The padded columns (tokens that never occur) stay out of the loss and sampling: a view of
   // the real ones, no copy here (cross_entropy's reshape copies the [B·T,V] rows once).
