@@ -200,7 +200,8 @@ void bench_classifier(int64_t N, int64_t V, int64_t Vp, Device dev, cudaStream_t
 }
 
 // gpt2-124m's other kernel rows: LayerNorm on the bf16 residual stream [12·1024, 768] (forward,
-// and forward + backward with weight and bias gradients), and one fused AdamW step over the
+// and forward + backward with weight and bias gradients), the residual add + LayerNorm step
+// (fused and unfused), and one fused AdamW step over the
 // model's 124,475,904 f32 parameters in its 148 tensors' shapes (the PyTorch side: the same).
 void bench_gpt2_rows(Device dev, cudaStream_t s, int reps, int iters) {
   const int64_t R = 12 * 1024, C = 768;
@@ -221,6 +222,25 @@ void bench_gpt2_rows(Device dev, cudaStream_t s, int reps, int iters) {
         out.backward(g.to(kFloat32));
       },
       s, reps, iters);
+  // A block's residual step under autocast: s = x + y (the f32 stream plus a bf16 branch),
+  // n = layer_norm(s) as bf16 rows for the next Linear; forward + backward from both s's and
+  // n's gradients. Fused: one add_layer_norm node; unfused: add, layer_norm and the cast.
+  Tensor xs = randn({R, C}, kFloat32, dev).requires_grad_();
+  Tensor gs = randn({R, C}, kFloat32, dev);
+  const auto residual_step = [&](bool fused) {
+    for (Tensor* t : {&x, &xs, &w, &b}) t->set_grad(Tensor());
+    Tensor sum, normed;
+    if (fused) {
+      AddLayerNormResult r = add_layer_norm(xs, x, {C}, w, b, 1e-5, kBFloat16);
+      sum = r.sum, normed = r.out;
+    } else {
+      sum = xs + x;
+      normed = layer_norm(sum, {C}, w, b).out.to(kBFloat16);
+    }
+    autograd::run_backward({sum, normed}, {gs, g}, false);
+  };
+  const double res_fused = time_ms([&] { residual_step(true); }, s, reps, iters);
+  const double res_unfused = time_ms([&] { residual_step(false); }, s, reps, iters);
   // GPT-2 124M's parameters: wte [50304,768], wpe [1024,768], 12 blocks of ln_1, c_attn,
   // c_proj, ln_2, c_fc, mlp.c_proj (weights and biases), ln_f.
   std::vector<Shape> shapes = {{50304, 768}, {1024, 768}};
@@ -252,9 +272,11 @@ void bench_gpt2_rows(Device dev, cudaStream_t s, int reps, int iters) {
   const double adam = time_ms([&] { opt.step(); }, s, reps, std::max(1, iters / 4));
   std::printf(
       "{\"bench\":\"gpt2_rows\",\"impl\":\"minidl\",\"ln_shape\":\"[%lld,%lld] bf16 in, f32 "
-      "compute\",\"ln_fwd_ms\":%.4f,\"ln_fwd_bwd_ms\":%.4f,\"adamw_params\":%lld,"
-      "\"adamw_tensors\":%zu,\"adamw_ms\":%.4f}\n",
-      (long long)R, (long long)C, ln_fwd, ln_fwd_bwd, (long long)numel, ps.size(), adam);
+      "compute\",\"ln_fwd_ms\":%.4f,\"ln_fwd_bwd_ms\":%.4f,\"res_ln_ms\":%.4f,"
+      "\"res_ln_unfused_ms\":%.4f,\"adamw_params\":%lld,\"adamw_tensors\":%zu,"
+      "\"adamw_ms\":%.4f}\n",
+      (long long)R, (long long)C, ln_fwd, ln_fwd_bwd, res_fused, res_unfused, (long long)numel,
+      ps.size(), adam);
   std::fflush(stdout);
 }
 

@@ -109,6 +109,13 @@ def build(rows):
                                        f"{m['adamw_tensors']} tensors) (ms)")):
             t.add(what, m[key], p[key] if p else None, p["impl"] if p else torch_name, " ms",
                   False, 1.0)
+        if "res_ln_ms" in m:
+            what = ("residual add + LayerNorm [12288,768] (f32 stream + bf16 branch -> bf16 "
+                    "rows), forward + backward")
+            t.add(f"{what} (ms)", m["res_ln_ms"], p.get("res_ln_ms") if p else None,
+                  p["impl"] if p else torch_name, " ms", False, 1.0)
+            t.add(f"{what}: fused vs MINIDL_UNFUSED=residual_layer_norm (ms)", m["res_ln_ms"],
+                  m["res_ln_unfused_ms"], "minidl unfused", " ms", False, 1.0)
 
     torch_bw = {r["kernel"]: r for r in rows
                 if r.get("bench") == "membw" and r.get("impl", "").startswith("torch")}

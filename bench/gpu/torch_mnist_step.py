@@ -167,8 +167,8 @@ def bench_classifier(args, dev, N=8 * 1024, V=50257, Vp=50304):
 
 def bench_gpt2_rows(args, dev):
     """bench_cuda_kernels' bench_gpt2_rows: LayerNorm on the bf16 residual stream [12*1024, 768]
-    (under autocast torch runs it in f32), and one fused AdamW step over GPT-2 124M's
-    parameter shapes."""
+    (under autocast torch runs it in f32), the residual add + LayerNorm step, and one fused
+    AdamW step over GPT-2 124M's parameter shapes."""
     R, C = 12 * 1024, 768
     x = torch.randn(R, C, device=dev).bfloat16().requires_grad_()
     w = torch.ones(C, device=dev, requires_grad=True)
@@ -184,6 +184,19 @@ def bench_gpt2_rows(args, dev):
 
     ln_fwd = time_events(fwd, args.reps, args.iters)
     ln_fwd_bwd = time_events(fwd_bwd, args.reps, args.iters)
+    # A block's residual step under autocast: s = x + y (f32 stream, bf16 branch), the bf16
+    # rows of layer_norm(s) for the next Linear; forward + backward from s's and the rows' grads.
+    xs = torch.randn(R, C, device=dev, requires_grad=True)
+    gs = torch.randn(R, C, device=dev)
+
+    def residual_step():
+        for t in (x, xs, w, b):
+            t.grad = None
+        s = xs + x
+        n = F.layer_norm(s, (C,), w, b).bfloat16()
+        torch.autograd.backward([s, n], [gs, g])
+
+    res_ln = time_events(residual_step, args.reps, args.iters)
     shapes = [(50304, 768), (1024, 768)]
     for _ in range(12):
         shapes += [(768,), (768,), (2304, 768), (2304,), (768, 768), (768,), (768,), (768,),
@@ -198,7 +211,7 @@ def bench_gpt2_rows(args, dev):
                             fused=True)
     adam = time_events(opt.step, args.reps, max(1, args.iters // 4))
     emit(bench="gpt2_rows", impl=f"torch {torch.__version__}", ln_fwd_ms=round(ln_fwd, 4),
-         ln_fwd_bwd_ms=round(ln_fwd_bwd, 4), adamw_params=sum(p.numel() for p in ps),
+         ln_fwd_bwd_ms=round(ln_fwd_bwd, 4), res_ln_ms=round(res_ln, 4), adamw_params=sum(p.numel() for p in ps),
          adamw_tensors=len(ps), adamw_ms=round(adam, 4))
 
 
