@@ -93,6 +93,10 @@ Tensor matmul(const Tensor& a, const Tensor& b);  // torch.matmul semantics (1-D
 Tensor mm(const Tensor& a, const Tensor& b);      // [M,K] x [K,N]
 Tensor bmm(const Tensor& a, const Tensor& b);     // [B,M,K] x [B,K,N]
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b = {});  // x @ w.T + b
+// gelu(linear(x, w, b), "tanh") with the GEMM and the activation in one dispatch (an MLP's
+// c_fc; CUDA: cuBLASLt's GELU epilogue): the two calls' graph (a Linear node, a GELU node).
+// The two calls themselves where it does not apply (no bias, 1-D x, MINIDL_UNFUSED=linear_gelu).
+Tensor linear_gelu(const Tensor& x, const Tensor& w, const Tensor& b);
 
 // ---- convolution and pooling (autograd/functions/conv.cpp); NCHW
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias = {},

@@ -196,7 +196,11 @@ MLP::MLP(int64_t n_embd, double p, bool bias, Generator* gen, std::string approx
 
 // x:[*, C] -> [*, C]
 Tensor MLP::forward(const Tensor& x) {
-  return (*dropout)((*c_proj)(gelu((*c_fc)(x), gelu_approximate)));
+  // c_fc and a tanh GELU in one dispatch (linear_gelu) unless c_fc's call has hooks to run
+  const Tensor h = gelu_approximate == "tanh" && !c_fc->has_forward_hooks()
+                       ? linear_gelu(x, c_fc->weight, c_fc->bias)
+                       : gelu((*c_fc)(x), gelu_approximate);
+  return (*dropout)((*c_proj)(h));
 }
 
 TransformerBlock::TransformerBlock(int64_t n_embd, int64_t n_head, double dropout, bool bias,

@@ -56,6 +56,11 @@ using LinearBiasKernel = bool (*)(const Tensor& x2d, const Tensor& w, const Tens
 // BGRADB epilogue where it has one).
 using LinearWeightGradKernel = void (*)(const Tensor& g2d, const Tensor& x2d, Tensor& grad_w,
                                         Tensor& grad_b);
+// An MLP's first Linear and its GELU (tanh) in one call: x2d:[M,K] w:[N,K] bias:[N] ->
+// pre:[M,N] = x2d w^T + bias, out:[M,N] = gelu_tanh(pre) (both contiguous, preallocated, x's
+// dtype; CUDA: one cuBLASLt GEMM writing both where its GELU_AUX_BIAS epilogue applies).
+using LinearGeluKernel = void (*)(const Tensor& x2d, const Tensor& w, const Tensor& bias,
+                                  Tensor& pre, Tensor& out);
 using WhereKernel = void (*)(const Tensor& cond, const Tensor& a, const Tensor& b, Tensor& out);
 using ClampKernel = void (*)(const Tensor& in, Tensor& out, double lo, double hi);  // ±inf = none
 using FillKernel = void (*)(Tensor& out, Scalar value);

@@ -223,6 +223,9 @@ Tensor matmul(const Tensor& a, const Tensor& b);  // torch.matmul semantics (1-D
 Tensor mm(const Tensor& a, const Tensor& b);      // [M,K] x [K,N]
 Tensor bmm(const Tensor& a, const Tensor& b);     // [B,M,K] x [B,K,N]
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b = {});  // x @ w.T + b
+// {gelu(pre, "tanh"), pre} with pre = x @ w.T + b, one dispatch. x:[*,K] (at least 2-D),
+// w:[N,K], b:[N], one floating dtype and device.
+std::pair<Tensor, Tensor> linear_gelu(const Tensor& x, const Tensor& w, const Tensor& b);
 // nn.Linear's parameter gradients for g:[*,N] and x:[*,K] (the batch dims folded into one GEMM):
 // {grad_w [N,K], grad_b [N] (undefined unless with_bias)} in g's dtype, one dispatch.
 std::pair<Tensor, Tensor> linear_weight_grad(const Tensor& g, const Tensor& x, bool with_bias);

@@ -12,9 +12,9 @@
 namespace minidl::variants {
 namespace {
 
-constexpr std::array<std::string_view, 7> kFeatures = {
-    "linear_wgrad",    "qkv_attention",          "foreach_clip",       "classifier_loss",
-    "autocast_linear", "autocast_weight_copies", "residual_layer_norm"};
+constexpr std::array<std::string_view, 8> kFeatures = {
+    "linear_wgrad",    "qkv_attention",          "foreach_clip",        "classifier_loss",
+    "autocast_linear", "autocast_weight_copies", "residual_layer_norm", "linear_gelu"};
 
 // Bit i: feature i runs unfused.
 std::atomic<unsigned> g_unfused{0};
@@ -64,7 +64,7 @@ void set_unfused(const std::string& list) {
 
 std::string_view feature_names() {
   return "linear_wgrad, qkv_attention, foreach_clip, classifier_loss, autocast_linear, "
-         "autocast_weight_copies, residual_layer_norm";
+         "autocast_weight_copies, residual_layer_norm, linear_gelu";
 }
 
 }  // namespace minidl::variants

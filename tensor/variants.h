@@ -12,6 +12,8 @@
 //   residual_layer_norm  the transformer block's residual add and next LayerNorm as one
 //                  add_layer_norm node, normalised rows in the autocast dtype under autocast
 //                  (else x + y, layer_norm, and the Linear's cast)
+//   linear_gelu    the MLP's c_fc and its GELU (tanh) as one linear_gelu dispatch (CUDA: one
+//                  cuBLASLt GEMM with the GELU_AUX_BIAS epilogue) (else linear, then gelu)
 #pragma once
 #include <string>
 #include <string_view>

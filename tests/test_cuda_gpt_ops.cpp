@@ -1,6 +1,6 @@
 // CPU-vs-CUDA parity of the GPT ops (cases_gpt: tril/triu, masked_fill, cumsum and its reverse
 // in the backward, div rounding modes, multinomial draws, class-probability cross_entropy, the
-// fused classifier loss, add_layer_norm), run on the GPU by the cuda_gpt_ops suite and
+// fused classifier loss, add_layer_norm, linear_gelu), run on the GPU by the cuda_gpt_ops suite and
 // CPU-against-CPU by test_cuda_ops.cpp.
 #include "autograd/engine.h"
 #include "cuda_parity.h"
@@ -225,6 +225,29 @@ std::vector<Case> cases_gpt() {
   aln.variants = 4;
   aln.tol_scale = 4;
   cs.push_back(aln);
+
+  // linear_gelu (c_fc + GELU): cuBLASLt's GELU_AUX_BIAS epilogue where N % 8 == 0 (24), the bias
+  // GEMM then the gelu_tanh kernel otherwise (9); out, the GELU's input, and the gradients.
+  Case lg{"linear_gelu",
+          {"linear_gelu"},
+          {{{4, 8}, {24, 8}, {24}}, {{2, 3, 16}, {24, 16}, {24}}, {{5, 7}, {9, 7}, {9}}},
+          kFloats,
+          [](const V& in, Device dev, int v) {
+            if (v == 0) {
+              auto [out, pre] = native::linear_gelu(in[0], in[1], in[2]);
+              return V{out, pre};
+            }
+            Tensor x = in[0].detach().clone().requires_grad_();
+            Tensor w = in[1].detach().clone().requires_grad_();
+            Tensor b = in[2].detach().clone().requires_grad_();
+            Tensor out = linear_gelu(x, w, b);
+            sum(mul(out, rnd(out.shape(), out.dtype(), 33, kCPU).to(dev))).backward();
+            return V{x.grad(), w.grad(), b.grad()};
+          }};
+  lg.variants = 2;
+  lg.lo = -1, lg.hi = 1;
+  lg.tol_scale = 4;
+  cs.push_back(lg);
   return cs;
 }
 

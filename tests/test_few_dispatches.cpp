@@ -259,7 +259,8 @@ TEST_CASE("MINIDL_UNFUSED: each fused path's predecessor, same results, more dis
     CAPTURE(i);
     CHECK(allclose(fused[i], old[i], 1e-5, 1e-6));
   }
-  // forward: split_heads' copy and the heads' merge, and the residual add beside ln_2
-  CHECK(f_old == f_fused + 3);
+  // forward: split_heads' copy and the heads' merge, the residual add beside ln_2, and GELU
+  // beside c_fc
+  CHECK(f_old == f_fused + 4);
   CHECK(b_old > b_fused + 4 + 2 + 10);  // a sum per bias, two more copies, a norm per grad
 }

@@ -1,4 +1,4 @@
-// The differentiable matmul, mm, bmm and linear: the autocast hook, the raw op
+// The differentiable matmul, mm, bmm, linear and linear_gelu: the autocast hook, the raw op
 // (tensor/ops/linalg.cpp), then one node each: grad_a = g @ b^T, grad_b = a^T @ g (un-broadcast).
 #include <tuple>
 
@@ -44,15 +44,16 @@ void record_matmul(const char* name, const Tensor& a, const Tensor& b, Tensor& o
 // one node takes the gradients straight to the f32 weight and bias, dW and db from the GEMM's
 // f32 accumulator (linear_weight_grad_into). The casts' own nodes, which would round dW to 16
 // bits and cast it back (one more dispatch per parameter), are left out of the graph.
-// xc, wc, bc: the autocast casts of x, w, b. Undefined when the case does not apply.
-Tensor autocast_linear(const Tensor& xc, const Tensor& w, const Tensor& b, const Tensor& wc,
-                       const Tensor& bc) {
+// xc, wc: the autocast casts of x and w.
+bool autocast_linear_applies(const Tensor& xc, const Tensor& w, const Tensor& b, const Tensor& wc) {
   const bool widen_w = w.dtype() == kFloat32 && wc.dtype() != kFloat32 && w.requires_grad();
-  if (!widen_w || w.dim() != 2 || xc.dim() < 2 || !variants::fused("autocast_linear") ||
-      !variants::fused("linear_wgrad") || (b.defined() && b.dtype() != kFloat32))
-    return {};
-  const Tensor wd = wc.detach(), bd = bc.defined() ? bc.detach() : Tensor();
-  Tensor out = native::linear(xc, wd, bd);
+  return widen_w && w.dim() == 2 && xc.dim() >= 2 && variants::fused("autocast_linear") &&
+         variants::fused("linear_wgrad") && (!b.defined() || b.dtype() == kFloat32);
+}
+
+// The node of that case on out = xc wd^T + bd (wd: the detached 16-bit copy of w).
+void record_autocast_linear(const Tensor& xc, const Tensor& w, const Tensor& b, const Tensor& wd,
+                            Tensor& out) {
   const bool need_x = xc.requires_grad();
   const bool need_b = b.defined() && b.requires_grad();
   autograd::record("LinearBackward", {xc, w, b}, {&out}, {xc, wd},
@@ -65,39 +66,10 @@ Tensor autocast_linear(const Tensor& xc, const Tensor& w, const Tensor& b, const
                      native::linear_weight_grad_into(g[0], x, gw, gb);
                      return std::vector<Tensor>{gx, gw, gb};
                    });
-  return out;
 }
 
-}  // namespace
-
-Tensor mm(const Tensor& a, const Tensor& b) {
-  if (auto ac = amp::autocast_inputs<amp::AutocastOp::mm>(a, b)) return mm(ac[0], ac[1]);
-  Tensor out = native::mm(a, b);
-  record_matmul("MmBackward", a, b, out);
-  return out;
-}
-
-Tensor bmm(const Tensor& a, const Tensor& b) {
-  if (auto ac = amp::autocast_inputs<amp::AutocastOp::bmm>(a, b)) return bmm(ac[0], ac[1]);
-  Tensor out = native::bmm(a, b);
-  record_matmul("BmmBackward", a, b, out);
-  return out;
-}
-
-Tensor matmul(const Tensor& a, const Tensor& b) {
-  if (auto ac = amp::autocast_inputs<amp::AutocastOp::matmul>(a, b)) return matmul(ac[0], ac[1]);
-  Tensor out = native::matmul(a, b);
-  record_matmul("MatmulBackward", a, b, out);
-  return out;
-}
-
-Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
-  if (auto ac = amp::autocast_inputs<amp::AutocastOp::linear>(x, w, b)) {
-    if (Tensor out = autocast_linear(ac[0], w, b, ac[1], ac[2]); out.defined()) return out;
-    return linear(ac[0], ac[1], ac[2]);
-  }
-  Tensor out = native::linear(x, w, b);
-  // out = x @ w^T + b: one node for x, w and b.
+// The node of out = x @ w^T + b (x, w, b of one dtype): grads for x, w and b.
+void record_linear(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& out) {
   const bool need_x = x.requires_grad(), need_w = w.requires_grad();
   const bool need_b = b.defined() && b.requires_grad();
   const Shape b_shape = b.defined() ? b.shape() : Shape{};
@@ -133,6 +105,81 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
                      Tensor gb = need_b ? sum_to_shape(g[0], b_shape).contiguous() : Tensor();
                      return std::vector<Tensor>{gx, gw, gb};
                    });
+}
+
+// gelu(pre, "tanh")'s node on out (the GELU frontend's, autograd/functions/unary.cpp).
+void record_gelu_tanh(const Tensor& pre, Tensor& out) {
+  autograd::record("GeluBackward", {pre}, {&out}, {pre},
+                   [](const std::vector<Tensor>& g, const std::vector<Tensor>& s) {
+                     return std::vector<Tensor>{gelu_backward(g[0], s[0], "tanh")};
+                   });
+}
+
+}  // namespace
+
+Tensor mm(const Tensor& a, const Tensor& b) {
+  if (auto ac = amp::autocast_inputs<amp::AutocastOp::mm>(a, b)) return mm(ac[0], ac[1]);
+  Tensor out = native::mm(a, b);
+  record_matmul("MmBackward", a, b, out);
+  return out;
+}
+
+Tensor bmm(const Tensor& a, const Tensor& b) {
+  if (auto ac = amp::autocast_inputs<amp::AutocastOp::bmm>(a, b)) return bmm(ac[0], ac[1]);
+  Tensor out = native::bmm(a, b);
+  record_matmul("BmmBackward", a, b, out);
+  return out;
+}
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  if (auto ac = amp::autocast_inputs<amp::AutocastOp::matmul>(a, b)) return matmul(ac[0], ac[1]);
+  Tensor out = native::matmul(a, b);
+  record_matmul("MatmulBackward", a, b, out);
+  return out;
+}
+
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
+  if (auto ac = amp::autocast_inputs<amp::AutocastOp::linear>(x, w, b)) {
+    if (autocast_linear_applies(ac[0], w, b, ac[1])) {
+      const Tensor wd = ac[1].detach(), bd = ac[2].defined() ? ac[2].detach() : Tensor();
+      Tensor out = native::linear(ac[0], wd, bd);
+      record_autocast_linear(ac[0], w, b, wd, out);
+      return out;
+    }
+    return linear(ac[0], ac[1], ac[2]);
+  }
+  Tensor out = native::linear(x, w, b);
+  record_linear(x, w, b, out);  // out = x @ w^T + b: one node for x, w and b
+  return out;
+}
+
+// The same graph as gelu(linear(x, w, b), "tanh"), from one linear_gelu dispatch: the Linear
+// node on pre, the GELU node on out.
+Tensor linear_gelu(const Tensor& x, const Tensor& w, const Tensor& b) {
+  const auto one_dtype = [](const Tensor& xi, const Tensor& wi, const Tensor& bi) {
+    return wi.dtype() == xi.dtype() && bi.dtype() == xi.dtype();
+  };
+  // The two calls where the fused op does not apply (decided before autocast's casts: the
+  // calls then cast for themselves).
+  if (!(b.defined() && x.dim() >= 2 && w.dim() == 2 && b.dim() == 1 && x.is_floating_point() &&
+        w.device() == x.device() && b.device() == x.device() && variants::fused("linear_gelu")))
+    return gelu(linear(x, w, b), "tanh");
+  bool composite = !one_dtype(x, w, b);
+  if (auto ac = amp::autocast_inputs<amp::AutocastOp::linear>(x, w, b)) {
+    if (one_dtype(ac[0], ac[1], ac[2])) {
+      if (!autocast_linear_applies(ac[0], w, b, ac[1])) return linear_gelu(ac[0], ac[1], ac[2]);
+      const Tensor wd = ac[1].detach(), bd = ac[2].detach();
+      auto [out, pre] = native::linear_gelu(ac[0], wd, bd);
+      record_autocast_linear(ac[0], w, b, wd, pre);
+      record_gelu_tanh(pre, out);
+      return out;
+    }
+    composite = true;  // after `ac` (autocast is off while it lives)
+  }
+  if (composite) return gelu(linear(x, w, b), "tanh");
+  auto [out, pre] = native::linear_gelu(x, w, b);
+  record_linear(x, w, b, pre);
+  record_gelu_tanh(pre, out);
   return out;
 }
 

@@ -280,6 +280,14 @@ bool linear_bias_kernel(const Tensor& x2d, const Tensor& w, const Tensor& bias, 
   return true;
 }
 
+// linear_gelu on the CPU: linear_bias's kernel into pre, then gelu_tanh's into out (bitwise the
+// two ops). x2d:[M,K] w:[N,K] bias:[N] -> pre, out:[M,N].
+void linear_gelu_kernel(const Tensor& x2d, const Tensor& w, const Tensor& bias, Tensor& pre,
+                        Tensor& out) {
+  linear_bias_kernel(x2d, w, bias, pre);
+  kernel<Op::gelu_tanh>(DeviceType::cpu)(pre, out);
+}
+
 // linear_weight_grad on the CPU: grad_w = g2d^T x2d as one GEMM on a transposed view (bmm's
 // kernel, a batch of one), grad_b = the column sums of g2d (the sum op's kernel). f32 buffers
 // for f16/bf16 inputs: the inputs widen exactly to f32 and the product accumulates in f32 with
@@ -304,6 +312,7 @@ void register_linalg_kernels() {
   register_kernel<Op::bmm>(DeviceType::cpu, bmm_kernel);
   register_kernel<Op::linear_bias>(DeviceType::cpu, linear_bias_kernel);
   register_kernel<Op::linear_weight_grad>(DeviceType::cpu, linear_weight_grad_kernel);
+  register_kernel<Op::linear_gelu>(DeviceType::cpu, linear_gelu_kernel);
 }
 
 }  // namespace minidl::cpu

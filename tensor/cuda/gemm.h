@@ -10,8 +10,9 @@ namespace minidl::cuda {
 // PyTorch's gelu(x, approximate="tanh"), not the exact erf GELU.
 // none/relu/gelu_tanh: the output's epilogue (with a bias added first when one is given);
 // bgradb: the bias pointer receives the column sums of the right-hand GEMM operand (the
-// gradient of a bias, reduced over the GEMM's k dimension).
-enum class Epilogue { none, relu, gelu_tanh, bgradb };
+// gradient of a bias, reduced over the GEMM's k dimension). gelu_tanh_aux: gelu_tanh's output,
+// and the GELU's input written to an auxiliary matrix (gemm_bias_gelu_aux).
+enum class Epilogue { none, relu, gelu_tanh, bgradb, gelu_tanh_aux };
 
 // x2d:[M,K] w:[N,K] (nn.Linear's [out_features, in_features]) bias:[N] or undefined
 // -> out:[M,N] (contiguous, preallocated). One CUDA device, one floating dtype (f32 honours
@@ -20,5 +21,11 @@ enum class Epilogue { none, relu, gelu_tanh, bgradb };
 // matmul + add + activation with the same result.
 void gemm_bias_act(const Tensor& x2d, const Tensor& w, const Tensor& bias, Tensor& out,
                    Epilogue ep);
+
+// pre:[M,N] = x2d w^T + bias and out:[M,N] = gelu_tanh(pre) from one cuBLASLt GEMM (its
+// GELU_AUX_BIAS epilogue: out is D, pre the auxiliary output). f32/f16/bf16, N % 8 == 0,
+// contiguous pre and out. Returns false (nothing queued) where cuBLASLt has no such kernel.
+bool gemm_bias_gelu_aux(const Tensor& x2d, const Tensor& w, const Tensor& bias, Tensor& pre,
+                        Tensor& out);
 
 }  // namespace minidl::cuda

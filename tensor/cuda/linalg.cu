@@ -108,6 +108,8 @@ cublasLtEpilogue_t lt_epilogue(Epilogue ep, bool bias) {
       return bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
     case Epilogue::bgradb:
       return CUBLASLT_EPILOGUE_BGRADB;
+    case Epilogue::gelu_tanh_aux:
+      return bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
     default:
       return bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
   }
@@ -120,6 +122,7 @@ struct Problem {
   int64_t batch, M, N, K;
   const void* bias;  // nullptr without bias
   Epilogue ep;
+  void* aux = nullptr;  // gelu_tanh_aux: the GELU's input, [M,N] contiguous like C
 };
 
 // True when the problem asks for a bias or an activation in the GEMM's epilogue.
@@ -180,6 +183,13 @@ Plan& get_plan(const Problem& p, const Tensor& c, const LtTypes& ty, cudaDataTyp
       MINIDL_CUBLAS_CHECK(lt.cublasLtMatmulDescSetAttribute(
           pl.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &c_type, sizeof(c_type)));
     }
+    if (p.ep == Epilogue::gelu_tanh_aux) {  // C's layout: ld N (column-major [N, M])
+      const int64_t aux_ld = p.N;
+      MINIDL_CUBLAS_CHECK(lt.cublasLtMatmulDescSetAttribute(
+          pl.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &p.aux, sizeof(p.aux)));
+      MINIDL_CUBLAS_CHECK(lt.cublasLtMatmulDescSetAttribute(
+          pl.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof(aux_ld)));
+    }
   }
   const int32_t batch = int32_t(p.batch);
   const uint64_t M = uint64_t(p.M), N = uint64_t(p.N), K = uint64_t(p.K);
@@ -219,7 +229,7 @@ Plan& get_plan(const Problem& p, const Tensor& c, const LtTypes& ty, cudaDataTyp
 // c:[B,M,N] contiguous = a b (+ bias, activation). K > 0. Returns false when no cuBLASLt
 // algorithm supports the requested epilogue (nothing was queued).
 bool lt_matmul(const Tensor& a, const Tensor& b, Tensor& c, const void* bias, Epilogue ep,
-               const char* op) {
+               const char* op, void* aux = nullptr) {
   // f16/bf16 operands with an f32 c: the f32 accumulator is the result (no 16-bit rounding).
   const bool widened = c.dtype() == kFloat32 && a.dtype() != kFloat32;
   MINIDL_CHECK(
@@ -236,7 +246,8 @@ bool lt_matmul(const Tensor& a, const Tensor& b, Tensor& c, const void* bias, Ep
   TensorDeviceGuard guard(dev);
   size_t ws_bytes = 0;
   void* ws = lt_workspace(dev, &ws_bytes);
-  const Problem p{plan_view(a), plan_view(b), c.size(0), c.size(1), c.size(2), a.size(2), bias, ep};
+  const Problem p{plan_view(a), plan_view(b), c.size(0), c.size(1), c.size(2),
+                  a.size(2),    bias,         ep,        aux};
   static std::mutex call_mu;  // the bias pointer is written into the shared descriptor
   std::lock_guard<std::mutex> lock(call_mu);
   Plan& pl = get_plan(p, c, ty, c_type, ws_bytes);
@@ -245,6 +256,9 @@ bool lt_matmul(const Tensor& a, const Tensor& b, Tensor& c, const void* bias, Ep
   if (bias)
     MINIDL_CUBLAS_CHECK(lt.cublasLtMatmulDescSetAttribute(
         pl.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+  if (aux)
+    MINIDL_CUBLAS_CHECK(lt.cublasLtMatmulDescSetAttribute(
+        pl.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
   const float f1 = 1.f, f0 = 0.f;
   const double d1 = 1.0, d0 = 0.0;
   const bool dbl = ty.scale == CUDA_R_64F;
@@ -322,7 +336,33 @@ void gemm_bias_act(const Tensor& x2d, const Tensor& w, const Tensor& bias, Tenso
   native::copy_(out, r);
 }
 
+bool gemm_bias_gelu_aux(const Tensor& x2d, const Tensor& w, const Tensor& bias, Tensor& pre,
+                        Tensor& out) {
+  const DType dt = x2d.dtype();
+  // cuBLASLt's GELU input matrix needs a leading dimension divisible by 8 (N here); its GELU
+  // is not f64-accurate (gemm_bias_act), and K = 0 has no GEMM to fuse into.
+  if (!(dt == kFloat32 || dt == kFloat16 || dt == kBFloat16) || !bias.defined() ||
+      w.size(0) % 8 != 0 || x2d.size(1) == 0 || out.numel() == 0 || !pre.is_contiguous() ||
+      !out.is_contiguous() || pre.dtype() != dt || out.dtype() != dt)
+    return false;
+  TensorDeviceGuard guard(out);
+  const Tensor b = native::contiguous(bias);
+  Tensor out3 = native::unsqueeze(out, 0);
+  return lt_matmul(native::unsqueeze(x2d, 0), native::unsqueeze(native::t(w), 0), out3,
+                   b.data_ptr(), Epilogue::gelu_tanh_aux, "linear_gelu", pre.data_ptr());
+}
+
 namespace {
+// nn.Linear with GELU after it: one cuBLASLt GEMM writing both where its GELU_AUX_BIAS epilogue
+// applies; otherwise the bias GEMM, then the gelu_tanh kernel (within this one dispatch).
+void linear_gelu_kernel(const Tensor& x2d, const Tensor& w, const Tensor& bias, Tensor& pre,
+                        Tensor& out) {
+  if (out.numel() == 0) return;
+  if (gemm_bias_gelu_aux(x2d, w, bias, pre, out)) return;
+  gemm_bias_act(x2d, w, bias, pre, Epilogue::none);
+  kernel<Op::gelu_tanh>(DeviceType::cuda)(pre, out);
+}
+
 // nn.Linear's bias as the GEMM's cuBLASLt epilogue (as PyTorch's addmm); always applies.
 bool linear_bias_kernel(const Tensor& x2d, const Tensor& w, const Tensor& bias, Tensor& out) {
   gemm_bias_act(x2d, w, bias, out, Epilogue::none);
@@ -368,6 +408,7 @@ void register_linalg_kernels() {
   register_kernel<Op::bmm>(DeviceType::cuda, bmm_kernel);
   register_kernel<Op::linear_bias>(DeviceType::cuda, linear_bias_kernel);
   register_kernel<Op::linear_weight_grad>(DeviceType::cuda, linear_weight_grad_kernel);
+  register_kernel<Op::linear_gelu>(DeviceType::cuda, linear_gelu_kernel);
 }
 
 }  // namespace minidl::cuda

@@ -181,6 +181,26 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   return out;
 }
 
+std::pair<Tensor, Tensor> linear_gelu(const Tensor& x, const Tensor& w, const Tensor& b) {
+  check_operands(x, w, "linear_gelu");
+  MINIDL_CHECK(b.defined(), "op `linear_gelu`: needs a bias (input ", x.shape_str(), ", weight ",
+               w.shape_str(), ")");
+  check_operands(x, b, "linear_gelu");
+  MINIDL_CHECK(x.is_floating_point(), "op `linear_gelu`: expected a floating input, got ",
+               x.dtype());
+  MINIDL_CHECK(x.dim() >= 2 && w.dim() == 2 && b.dim() == 1 && x.size(-1) == w.size(1) &&
+                   b.size(0) == w.size(0),
+               "op `linear_gelu`: expected x:[*, K] (at least 2-D), w:[N, K], b:[N], got x ",
+               x.shape_str(), ", w ", w.shape_str(), ", b ", b.shape_str());
+  const Tensor x2d = x.dim() == 2 ? x : native::reshape(x, {-1, x.size(-1)});  // [M,K]
+  const int64_t M = x2d.size(0), N = w.size(0);
+  Tensor pre = empty({M, N}, x.dtype(), x.device()), out = empty({M, N}, x.dtype(), x.device());
+  kernel<Op::linear_gelu>(x.device())(x2d, w, native::contiguous(b), pre, out);
+  Shape s(x.shape().begin(), x.shape().end() - 1);
+  s.push_back(N);
+  return {native::view(out, s), native::view(pre, s)};
+}
+
 void linear_weight_grad_into(const Tensor& g, const Tensor& x, Tensor& grad_w, Tensor& grad_b) {
   check_operands(g, x, "linear_weight_grad");
   MINIDL_CHECK(
