@@ -8,6 +8,11 @@
 
 namespace minidl {
 
+// Whether d is base, or base is f32 and d one of its 16-bit twins (the dtypes below dispatch).
+constexpr bool is_same_or_half(DType d, DType base) {
+  return d == base || (base == DType::f32 && (d == DType::f16 || d == DType::bf16));
+}
+
 // fn<U>() for U = T, or where T is float also U = Half or BFloat16 (the 16-bit twin of an f32
 // operand in a mixed-precision kernel); any other dtype throws naming the op and `what`.
 template <typename T, typename Fn>

@@ -4,6 +4,7 @@
 #include "autograd/autocast.h"
 #include "autograd/function.h"
 #include "autograd/ops.h"
+#include "tensor/mixed_dtype.h"
 
 namespace minidl {
 
@@ -29,10 +30,8 @@ namespace {
 
 // The dtypes the fused kernel takes: the sum in x's dtype, y and out in it or (f32 x) 16-bit.
 bool fused_dtypes(const Tensor& x, const Tensor& y, DType out) {
-  const auto twin = [&](DType d) {
-    return d == x.dtype() || (x.dtype() == kFloat32 && (d == kFloat16 || d == kBFloat16));
-  };
-  return x.is_floating_point() && (!y.defined() || twin(y.dtype())) && twin(out);
+  return x.is_floating_point() && (!y.defined() || is_same_or_half(y.dtype(), x.dtype())) &&
+         is_same_or_half(out, x.dtype());
 }
 
 }  // namespace

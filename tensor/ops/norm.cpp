@@ -2,6 +2,7 @@
 // dtypes and devices, allocate outputs, dispatch to the kernels; no history (the
 // differentiable forwards are autograd/functions/norm.cpp).
 #include "tensor/dispatch.h"
+#include "tensor/mixed_dtype.h"
 #include "tensor/ops.h"
 
 namespace minidl {
@@ -61,6 +62,34 @@ void check_bn_input(std::string_view op, const Tensor& x) {
   check_floating(op, x, "input");
 }
 
+// layer_norm's weight and bias (either may be undefined): normalized_shape, floating, x's device.
+void check_ln_params(std::string_view op, const Tensor& x, const Shape& ns, const Tensor& w,
+                     const Tensor& b) {
+  for (const auto& [t, name] : {std::pair{&w, "weight"}, std::pair{&b, "bias"}}) {
+    if (!t->defined()) continue;
+    MINIDL_CHECK(t->shape() == ns, "op `", op, "`: expected ", name,
+                 " of the same shape as normalized_shape=", shape_str(ns), ", got ", name,
+                 " of shape ", t->shape_str());
+    check_floating(op, *t, name);
+    check_same_device(op, x, *t, name);
+  }
+}
+
+// A layer_norm backward's saved tensors: mean and rstd with R elements, the weight's shape, all
+// on x's device.
+void check_ln_saved(std::string_view op, const Tensor& x, const Shape& ns, int64_t R,
+                    const Tensor& mean, const Tensor& rstd, const Tensor& w) {
+  for (const auto& [t, name] : {std::pair{&mean, "mean"}, std::pair{&rstd, "rstd"}}) {
+    MINIDL_CHECK(t->defined() && t->numel() == R, "op `", op, "`: expected ", name, " with ", R,
+                 " elements (one per row), got ", t->defined() ? t->shape_str() : "undefined");
+    check_same_device(op, x, *t, name);
+  }
+  if (w.defined())
+    MINIDL_CHECK(w.shape() == ns, "op `", op, "`: weight shape ", w.shape_str(),
+                 " does not match normalized_shape=", shape_str(ns));
+  check_same_device(op, x, w, "weight");
+}
+
 }  // namespace
 
 LayerNormResult layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& w,
@@ -69,14 +98,7 @@ LayerNormResult layer_norm(const Tensor& x, const Shape& normalized_shape, const
   MINIDL_CHECK(x.defined(), "op `layer_norm`: input is undefined");
   check_floating(op, x, "input");
   auto [R, D] = layer_norm_rows(op, x, normalized_shape);
-  for (const auto& [t, name] : {std::pair{&w, "weight"}, std::pair{&b, "bias"}}) {
-    if (!t->defined()) continue;
-    MINIDL_CHECK(t->shape() == normalized_shape, "op `layer_norm`: expected ", name,
-                 " of the same shape as normalized_shape=", shape_str(normalized_shape), ", got ",
-                 name, " of shape ", t->shape_str());
-    check_floating(op, *t, name);
-    check_same_device(op, x, *t, name);
-  }
+  check_ln_params(op, x, normalized_shape, w, b);
   Tensor xc = reshape(contiguous(x), {R, D});
   Tensor out = empty({R, D}, x.dtype(), x.device());
   Tensor mean = empty({R}, stat_dtype(x.dtype()), x.device());
@@ -94,17 +116,8 @@ LayerNormGrads layer_norm_backward(const Tensor& grad_out, const Tensor& x,
   MINIDL_CHECK(grad_out.shape() == x.shape(), "op `layer_norm_backward`: grad_out shape ",
                grad_out.shape_str(), " does not match input shape ", x.shape_str());
   const DType sd = stat_dtype(x.dtype());
-  for (const auto& [t, name] : {std::pair{&mean, "mean"}, std::pair{&rstd, "rstd"}}) {
-    MINIDL_CHECK(t->defined() && t->numel() == R, "op `layer_norm_backward`: expected ", name,
-                 " with ", R, " elements (one per row), got ",
-                 t->defined() ? t->shape_str() : "undefined");
-    check_same_device(op, x, *t, name);
-  }
-  if (w.defined())
-    MINIDL_CHECK(w.shape() == normalized_shape, "op `layer_norm_backward`: weight shape ",
-                 w.shape_str(), " does not match normalized_shape=", shape_str(normalized_shape));
+  check_ln_saved(op, x, normalized_shape, R, mean, rstd, w);
   check_same_device(op, x, grad_out, "grad_out");
-  check_same_device(op, x, w, "weight");
   Tensor g = reshape(contiguous(to(grad_out, x.dtype())), {R, D});
   Tensor xc = reshape(contiguous(x), {R, D});
   Tensor m = reshape(contiguous(to(mean, sd)), {R});
@@ -132,14 +145,7 @@ AddLayerNormResult add_layer_norm(const Tensor& x, const Tensor& y, const Shape&
     check_same_device(op, x, y, "the residual");
   }
   auto [R, D] = layer_norm_rows(op, x, normalized_shape);
-  for (const auto& [t, name] : {std::pair{&w, "weight"}, std::pair{&b, "bias"}}) {
-    if (!t->defined()) continue;
-    MINIDL_CHECK(t->shape() == normalized_shape, "op `add_layer_norm`: expected ", name,
-                 " of the same shape as normalized_shape=", shape_str(normalized_shape), ", got ",
-                 name, " of shape ", t->shape_str());
-    check_floating(op, *t, name);
-    check_same_device(op, x, *t, name);
-  }
+  check_ln_params(op, x, normalized_shape, w, b);
   // The dtype rules (y and out: x's dtype, or 16-bit where x is f32) are the kernels'.
   AddLayerNormResult res;
   Tensor xc = reshape(contiguous(x), {R, D});
@@ -171,16 +177,7 @@ AddLayerNormGrads add_layer_norm_backward(const Tensor& grad_out, const Tensor& 
     check_same_device(op, s, *t, name);
   }
   const DType sd = stat_dtype(s.dtype());
-  for (const auto& [t, name] : {std::pair{&mean, "mean"}, std::pair{&rstd, "rstd"}}) {
-    MINIDL_CHECK(t->defined() && t->numel() == R, "op `add_layer_norm_backward`: expected ", name,
-                 " with ", R, " elements (one per row), got ",
-                 t->defined() ? t->shape_str() : "undefined");
-    check_same_device(op, s, *t, name);
-  }
-  if (w.defined())
-    MINIDL_CHECK(w.shape() == normalized_shape, "op `add_layer_norm_backward`: weight shape ",
-                 w.shape_str(), " does not match normalized_shape=", shape_str(normalized_shape));
-  check_same_device(op, s, w, "weight");
+  check_ln_saved(op, s, normalized_shape, R, mean, rstd, w);
   AddLayerNormGrads res;
   // Only grad_sum: no normalisation term, the gradient passes through the add.
   if (!grad_out.defined()) {
@@ -189,9 +186,7 @@ AddLayerNormGrads add_layer_norm_backward(const Tensor& grad_out, const Tensor& 
     return res;
   }
   // grad_out stays 16-bit where the kernel reads it so (an f32 sum's 16-bit out).
-  const bool g_native =
-      grad_out.dtype() == s.dtype() ||
-      (s.dtype() == kFloat32 && (grad_out.dtype() == kFloat16 || grad_out.dtype() == kBFloat16));
+  const bool g_native = is_same_or_half(grad_out.dtype(), s.dtype());
   Tensor g = reshape(contiguous(g_native ? grad_out : to(grad_out, s.dtype())), {R, D});
   Tensor gs = grad_sum.defined() ? reshape(contiguous(to(grad_sum, s.dtype())), {R, D}) : Tensor();
   Tensor sc = reshape(contiguous(s), {R, D});
