@@ -15,6 +15,7 @@
 
 #include "bench_common.h"
 #include "minidl.h"
+#include "tensor/variants.h"
 
 using namespace minidl;
 
@@ -141,8 +142,10 @@ void report_bw(const char* kernel, const std::string& shape, double bytes, doubl
 // Causal scaled_dot_product_attention, bf16, q/k/v:[B,H,T,hd]: the forward alone and forward +
 // backward (the gradient of sum(out * g)), in ms and in TFLOP/s of the causal half (forward
 // 2 products of 2*T*T/2*hd FLOPs per head, backward 2.5 times that, as FlashAttention counts).
+// impl names the row: "minidl" (every fused path) or "minidl_wmma" (MINIDL_UNFUSED set by the
+// caller to flash_attention: the WMMA forward).
 void bench_sdpa(int64_t B, int64_t H, int64_t T, int64_t hd, Device dev, cudaStream_t s, int reps,
-                int iters) {
+                int iters, const char* impl) {
   Tensor q = randn({B, H, T, hd}, kFloat32, dev).to(kBFloat16).requires_grad_();
   Tensor k = randn({B, H, T, hd}, kFloat32, dev).to(kBFloat16).requires_grad_();
   Tensor v = randn({B, H, T, hd}, kFloat32, dev).to(kBFloat16).requires_grad_();
@@ -162,10 +165,10 @@ void bench_sdpa(int64_t B, int64_t H, int64_t T, int64_t hd, Device dev, cudaStr
       s, reps, iters);
   const double fwd_flops = 4.0 * double(B * H) * double(T) * double(T) / 2 * double(hd);
   std::printf(
-      "{\"bench\":\"sdpa\",\"impl\":\"minidl\",\"dtype\":\"bf16\",\"B\":%lld,\"H\":%lld,"
+      "{\"bench\":\"sdpa\",\"impl\":\"%s\",\"dtype\":\"bf16\",\"B\":%lld,\"H\":%lld,"
       "\"T\":%lld,\"hd\":%lld,\"causal\":true,\"fwd_ms\":%.4f,\"fwd_bwd_ms\":%.4f,"
       "\"fwd_tflops\":%.1f,\"fwd_bwd_tflops\":%.1f}\n",
-      (long long)B, (long long)H, (long long)T, (long long)hd, fwd_ms, fwd_bwd_ms,
+      impl, (long long)B, (long long)H, (long long)T, (long long)hd, fwd_ms, fwd_bwd_ms,
       fwd_flops / fwd_ms * 1e-9, 3.5 * fwd_flops / fwd_bwd_ms * 1e-9);
   std::fflush(stdout);
 }
@@ -363,8 +366,12 @@ int main(int argc, char** argv) {
     report_bw("adamw_step", flat, 7 * bytes, time_ms([&] { opt.step(); }, s, reps, iters),
               copy_gbps);
 
-    // Attention at gpt --preset gpt2-124m's shape (batch 12, 12 heads, 1024 tokens, head 64).
-    bench_sdpa(12, 12, 1024, 64, dev, s, reps, std::max(1, iters / 4));
+    // Attention at gpt --preset gpt2-124m's shape (batch 12, 12 heads, 1024 tokens, head 64):
+    // the flash (mma.sync) forward, then the WMMA forward it replaced.
+    bench_sdpa(12, 12, 1024, 64, dev, s, reps, std::max(1, iters / 4), "minidl");
+    variants::set_unfused("flash_attention");
+    bench_sdpa(12, 12, 1024, 64, dev, s, reps, std::max(1, iters / 4), "minidl_wmma");
+    variants::set_unfused("");
     // The classifier + loss of gpt2-124m at batch 8 x 1024 tokens.
     bench_classifier(8 * 1024, 50257, 50304, dev, s, reps, std::max(1, iters / 4));
     bench_gpt2_rows(dev, s, reps, iters);

@@ -12,9 +12,10 @@
 namespace minidl::variants {
 namespace {
 
-constexpr std::array<std::string_view, 8> kFeatures = {
-    "linear_wgrad",    "qkv_attention",          "foreach_clip",        "classifier_loss",
-    "autocast_linear", "autocast_weight_copies", "residual_layer_norm", "linear_gelu"};
+constexpr std::array<std::string_view, 9> kFeatures = {
+    "linear_wgrad",        "qkv_attention",   "foreach_clip",
+    "classifier_loss",     "autocast_linear", "autocast_weight_copies",
+    "residual_layer_norm", "linear_gelu",     "flash_attention"};
 
 // Bit i: feature i runs unfused.
 std::atomic<unsigned> g_unfused{0};

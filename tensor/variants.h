@@ -14,6 +14,9 @@
 //                  (else x + y, layer_norm, and the Linear's cast)
 //   linear_gelu    the MLP's c_fc and its GELU (tanh) as one linear_gelu dispatch (CUDA: one
 //                  cuBLASLt GEMM with the GELU_AUX_BIAS epilogue) (else linear, then gelu)
+//   flash_attention  CUDA bf16/f16 attention forward at head dims 64 and 128 on mma.sync with
+//                  S, P and O in registers (tensor/cuda/flash_attention.cuh) (else the WMMA
+//                  kernel, which stages S and O through shared memory)
 #pragma once
 #include <string>
 #include <string_view>

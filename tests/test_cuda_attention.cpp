@@ -119,6 +119,22 @@ TEST_SUITE("cuda_attention") {
       for (const C& c : cases) check_vs_composite(dt, c.L, c.S, c.E, c.E, c.causal, c.mask);
   }
 
+  // bf16/f16 at head dims 64 and 128 without masks run the flash (mma.sync) forward (and at 64
+  // its backward); under MINIDL_UNFUSED=flash_attention the WMMA kernels they replaced. Both
+  // against the composite, at lengths off the 64-row and 32/64-key tiles and L != S.
+  TEST_CASE("cuda_attention: the flash (mma.sync) and WMMA kernels both match the composite") {
+    for (const char* unfused : {"", "flash_attention"}) {
+      CAPTURE(std::string(unfused));
+      variants::set_unfused(unfused);
+      for (DType dt : {kBFloat16, kFloat16}) {
+        check_vs_composite(dt, 200, 200, 64, 64, true, 0);
+        check_vs_composite(dt, 70, 150, 64, 64, false, 0);
+        check_vs_composite(dt, 150, 70, 128, 128, true, 0);
+      }
+    }
+    variants::set_unfused("");
+  }
+
   // bf16/f16 with a head dim that is not a multiple of 16 take the FMA forward (the cases above
   // all run on tensor cores), so do head dims where the tensor-core tiles exceed the device's
   // shared memory (E = Ev = 128 on sm_86/89); v's head dim Ev != E in both kernels.

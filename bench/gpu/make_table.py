@@ -80,7 +80,7 @@ def build(rows):
         t.add(f"GEMM {r['dtype']} {shape} (TFLOP/s)", r["minidl_tflops"],
               p["tflops"] if p else None, torch_name, "", True, 0.95)
 
-    sdpa = {("minidl" if r["impl"] == "minidl" else "torch"): r for r in rows
+    sdpa = {(r["impl"] if r["impl"].startswith("minidl") else "torch"): r for r in rows
             if r.get("bench") == "sdpa"}
     if "minidl" in sdpa:
         m, p = sdpa["minidl"], sdpa.get("torch")
@@ -88,6 +88,10 @@ def build(rows):
         for key, what in (("fwd_ms", "forward"), ("fwd_bwd_ms", "forward + backward")):
             t.add(f"SDPA {shape}, {what} (ms)", m[key], p[key] if p else None,
                   p["impl"] if p else torch_name, " ms", False, 1.0)
+        w = sdpa.get("minidl_wmma")
+        if w:
+            t.add(f"SDPA {shape}, forward: flash (mma.sync) vs MINIDL_UNFUSED=flash_attention "
+                  "(WMMA) (ms)", m["fwd_ms"], w["fwd_ms"], "minidl WMMA", " ms", False, 1.0)
 
     cls = {("minidl" if r["impl"] == "minidl" else "torch"): r for r in rows
            if r.get("bench") == "classifier_loss"}

@@ -2,7 +2,7 @@
 // HeadLayout): a warp per query row with FMA, forward (flash-style,
 // saving only out and the log-sum-exp) and backward (recomputing the probabilities: a warp per
 // query row for dQ, a warp per key row for dK/dV, no atomics), and the host dispatch; bf16/f16
-// forwards try attention_wmma.cu first.
+// forwards and backwards try flash_attention.cu (mma.sync), then the WMMA kernels.
 #include "tensor/cuda_api.h"
 #include "tensor/cuda/attention.cuh"
 #include "tensor/cuda/kernels.h"
@@ -245,6 +245,7 @@ void forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out, Ten
     const int64_t rows = a.BH * a.L;
     if (rows == 0) return;
     if constexpr (is_reduced_float_v<T>) {  // tensor cores where they apply and fit
+      if (sdpa_forward_flash<T>(q, k, v, out, lse, a)) return;
       if (sdpa_forward_wmma<T>(q, k, v, out, lse, a)) return;
     }
     const unsigned blocks = unsigned((rows + kWarps - 1) / kWarps);
@@ -265,6 +266,7 @@ void backward(const Tensor& g, const Tensor& q, const Tensor& k, const Tensor& v
     a.lg = head_layout(g), a.lo = head_layout(o);
     a.lgq = head_layout(gq), a.lgk = head_layout(gk), a.lgv = head_layout(gv);
     if constexpr (is_reduced_float_v<T>) {  // tensor cores where they apply and fit
+      if (sdpa_backward_flash<T>(g, q, k, v, o, lse, gq, gk, gv, a)) return;
       if (sdpa_backward_wmma<T>(g, q, k, v, o, lse, gq, gk, gv, a)) return;
     }
     const DType adt = std::is_same_v<A, double> ? kFloat64 : kFloat32;

@@ -116,6 +116,14 @@ inline size_t smem_optin(int device) {
   return size_t(v);
 }
 
+// FlashAttention-2-style forward (flash_attention.cu) for T = Half / BFloat16: queues it and
+// returns true for head dims E = Ev in {64, 128} without a mask tensor or dropout, 16-byte
+// aligned q/k/v rows, sm_80+, unless MINIDL_UNFUSED names flash_attention; else false (nothing
+// queued). Arguments as sdpa_forward_wmma's.
+template <typename T>
+bool sdpa_forward_flash(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out, Tensor& lse,
+                        const Args<float>& a);
+
 // Tensor-core forward (attention_wmma.cu) for T = Half / BFloat16: queues it and returns true
 // when the head dims are multiples of 16 and its shared memory fits the device; else false
 // (nothing queued: the caller runs the FMA kernel). q, k, v, out as above (a.lo set); lse:[BH,L]
@@ -123,6 +131,14 @@ inline size_t smem_optin(int device) {
 template <typename T>
 bool sdpa_forward_wmma(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out, Tensor& lse,
                        const Args<float>& a);
+
+// FlashAttention-2-style backward (flash_attention.cu), same conditions as sdpa_forward_flash
+// but head dim 64 only and o, g 16-byte aligned too: queues its dQ and dK/dV kernels and returns
+// true, or returns false with nothing queued. Arguments as sdpa_backward_wmma's.
+template <typename T>
+bool sdpa_backward_flash(const Tensor& g, const Tensor& q, const Tensor& k, const Tensor& v,
+                         const Tensor& o, const Tensor& lse, Tensor& gq, Tensor& gk, Tensor& gv,
+                         const Args<float>& a);
 
 // Tensor-core backward (attention_wmma_backward.cu), same conditions: queues its two kernels and
 // returns true, or returns false with nothing queued. g, o:[BH,L,Ev]; gq, gk, gv as q, k, v (all
