@@ -97,6 +97,12 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b = {});  // x @ w
 // c_fc; CUDA: cuBLASLt's GELU epilogue): the two calls' graph (a Linear node, a GELU node).
 // The two calls themselves where it does not apply (no bias, 1-D x, MINIDL_UNFUSED=linear_gelu).
 Tensor linear_gelu(const Tensor& x, const Tensor& w, const Tensor& b);
+// linear(linear_gelu(x, w1, b1), w2, b2), an MLP's c_fc, GELU (tanh) and c_proj, whose backward
+// takes the GELU's derivative inside c_proj's input-gradient GEMM (CUDA: cuBLASLt's DGELU
+// epilogue): values, and gradients up to rounding order, as the calls'. The calls themselves
+// where it does not apply (as linear_gelu, MINIDL_UNFUSED=mlp_dgelu).
+Tensor linear_gelu_linear(const Tensor& x, const Tensor& w1, const Tensor& b1, const Tensor& w2,
+                          const Tensor& b2);
 
 // ---- convolution and pooling (autograd/functions/conv.cpp); NCHW
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias = {},

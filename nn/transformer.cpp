@@ -196,10 +196,14 @@ MLP::MLP(int64_t n_embd, double p, bool bias, Generator* gen, std::string approx
 
 // x:[*, C] -> [*, C]
 Tensor MLP::forward(const Tensor& x) {
-  // c_fc and a tanh GELU in one dispatch (linear_gelu) unless c_fc's call has hooks to run
-  const Tensor h = gelu_approximate == "tanh" && !c_fc->has_forward_hooks()
-                       ? linear_gelu(x, c_fc->weight, c_fc->bias)
-                       : gelu((*c_fc)(x), gelu_approximate);
+  // c_fc and a tanh GELU in one dispatch (linear_gelu) unless c_fc's call has hooks to run; and
+  // c_proj with the GELU's backward in its input-gradient GEMM unless c_proj's call has hooks
+  const bool tanh = gelu_approximate == "tanh";
+  if (tanh && !c_fc->has_forward_hooks() && !c_proj->has_forward_hooks())
+    return (*dropout)(
+        linear_gelu_linear(x, c_fc->weight, c_fc->bias, c_proj->weight, c_proj->bias));
+  const Tensor h = tanh && !c_fc->has_forward_hooks() ? linear_gelu(x, c_fc->weight, c_fc->bias)
+                                                      : gelu((*c_fc)(x), gelu_approximate);
   return (*dropout)((*c_proj)(h));
 }
 

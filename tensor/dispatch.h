@@ -61,6 +61,11 @@ using LinearWeightGradKernel = void (*)(const Tensor& g2d, const Tensor& x2d, Te
 // dtype; CUDA: one cuBLASLt GEMM writing both where its GELU_AUX_BIAS epilogue applies).
 using LinearGeluKernel = void (*)(const Tensor& x2d, const Tensor& w, const Tensor& bias,
                                   Tensor& pre, Tensor& out);
+// The gradient of an MLP's hidden pre-activation through c_proj and the tanh GELU:
+// g2d:[M,N] w:[N,K] pre2d:[M,K] -> out:[M,K] = gelu_tanh'(pre2d) * (g2d w) (all one dtype; pre2d
+// and out contiguous, out preallocated; CUDA: one cuBLASLt GEMM with the DGELU epilogue).
+using MatmulGeluBackwardKernel = void (*)(const Tensor& g2d, const Tensor& w, const Tensor& pre2d,
+                                          Tensor& out);
 using WhereKernel = void (*)(const Tensor& cond, const Tensor& a, const Tensor& b, Tensor& out);
 using ClampKernel = void (*)(const Tensor& in, Tensor& out, double lo, double hi);  // ±inf = none
 using FillKernel = void (*)(Tensor& out, Scalar value);

@@ -226,6 +226,10 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b = {});  // x @ w
 // {gelu(pre, "tanh"), pre} with pre = x @ w.T + b, one dispatch. x:[*,K] (at least 2-D),
 // w:[N,K], b:[N], one floating dtype and device.
 std::pair<Tensor, Tensor> linear_gelu(const Tensor& x, const Tensor& w, const Tensor& b);
+// gelu_backward(g @ w, pre, "tanh") in one dispatch: the gradient of pre where
+// out = gelu(pre, "tanh") @ w.T + b (an MLP's c_proj after linear_gelu). g:[*,N] w:[N,K]
+// pre:[*,K], one floating dtype and device -> [*,K].
+Tensor matmul_gelu_backward(const Tensor& g, const Tensor& w, const Tensor& pre);
 // nn.Linear's parameter gradients for g:[*,N] and x:[*,K] (the batch dims folded into one GEMM):
 // {grad_w [N,K], grad_b [N] (undefined unless with_bias)} in g's dtype, one dispatch.
 std::pair<Tensor, Tensor> linear_weight_grad(const Tensor& g, const Tensor& x, bool with_bias);

@@ -12,10 +12,12 @@
 namespace minidl::variants {
 namespace {
 
-constexpr std::array<std::string_view, 9> kFeatures = {
-    "linear_wgrad",        "qkv_attention",   "foreach_clip",
-    "classifier_loss",     "autocast_linear", "autocast_weight_copies",
-    "residual_layer_norm", "linear_gelu",     "flash_attention"};
+constexpr std::array<std::string_view, 10> kFeatures = {
+    "linear_wgrad",        "qkv_attention",
+    "foreach_clip",        "classifier_loss",
+    "autocast_linear",     "autocast_weight_copies",
+    "residual_layer_norm", "linear_gelu",
+    "flash_attention",     "mlp_dgelu"};
 
 // Bit i: feature i runs unfused.
 std::atomic<unsigned> g_unfused{0};

@@ -14,6 +14,9 @@
 //                  (else x + y, layer_norm, and the Linear's cast)
 //   linear_gelu    the MLP's c_fc and its GELU (tanh) as one linear_gelu dispatch (CUDA: one
 //                  cuBLASLt GEMM with the GELU_AUX_BIAS epilogue) (else linear, then gelu)
+//   mlp_dgelu      the MLP's c_proj with the GELU's backward in its input-gradient GEMM
+//                  (linear_gelu_linear; CUDA: cuBLASLt's DGELU epilogue) (else c_proj's own node
+//                  and a GELU node)
 //   flash_attention  CUDA bf16/f16 attention forward at head dims 64 and 128 on mma.sync with
 //                  S, P and O in registers (tensor/cuda/flash_attention.cuh) (else the WMMA
 //                  kernel, which stages S and O through shared memory)

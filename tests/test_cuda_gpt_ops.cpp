@@ -1,7 +1,7 @@
 // CPU-vs-CUDA parity of the GPT ops (cases_gpt: tril/triu, masked_fill, cumsum and its reverse
 // in the backward, div rounding modes, multinomial draws, class-probability cross_entropy, the
-// fused classifier loss, add_layer_norm, linear_gelu), run on the GPU by the cuda_gpt_ops suite and
-// CPU-against-CPU by test_cuda_ops.cpp.
+// fused classifier loss, add_layer_norm, linear_gelu, matmul_gelu_backward), run on the GPU by the
+// cuda_gpt_ops suite and CPU-against-CPU by test_cuda_ops.cpp.
 #include "autograd/engine.h"
 #include "cuda_parity.h"
 
@@ -248,6 +248,32 @@ std::vector<Case> cases_gpt() {
   lg.lo = -1, lg.hi = 1;
   lg.tol_scale = 4;
   cs.push_back(lg);
+
+  // matmul_gelu_backward (c_proj's input gradient times the GELU's derivative): cuBLASLt's DGELU
+  // epilogue where K % 8 == 0 (24), the GEMM then the gelu_tanh_backward kernel otherwise (9);
+  // then linear_gelu_linear's gradients (x = in[0], c_fc = in[1]^T with a row of in[2] as its
+  // bias, c_proj = in[1] with a row of in[0] as its bias).
+  Case mg{
+      "matmul_gelu_backward",
+      {"matmul_gelu_backward"},
+      {{{4, 8}, {8, 24}, {4, 24}}, {{2, 3, 16}, {16, 24}, {2, 3, 24}}, {{5, 7}, {7, 9}, {5, 9}}},
+      kFloats,
+      [](const V& in, Device, int v) {
+        if (v == 0) return V{native::matmul_gelu_backward(in[0], in[1], in[2])};
+        const int64_t N = in[1].size(0), K = in[1].size(1);
+        Tensor x = in[0].detach().clone().requires_grad_();
+        Tensor w1 = in[1].t().contiguous().requires_grad_();
+        Tensor b1 = in[2].reshape({-1, K}).select(0, 0).contiguous().requires_grad_();
+        Tensor w2 = in[1].detach().clone().requires_grad_();
+        Tensor b2 = in[0].reshape({-1, N}).select(0, 0).contiguous().requires_grad_();
+        Tensor out = linear_gelu_linear(x, w1, b1, w2, b2);
+        sum(mul(out, out.detach())).backward();
+        return V{x.grad(), w1.grad(), b1.grad(), w2.grad(), b2.grad()};
+      }};
+  mg.variants = 2;
+  mg.lo = -1, mg.hi = 1;
+  mg.tol_scale = 4;
+  cs.push_back(mg);
   return cs;
 }
 

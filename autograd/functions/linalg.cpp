@@ -1,6 +1,9 @@
-// The differentiable matmul, mm, bmm, linear and linear_gelu: the autocast hook, the raw op
-// (tensor/ops/linalg.cpp), then one node each: grad_a = g @ b^T, grad_b = a^T @ g (un-broadcast).
+// The differentiable matmul, mm, bmm, linear, linear_gelu and linear_gelu_linear: the autocast
+// hook, the raw op (tensor/ops/linalg.cpp), then one node each: grad_a = g @ b^T,
+// grad_b = a^T @ g (un-broadcast).
+#include <optional>
 #include <tuple>
+#include <utility>
 
 #include "autograd/autocast.h"
 #include "autograd/function.h"
@@ -115,6 +118,65 @@ void record_gelu_tanh(const Tensor& pre, Tensor& out) {
                    });
 }
 
+// The node of out = gelu_tanh(pre) w^T + b where h = gelu_tanh(pre) is linear_gelu's output
+// (an MLP's c_proj): the gradient goes to pre with the GELU's derivative applied in the
+// input-gradient GEMM (matmul_gelu_backward; cuBLASLt's DGELU epilogue), and to w and b: from
+// the GEMM's f32 accumulator when f32_grads (autocast with an f32 weight; wd its 16-bit copy,
+// else wd is w). h has no node of its own in this graph.
+void record_gelu_linear(const Tensor& pre, const Tensor& h, const Tensor& w, const Tensor& b,
+                        const Tensor& wd, bool f32_grads, Tensor& out) {
+  const bool need_pre = pre.requires_grad(), need_w = w.requires_grad();
+  const bool need_b = b.defined() && b.requires_grad();
+  autograd::record("GeluLinearBackward", {pre, w, b}, {&out}, {pre, h, wd},
+                   [need_pre, need_w, need_b, f32_grads](const std::vector<Tensor>& g,
+                                                         const std::vector<Tensor>& s) {
+                     const Tensor& pre = s[0];  // pre:[*, K]
+                     const Tensor& h = s[1];    // h:[*, K] = gelu_tanh(pre)
+                     const Tensor& w = s[2];    // w:[N, K]
+                     const int64_t N = w.size(0);
+                     Tensor gpre = need_pre ? native::matmul_gelu_backward(g[0], w, pre) : Tensor();
+                     Tensor gw, gb;
+                     if (f32_grads) {
+                       gw = empty(w.shape(), kFloat32, w.device());
+                       if (need_b) gb = empty({N}, kFloat32, w.device());
+                       native::linear_weight_grad_into(g[0], h, gw, gb);
+                     } else if (need_w && variants::fused("linear_wgrad")) {
+                       std::tie(gw, gb) = native::linear_weight_grad(g[0], h, need_b);
+                     } else {
+                       if (need_w) gw = mm(g[0].reshape({-1, N}).t(), h.reshape({-1, w.size(1)}));
+                       if (need_b) gb = sum_to_shape(g[0], {N}).contiguous();
+                     }
+                     return std::vector<Tensor>{gpre, gw, gb};
+                   });
+}
+
+bool one_dtype(const Tensor& x, const Tensor& w, const Tensor& b) {
+  return w.dtype() == x.dtype() && (!b.defined() || b.dtype() == x.dtype());
+}
+
+// linear_gelu's dispatch and its Linear node on pre: {h, pre}, h without a GELU node yet (the
+// caller records one, or routes pre's gradient itself); nullopt where the fused op does not
+// apply (decided before autocast's casts: the unfused calls then cast for themselves).
+std::optional<std::pair<Tensor, Tensor>> linear_gelu_parts(const Tensor& x, const Tensor& w,
+                                                           const Tensor& b) {
+  if (!(b.defined() && x.dim() >= 2 && w.dim() == 2 && b.dim() == 1 && x.is_floating_point() &&
+        w.device() == x.device() && b.device() == x.device() && variants::fused("linear_gelu")))
+    return std::nullopt;
+  if (auto ac = amp::autocast_inputs<amp::AutocastOp::linear>(x, w, b)) {
+    if (!one_dtype(ac[0], ac[1], ac[2])) return std::nullopt;
+    // autocast is off while `ac` lives: the plain path on the casts
+    if (!autocast_linear_applies(ac[0], w, b, ac[1])) return linear_gelu_parts(ac[0], ac[1], ac[2]);
+    const Tensor wd = ac[1].detach(), bd = ac[2].detach();
+    auto [out, pre] = native::linear_gelu(ac[0], wd, bd);
+    record_autocast_linear(ac[0], w, b, wd, pre);
+    return std::pair{out, pre};
+  }
+  if (!one_dtype(x, w, b)) return std::nullopt;
+  auto [out, pre] = native::linear_gelu(x, w, b);
+  record_linear(x, w, b, pre);
+  return std::pair{out, pre};
+}
+
 }  // namespace
 
 Tensor mm(const Tensor& a, const Tensor& b) {
@@ -156,31 +218,41 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
 // The same graph as gelu(linear(x, w, b), "tanh"), from one linear_gelu dispatch: the Linear
 // node on pre, the GELU node on out.
 Tensor linear_gelu(const Tensor& x, const Tensor& w, const Tensor& b) {
-  const auto one_dtype = [](const Tensor& xi, const Tensor& wi, const Tensor& bi) {
-    return wi.dtype() == xi.dtype() && bi.dtype() == xi.dtype();
-  };
-  // The two calls where the fused op does not apply (decided before autocast's casts: the
-  // calls then cast for themselves).
-  if (!(b.defined() && x.dim() >= 2 && w.dim() == 2 && b.dim() == 1 && x.is_floating_point() &&
-        w.device() == x.device() && b.device() == x.device() && variants::fused("linear_gelu")))
-    return gelu(linear(x, w, b), "tanh");
-  bool composite = !one_dtype(x, w, b);
-  if (auto ac = amp::autocast_inputs<amp::AutocastOp::linear>(x, w, b)) {
-    if (one_dtype(ac[0], ac[1], ac[2])) {
-      if (!autocast_linear_applies(ac[0], w, b, ac[1])) return linear_gelu(ac[0], ac[1], ac[2]);
-      const Tensor wd = ac[1].detach(), bd = ac[2].detach();
-      auto [out, pre] = native::linear_gelu(ac[0], wd, bd);
-      record_autocast_linear(ac[0], w, b, wd, pre);
-      record_gelu_tanh(pre, out);
+  if (auto parts = linear_gelu_parts(x, w, b)) {
+    record_gelu_tanh(parts->second, parts->first);
+    return parts->first;
+  }
+  return gelu(linear(x, w, b), "tanh");
+}
+
+// linear(linear_gelu(x, w1, b1), w2, b2) whose backward applies the GELU's derivative inside
+// c_proj's input-gradient GEMM (one GeluLinearBackward node for pre, w2, b2).
+Tensor linear_gelu_linear(const Tensor& x, const Tensor& w1, const Tensor& b1, const Tensor& w2,
+                          const Tensor& b2) {
+  const bool fits =
+      variants::fused("mlp_dgelu") && w1.dim() == 2 && w2.dim() == 2 && w2.size(1) == w1.size(0) &&
+      w2.device() == x.device() &&
+      (!b2.defined() || (b2.dim() == 1 && b2.size(0) == w2.size(0) && b2.device() == x.device()));
+  if (!fits) return linear(linear_gelu(x, w1, b1), w2, b2);
+  auto parts = linear_gelu_parts(x, w1, b1);
+  if (!parts) return linear(gelu(linear(x, w1, b1), "tanh"), w2, b2);
+  const Tensor h = parts->first, pre = parts->second;
+  if (auto ac = amp::autocast_inputs<amp::AutocastOp::linear>(h, w2, b2)) {
+    if (ac[0].dtype() == h.dtype() && one_dtype(ac[0], ac[1], ac[2]) &&
+        autocast_linear_applies(ac[0], w2, b2, ac[1])) {
+      const Tensor wd = ac[1].detach(), bd = ac[2].defined() ? ac[2].detach() : Tensor();
+      Tensor out = native::linear(h, wd, bd);
+      record_gelu_linear(pre, h, w2, b2, wd, true, out);
       return out;
     }
-    composite = true;  // after `ac` (autocast is off while it lives)
+  } else if (one_dtype(h, w2, b2)) {
+    Tensor out = native::linear(h, w2, b2);
+    record_gelu_linear(pre, h, w2, b2, w2, false, out);
+    return out;
   }
-  if (composite) return gelu(linear(x, w, b), "tanh");
-  auto [out, pre] = native::linear_gelu(x, w, b);
-  record_linear(x, w, b, pre);
-  record_gelu_tanh(pre, out);
-  return out;
+  Tensor hg = h;  // c_proj unfused after all: h takes its GELU node
+  record_gelu_tanh(pre, hg);
+  return linear(hg, w2, b2);
 }
 
 }  // namespace minidl

@@ -288,6 +288,14 @@ void linear_gelu_kernel(const Tensor& x2d, const Tensor& w, const Tensor& bias, 
   kernel<Op::gelu_tanh>(DeviceType::cpu)(pre, out);
 }
 
+// matmul_gelu_backward on the CPU: the input-gradient GEMM as matmul computes it, then
+// gelu_tanh_backward's kernel (bitwise the two ops). g2d:[M,N] w:[N,K] pre2d, out:[M,K].
+void matmul_gelu_backward_kernel(const Tensor& g2d, const Tensor& w, const Tensor& pre2d,
+                                 Tensor& out) {
+  const Tensor gx = native::matmul(g2d, w);
+  kernel<Op::gelu_tanh_backward>(DeviceType::cpu)(gx, pre2d, out);
+}
+
 // linear_weight_grad on the CPU: grad_w = g2d^T x2d as one GEMM on a transposed view (bmm's
 // kernel, a batch of one), grad_b = the column sums of g2d (the sum op's kernel). f32 buffers
 // for f16/bf16 inputs: the inputs widen exactly to f32 and the product accumulates in f32 with
@@ -313,6 +321,7 @@ void register_linalg_kernels() {
   register_kernel<Op::linear_bias>(DeviceType::cpu, linear_bias_kernel);
   register_kernel<Op::linear_weight_grad>(DeviceType::cpu, linear_weight_grad_kernel);
   register_kernel<Op::linear_gelu>(DeviceType::cpu, linear_gelu_kernel);
+  register_kernel<Op::matmul_gelu_backward>(DeviceType::cpu, matmul_gelu_backward_kernel);
 }
 
 }  // namespace minidl::cpu

@@ -11,8 +11,9 @@ namespace minidl::cuda {
 // none/relu/gelu_tanh: the output's epilogue (with a bias added first when one is given);
 // bgradb: the bias pointer receives the column sums of the right-hand GEMM operand (the
 // gradient of a bias, reduced over the GEMM's k dimension). gelu_tanh_aux: gelu_tanh's output,
-// and the GELU's input written to an auxiliary matrix (gemm_bias_gelu_aux).
-enum class Epilogue { none, relu, gelu_tanh, bgradb, gelu_tanh_aux };
+// and the GELU's input written to an auxiliary matrix (gemm_bias_gelu_aux). dgelu: the product
+// times gelu_tanh' of an auxiliary input matrix (the GELU's input; matmul_gelu_backward).
+enum class Epilogue { none, relu, gelu_tanh, bgradb, gelu_tanh_aux, dgelu };
 
 // x2d:[M,K] w:[N,K] (nn.Linear's [out_features, in_features]) bias:[N] or undefined
 // -> out:[M,N] (contiguous, preallocated). One CUDA device, one floating dtype (f32 honours

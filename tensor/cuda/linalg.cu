@@ -110,6 +110,8 @@ cublasLtEpilogue_t lt_epilogue(Epilogue ep, bool bias) {
       return CUBLASLT_EPILOGUE_BGRADB;
     case Epilogue::gelu_tanh_aux:
       return bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
+    case Epilogue::dgelu:
+      return CUBLASLT_EPILOGUE_DGELU;
     default:
       return bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
   }
@@ -122,7 +124,7 @@ struct Problem {
   int64_t batch, M, N, K;
   const void* bias;  // nullptr without bias
   Epilogue ep;
-  void* aux = nullptr;  // gelu_tanh_aux: the GELU's input, [M,N] contiguous like C
+  void* aux = nullptr;  // gelu_tanh_aux (written), dgelu (read): the GELU's input, [M,N] like C
 };
 
 // True when the problem asks for a bias or an activation in the GEMM's epilogue.
@@ -183,7 +185,7 @@ Plan& get_plan(const Problem& p, const Tensor& c, const LtTypes& ty, cudaDataTyp
       MINIDL_CUBLAS_CHECK(lt.cublasLtMatmulDescSetAttribute(
           pl.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &c_type, sizeof(c_type)));
     }
-    if (p.ep == Epilogue::gelu_tanh_aux) {  // C's layout: ld N (column-major [N, M])
+    if (p.ep == Epilogue::gelu_tanh_aux || p.ep == Epilogue::dgelu) {  // C's layout: ld N
       const int64_t aux_ld = p.N;
       MINIDL_CUBLAS_CHECK(lt.cublasLtMatmulDescSetAttribute(
           pl.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &p.aux, sizeof(p.aux)));
@@ -363,6 +365,29 @@ void linear_gelu_kernel(const Tensor& x2d, const Tensor& w, const Tensor& bias, 
   kernel<Op::gelu_tanh>(DeviceType::cuda)(pre, out);
 }
 
+// The GELU's input gradient from c_proj's input-gradient GEMM: out = gelu_tanh'(pre2d) * (g2d w)
+// as one cuBLASLt GEMM with the DGELU epilogue (pre2d its auxiliary input) where it applies
+// (f32/f16/bf16, K % 8 == 0, pre2d 16-byte aligned); otherwise the GEMM, then the
+// gelu_tanh_backward kernel.
+void matmul_gelu_backward_kernel(const Tensor& g2d, const Tensor& w, const Tensor& pre2d,
+                                 Tensor& out) {
+  constexpr const char* op = "matmul_gelu_backward";
+  if (out.numel() == 0) return;
+  TensorDeviceGuard guard(out);
+  const DType dt = out.dtype();
+  const Tensor a = native::unsqueeze(g2d, 0), b = native::unsqueeze(w, 0);  // [1,M,N] [1,N,K]
+  Tensor out3 = native::unsqueeze(out, 0);
+  if ((dt == kFloat32 || dt == kFloat16 || dt == kBFloat16) && out.size(1) % 8 == 0 &&
+      g2d.size(1) > 0 && g2d.dtype() == dt && w.dtype() == dt && pre2d.dtype() == dt &&
+      pre2d.is_contiguous() && out.is_contiguous() && alignment(pre2d.data_ptr()) >= 16 &&
+      lt_matmul(a, b, out3, nullptr, Epilogue::dgelu, op, const_cast<void*>(pre2d.data_ptr())))
+    return;
+  Tensor gx = empty(out.shape(), g2d.dtype(), out.device());
+  Tensor gx3 = native::unsqueeze(gx, 0);
+  bmm_kernel(a, b, gx3);
+  kernel<Op::gelu_tanh_backward>(DeviceType::cuda)(gx, pre2d, out);
+}
+
 // nn.Linear's bias as the GEMM's cuBLASLt epilogue (as PyTorch's addmm); always applies.
 bool linear_bias_kernel(const Tensor& x2d, const Tensor& w, const Tensor& bias, Tensor& out) {
   gemm_bias_act(x2d, w, bias, out, Epilogue::none);
@@ -409,6 +434,7 @@ void register_linalg_kernels() {
   register_kernel<Op::linear_bias>(DeviceType::cuda, linear_bias_kernel);
   register_kernel<Op::linear_weight_grad>(DeviceType::cuda, linear_weight_grad_kernel);
   register_kernel<Op::linear_gelu>(DeviceType::cuda, linear_gelu_kernel);
+  register_kernel<Op::matmul_gelu_backward>(DeviceType::cuda, matmul_gelu_backward_kernel);
 }
 
 }  // namespace minidl::cuda

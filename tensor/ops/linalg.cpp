@@ -201,6 +201,23 @@ std::pair<Tensor, Tensor> linear_gelu(const Tensor& x, const Tensor& w, const Te
   return {native::view(out, s), native::view(pre, s)};
 }
 
+Tensor matmul_gelu_backward(const Tensor& g, const Tensor& w, const Tensor& pre) {
+  check_operands(g, w, "matmul_gelu_backward");
+  check_operands(g, pre, "matmul_gelu_backward");
+  MINIDL_CHECK(g.is_floating_point(), "op `matmul_gelu_backward`: expected a floating dtype, got ",
+               g.dtype());
+  MINIDL_CHECK(g.dim() >= 2 && w.dim() == 2 && pre.dim() == g.dim() && g.size(-1) == w.size(0) &&
+                   pre.size(-1) == w.size(1) &&
+                   std::equal(g.shape().begin(), g.shape().end() - 1, pre.shape().begin()),
+               "op `matmul_gelu_backward`: expected g:[*, N], w:[N, K], pre:[*, K], got g ",
+               g.shape_str(), ", w ", w.shape_str(), ", pre ", pre.shape_str());
+  const Tensor g2d = native::reshape(g, {-1, g.size(-1)});                         // [M,N]
+  const Tensor pre2d = native::reshape(native::contiguous(pre), {-1, w.size(1)});  // [M,K]
+  Tensor out = empty(pre2d.shape(), pre.dtype(), pre.device());
+  if (out.numel() > 0) kernel<Op::matmul_gelu_backward>(g.device())(g2d, w, pre2d, out);
+  return native::view(out, pre.shape());
+}
+
 void linear_weight_grad_into(const Tensor& g, const Tensor& x, Tensor& grad_w, Tensor& grad_b) {
   check_operands(g, x, "linear_weight_grad");
   MINIDL_CHECK(
