@@ -1,6 +1,6 @@
-// Internal fused GEMM of the CUDA backend for nn::Linear: out = act(x w^T + bias) in a single
-// cuBLASLt call (bias and activation as the GEMM's epilogue). Plain C++: no CUDA headers.
-// Implemented in tensor/cuda/linalg.cu (only in builds with CUDA).
+// Internal cuBLASLt GEMMs of the CUDA backend: lt_matmul (bmm and the fused nn::Linear kernels
+// of tensor/cuda/linalg.cu build on it) and gemm_bias_act, out = act(x w^T + bias) in a single
+// call. Plain C++: no CUDA headers. Implemented in tensor/cuda/gemm.cu (only in CUDA builds).
 #pragma once
 #include "tensor/tensor.h"
 
@@ -14,6 +14,17 @@ namespace minidl::cuda {
 // and the GELU's input written to an auxiliary matrix (gemm_bias_gelu_aux). dgelu: the product
 // times gelu_tanh' of an auxiliary input matrix (the GELU's input; matmul_gelu_backward).
 enum class Epilogue { none, relu, gelu_tanh, bgradb, gelu_tanh_aux, dgelu };
+
+// Throws, naming op, unless cuBLASLt multiplies this dtype (f32, f64, f16, bf16).
+void check_gemm_dtype(DType t, const char* op);
+
+// c:[B,M,N] contiguous = a:[B,M,K] b:[B,K,N] (+ bias, activation) as one strided-batched
+// cuBLASLt GEMM; a and b may be transposed views. K > 0. a and b share a dtype; c has it, or f32
+// for f16/bf16 operands (the f32 accumulator kept). bias: the epilogue's [N] vector (bgradb:
+// written). aux: the [M,N] auxiliary matrix of gelu_tanh_aux (written) or dgelu (read). Returns
+// false when no cuBLASLt algorithm supports the requested epilogue (nothing was queued).
+bool lt_matmul(const Tensor& a, const Tensor& b, Tensor& c, const void* bias, Epilogue ep,
+               const char* op, void* aux = nullptr);
 
 // x2d:[M,K] w:[N,K] (nn.Linear's [out_features, in_features]) bias:[N] or undefined
 // -> out:[M,N] (contiguous, preallocated). One CUDA device, one floating dtype (f32 honours
