@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <deque>
 #include <list>
 #include <mutex>
 #include <unordered_map>
@@ -24,10 +25,25 @@ namespace {
 // its threshold; that cost ~15% of a 4096x4096x512 matmul here). The cache is bounded by
 // cap_ (see set_cpu_cache_cap), and a miss of >= 32 MiB first returns cached blocks below
 // 32 MiB worth the new block to the system (least recently freed first): the training step's
-// blocks do not stay pinned beside a large evaluation batch.
+// blocks do not stay pinned beside a large evaluation batch. The default cap adapts: a miss of
+// a size the cap evicted (a step whose large blocks outnumber the cap, evicted before they
+// recur) raises it by that size, up to the most large-block bytes held at once and 1/4 of
+// physical memory. A cap set by set_cpu_cache_cap or MINIDL_CPU_CACHE_CAP (MiB) stays fixed.
 class CpuAllocator final : public Allocator {
  public:
-  CpuAllocator() : cap_(default_cap()) {}
+  CpuAllocator() : cap_(default_cap()) {
+    const char* env = std::getenv("MINIDL_CPU_CACHE_CAP");
+    if (env && *env) {  // set and not empty
+      char* end = nullptr;
+      const long long mib = std::strtoll(env, &end, 10);
+      MINIDL_CHECK(*end == '\0' && mib >= 0 && mib < (1LL << 40),
+                   "MINIDL_CPU_CACHE_CAP: expected the CPU allocator's cache cap in MiB (a "
+                   "non-negative integer; 0 disables the cache), got '",
+                   env, "'");
+      cap_ = size_t(mib) << 20;
+      adaptive_ = false;
+    }
+  }
 
   void* allocate(size_t nbytes, Device) override {
     if (nbytes == 0) return nullptr;
@@ -41,8 +57,11 @@ class CpuAllocator final : public Allocator {
         void* p = blk->ptr;
         lru_.erase(blk);
         cached_ -= size;
+        note_outstanding_locked(size);
         return p;
       }
+      note_outstanding_locked(size);
+      grow_on_miss_locked(size);
     }
     if (size >= kReleaseOnMissMin) release_for(size);
     void* p = std::aligned_alloc(64, size);
@@ -50,7 +69,13 @@ class CpuAllocator final : public Allocator {
       empty_cache();
       p = std::aligned_alloc(64, size);
     }
-    if (!p) MINIDL_FAIL("out of CPU memory allocating ", nbytes, " bytes");
+    if (!p) {
+      if (size >= kCacheMin) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        outstanding_ -= size;
+      }
+      MINIDL_FAIL("out of CPU memory allocating ", nbytes, " bytes");
+    }
     return p;
   }
   void deallocate(void* p, size_t nbytes, Device) override {
@@ -59,12 +84,15 @@ class CpuAllocator final : public Allocator {
       std::vector<void*> evicted;
       {
         std::lock_guard<std::mutex> lock(mutex_);
+        outstanding_ -= size;
         if (size <= cap_) {
           lru_.push_back({p, size});
           free_[size].push_back(std::prev(lru_.end()));
           cached_ += size;
-          trim_locked(cap_, evicted);
+          trim_locked(cap_, evicted, /*remember=*/adaptive_);
           p = nullptr;
+        } else if (adaptive_) {
+          remember_evicted_locked(size);  // too large for the cap: evicted at once
         }
       }
       for (void* q : evicted) std::free(q);
@@ -80,6 +108,18 @@ class CpuAllocator final : public Allocator {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       cap_ = cap;
+      adaptive_ = false;
+      evicted_sizes_.clear();
+    }
+    trim(cap);
+  }
+  void reset_cap() {
+    const size_t cap = default_cap();
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      cap_ = cap;
+      adaptive_ = true;
+      evicted_sizes_.clear();
     }
     trim(cap);
   }
@@ -103,15 +143,38 @@ class CpuAllocator final : public Allocator {
   static size_t rounded(size_t n) {
     return n >= kCacheMin ? (n + 4095) / 4096 * 4096 : (n + 63) / 64 * 64;
   }
+  // How many evicted sizes the adaptive cap remembers (the most recent ones).
+  static constexpr size_t kEvictedSizesKept = 256;
+  static size_t physical_memory() {
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    return pages > 0 && page > 0 ? size_t(pages) * size_t(page) : 0;
+  }
   // min(kDefaultCpuCacheCap, physical memory / 16)
   static size_t default_cap() {
     size_t cap = size_t(kDefaultCpuCacheCap);
-    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    if (pages > 0 && page > 0) cap = std::min(cap, size_t(pages) * size_t(page) / 16);
+    if (const size_t phys = physical_memory()) cap = std::min(cap, phys / 16);
     return cap;
   }
-  // Unlinks the least recently freed blocks until at most `limit` bytes stay cached.
-  void trim_locked(size_t limit, std::vector<void*>& evicted) {
+  // Large-block bytes handed out and not yet returned, and their peak.
+  void note_outstanding_locked(size_t size) {
+    outstanding_ += size;
+    peak_outstanding_ = std::max(peak_outstanding_, outstanding_);
+  }
+  // A miss of a size the cap evicted recently: the cache thrashes (blocks leave before their
+  // size recurs), so the cap grows by it, bounded by the peak of outstanding large blocks (the
+  // cache never holds more than the program once used) and 1/4 of physical memory.
+  void grow_on_miss_locked(size_t size) {
+    if (!adaptive_) return;
+    auto it = std::find(evicted_sizes_.rbegin(), evicted_sizes_.rend(), size);
+    if (it == evicted_sizes_.rend()) return;
+    evicted_sizes_.erase(std::next(it).base());
+    size_t limit = std::max(peak_outstanding_, default_cap());
+    if (const size_t phys = physical_memory()) limit = std::min(limit, phys / 4);
+    cap_ = std::max(cap_, std::min(cap_ + std::max(size, cap_ / 4), limit));
+  }
+  // Unlinks the least recently freed blocks until at most `limit` bytes stay cached;
+  // `remember`: their sizes go to evicted_sizes_ (evictions by the cap).
+  void trim_locked(size_t limit, std::vector<void*>& evicted, bool remember = false) {
     while (cached_ > limit && !lru_.empty()) {
       const Block b = lru_.front();
       auto& same = free_[b.size];
@@ -119,7 +182,12 @@ class CpuAllocator final : public Allocator {
       lru_.pop_front();
       cached_ -= b.size;
       evicted.push_back(b.ptr);
+      if (remember) remember_evicted_locked(b.size);
     }
+  }
+  void remember_evicted_locked(size_t size) {
+    if (evicted_sizes_.size() == kEvictedSizesKept) evicted_sizes_.pop_front();
+    evicted_sizes_.push_back(size);
   }
   // A large miss: gives back least recently freed blocks *smaller than kReleaseOnMissMin*
   // worth `size` bytes first, so that live + cached memory does not grow by it while the cache
@@ -141,6 +209,7 @@ class CpuAllocator final : public Allocator {
         freed += it->size;
         cached_ -= it->size;
         evicted.push_back(it->ptr);
+        if (adaptive_) remember_evicted_locked(it->size);
         it = lru_.erase(it);
       }
     }
@@ -160,6 +229,9 @@ class CpuAllocator final : public Allocator {
   std::unordered_map<size_t, std::vector<BlockIt>> free_;  // by size, most recent at back
   size_t cached_ = 0;
   size_t cap_;
+  bool adaptive_ = true;              // the default cap, grown by grow_on_miss_locked
+  std::deque<size_t> evicted_sizes_;  // sizes the cap evicted, most recent at back
+  size_t outstanding_ = 0, peak_outstanding_ = 0;
 };
 
 // Never destroyed: tensors held in other static objects may be freed after main returns.
@@ -190,6 +262,10 @@ void set_allocator(DeviceType type, Allocator* allocator) {
 void set_cpu_cache_cap(int64_t bytes) {
   MINIDL_CHECK(bytes >= 0, "set_cpu_cache_cap: expected a non-negative byte count, got ", bytes);
   cpu_allocator().set_cap(size_t(bytes));
+}
+
+void reset_cpu_cache_cap() {
+  cpu_allocator().reset_cap();
 }
 
 int64_t cpu_cache_cap() {

@@ -30,13 +30,13 @@ struct BudgetGuard {
   }
 };
 
+// A fixed cap for one case; the adaptive default afterwards.
 struct CacheCapGuard {
-  int64_t old = cpu_cache_cap();
   explicit CacheCapGuard(int64_t cap) {
     empty_cache();
     set_cpu_cache_cap(cap);
   }
-  ~CacheCapGuard() { set_cpu_cache_cap(old); }
+  ~CacheCapGuard() { reset_cpu_cache_cap(); }
 };
 
 Conv2dParams params(int64_t s, int64_t pad, int64_t dil, int64_t groups) {
@@ -161,6 +161,7 @@ TEST_CASE("CPU allocator: the cache of freed blocks is capped, LRU, and reported
 }
 
 TEST_CASE("CPU allocator: the default cap is 512 MiB at most and the cache never exceeds it") {
+  reset_cpu_cache_cap();
   CHECK(cpu_cache_cap() > 0);
   CHECK(cpu_cache_cap() <= kDefaultCpuCacheCap);
   {
@@ -168,6 +169,51 @@ TEST_CASE("CPU allocator: the default cap is 512 MiB at most and the cache never
     for (int i = 0; i < 12; ++i) blocks.push_back(empty({(40 + i) * kMiB}, kUInt8));
   }  // 546 MiB freed at once, different sizes
   CHECK(memory_stats(kCPU).cached <= cpu_cache_cap());
+  empty_cache();
+}
+
+// One "training step" of 12 large blocks (40..51 MiB, 546 MiB), all alive at its peak, freed,
+// then allocated again; returns the bytes cached after the step's blocks are freed.
+int64_t cache_step() {
+  {
+    std::vector<Tensor> blocks;
+    for (int i = 0; i < 12; ++i) blocks.push_back(empty({(40 + i) * kMiB}, kUInt8));
+  }
+  return memory_stats(kCPU).cached;
+}
+
+TEST_CASE(
+    "CPU allocator: the default cap grows while a step's blocks outnumber it, a set cap "
+    "does not") {
+  const int64_t step_bytes = 546 * kMiB;
+  reset_cpu_cache_cap();
+  empty_cache();
+  const int64_t cap0 = cpu_cache_cap();
+  REQUIRE(cap0 < step_bytes);  // 512 MiB, or less on a small machine
+  // step 1: the cap evicts the first blocks freed; step 2 misses exactly those sizes and the cap
+  // grows by each (bounded by the 546 MiB held at once); from then on every block is reused
+  CHECK(cache_step() <= cap0);
+  CHECK(cache_step() == step_bytes);
+  CHECK(cpu_cache_cap() >= step_bytes);
+  CHECK(cpu_cache_cap() <= std::max(cap0, step_bytes + 51 * kMiB));
+  const int64_t grown = cpu_cache_cap();
+  {
+    std::vector<Tensor> blocks;
+    for (int i = 0; i < 12; ++i) blocks.push_back(empty({(40 + i) * kMiB}, kUInt8));
+    CHECK(memory_stats(kCPU).cached == 0);  // all 12 from the cache
+  }
+  CHECK(cache_step() == step_bytes);
+  CHECK(cpu_cache_cap() == grown);  // no misses, no growth
+  // a cap set by the user stays where it is
+  set_cpu_cache_cap(cap0);
+  CHECK(memory_stats(kCPU).cached <= cap0);
+  for (int step = 0; step < 3; ++step) {
+    CAPTURE(step);
+    CHECK(cache_step() <= cap0);
+    CHECK(cpu_cache_cap() == cap0);
+  }
+  reset_cpu_cache_cap();
+  CHECK(cpu_cache_cap() == cap0);
   empty_cache();
 }
 
