@@ -2,13 +2,15 @@
 # PyTorch twin of `gpt --preset gpt2-124m --data synthetic --amp bf16` (apps/gpt): GPT-2 124M
 # (12 x 768, 12 heads, 1024 positions, 50257 tokens padded to 50304, tied head, GPT-2 init),
 # causal SDPA, bf16 autocast, fused AdamW over the app's two weight-decay groups, clipping 1.0,
-# the loss over the real 50257 logits, seeded uniform tokens on the GPU; eager or --compile.
-# Prints one JSON line: tokens/s, ms/step, MFU (llm.c: 6N + 6LCT per token), peak GPU memory.
+# the loss over the real 50257 logits, seeded uniform tokens on the GPU (or the CPU: --device
+# cpu); eager or --compile. Prints one JSON line: tokens/s, ms/step, MFU (llm.c: 6N + 6LCT per
+# token; GPU only), peak memory (GPU: allocated; CPU: the process's peak RSS).
 # Usage: python3 bench/gpu/torch_gpt2_step.py [--batch-size 12] [--block-size 1024] [--steps 20]
-#        [--warmup 5] [--compile] [--peak-flops 989e12]
+#        [--warmup 5] [--compile] [--peak-flops 989e12] [--device cpu --threads 2]
 import argparse
 import json
 import math
+import resource
 import time
 
 import torch
@@ -78,10 +80,15 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--peak-flops", type=float, default=989e12,
                     help="dense bf16 peak FLOP/s (H100/H200 SXM: 989e12)")
+    ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
+    ap.add_argument("--threads", type=int, default=0, help="CPU: torch.set_num_threads (0: keep)")
     args = ap.parse_args()
     if not 1 <= args.block_size <= MAX_T:
         ap.error(f"--block-size must be in [1, {MAX_T}], got {args.block_size}")
-    dev = torch.device("cuda", 0)
+    cuda = args.device == "cuda"
+    dev = torch.device("cuda", 0) if cuda else torch.device("cpu")
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     torch.backends.cuda.matmul.allow_tf32 = False  # minidl's default (the matmuls run in bf16)
     model = GPT().to(dev).train()
@@ -102,7 +109,7 @@ def main():
         ids = torch.randint(0, VOCAB, (B, T + 1), device=dev, generator=gen)
         x, y = ids[:, :T], ids[:, 1:]
         opt.zero_grad(set_to_none=True)
-        with torch.autocast("cuda", dtype=torch.bfloat16):
+        with torch.autocast(dev.type, dtype=torch.bfloat16):
             logits = fwd(x)
         loss = F.cross_entropy(logits.float().reshape(-1, VOCAB), y.reshape(-1))
         loss.backward()
@@ -110,15 +117,17 @@ def main():
         opt.step()
         return loss.detach()
 
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
     for _ in range(args.warmup):
         step()
-    torch.cuda.synchronize()
-    torch.cuda.reset_peak_memory_stats()
+    sync()
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
     losses = []
     t0 = time.perf_counter()
     for _ in range(args.steps):
         losses.append(step())
-    torch.cuda.synchronize()
+    sync()
     seconds = time.perf_counter() - t0
     ms = seconds * 1e3 / args.steps
     tokens_per_s = B * T * args.steps / seconds
@@ -127,10 +136,13 @@ def main():
         bench="gpt2_124m_step", impl=f"torch {torch.__version__}",
         mode="compile" if args.compile else "eager", batch=B, seq_len=T, params=n_params,
         ms_per_step=round(ms, 2), tokens_per_s=round(tokens_per_s),
-        mfu=round(tokens_per_s * flops_per_token / args.peak_flops, 4),
-        peak_mib=round(torch.cuda.max_memory_allocated() / 2**20, 1),
+        mfu=round(tokens_per_s * flops_per_token / args.peak_flops, 4) if cuda else None,
+        peak_mib=round((torch.cuda.max_memory_allocated() if cuda else
+                        resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024) / 2**20, 1),
         mean_loss=round(torch.stack(losses).mean().item(), 4), steps=args.steps,
-        warmup=args.warmup, device=torch.cuda.get_device_name(dev))), flush=True)
+        warmup=args.warmup,
+        device=torch.cuda.get_device_name(dev) if cuda else f"cpu, {torch.get_num_threads()} threads")),
+        flush=True)
 
 
 if __name__ == "__main__":
