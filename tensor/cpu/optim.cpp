@@ -58,6 +58,22 @@ struct Chunk {
 };
 constexpr int64_t kNormChunk = 65536;
 
+// sum f(x[i]) over [b, e) in f64, in kLanes independent partial sums (added pairwise at the
+// end): one accumulator made every add wait for the previous one (~4 cycles an element); the
+// lanes vectorise and the pass runs at memory speed. Deterministic: the order is fixed.
+constexpr int kLanes = 8;
+template <typename T, typename F>
+double lane_sum(const T* x, int64_t b, int64_t e, F f) {
+  double lane[kLanes] = {};
+  int64_t i = b;
+  for (; i + kLanes <= e; i += kLanes)
+    for (int j = 0; j < kLanes; ++j) lane[j] += f(double(x[i + j]));
+  for (; i < e; ++i) lane[0] += f(double(x[i]));
+  for (int w = kLanes / 2; w > 0; w /= 2)
+    for (int j = 0; j < w; ++j) lane[j] += lane[j + w];
+  return lane[0];
+}
+
 // sum |x|^p (or max |x| when p is inf) over x[b, e) in f64.
 template <typename T>
 double chunk_norm(const T* x, int64_t b, int64_t e, double p) {
@@ -69,9 +85,9 @@ double chunk_norm(const T* x, int64_t b, int64_t e, double p) {
                                              : std::max(acc, a);
     }
   } else if (p == 2.0) {
-    for (int64_t i = b; i < e; ++i) acc += double(x[i]) * double(x[i]);
+    acc = lane_sum(x, b, e, [](double v) { return v * v; });
   } else if (p == 1.0) {
-    for (int64_t i = b; i < e; ++i) acc += std::abs(double(x[i]));
+    acc = lane_sum(x, b, e, [](double v) { return std::abs(v); });
   } else {
     for (int64_t i = b; i < e; ++i) acc += std::pow(std::abs(double(x[i])), p);
   }
