@@ -298,10 +298,18 @@ void matmul_gelu_backward_kernel(const Tensor& g2d, const Tensor& w, const Tenso
 
 // linear_weight_grad on the CPU: grad_w = g2d^T x2d as one GEMM on a transposed view (bmm's
 // kernel, a batch of one), grad_b = the column sums of g2d (the sum op's kernel). f32 buffers
-// for f16/bf16 inputs: the inputs widen exactly to f32 and the product accumulates in f32 with
-// no 16-bit rounding of the result (what cuBLASLt's f32 output gives).
+// for f16/bf16 inputs: the product accumulates in f32 with no 16-bit rounding of the result
+// (what cuBLASLt's f32 output gives): bf16 on oneDNN's native bf16 kernels where the CPU has
+// them, else the inputs widen exactly to f32 for the f32 GEMM.
 void linear_weight_grad_kernel(const Tensor& g2d, const Tensor& x2d, Tensor& grad_w,
                                Tensor& grad_b) {
+  if (grad_w.dtype() == kFloat32 && g2d.dtype() == kBFloat16 && x2d.size(0) > 0) {
+    Tensor gw3 = native::unsqueeze(grad_w, 0);  // [1,N,K], a view of grad_w
+    if (onednn::bmm_widened(native::unsqueeze(native::t(g2d), 0), native::unsqueeze(x2d, 0), gw3)) {
+      if (grad_b.defined()) native::copy_(grad_b, native::sum(native::to(g2d, kFloat32), {0}));
+      return;
+    }
+  }
   if (grad_w.dtype() != g2d.dtype()) {
     linear_weight_grad_kernel(native::to(g2d, grad_w.dtype()), native::to(x2d, grad_w.dtype()),
                               grad_w, grad_b);

@@ -52,6 +52,11 @@ bool conv2d_backward_input(const Tensor& grad_out, const Tensor& w, Tensor& grad
 bool conv2d_backward_weight(const Tensor& grad_out, const Tensor& x, Tensor& grad_w,
                             const Conv2dParams& p);
 bool bmm(const Tensor& a, const Tensor& b, Tensor& out);
+// out[B,M,N] f32 = a[B,M,K] b[B,K,N] of bf16 operands on oneDNN's native bf16 kernels: exact
+// products, f32 accumulation, the result never rounded to bf16 (nn::Linear's f32 dW under
+// autocast). False unless oneDNN runs bf16 natively now (onednn_bf16_in_f32() false) and
+// takes the case; then the caller widens the operands itself.
+bool bmm_widened(const Tensor& a, const Tensor& b, Tensor& out);
 // out[M,N] = x[M,K] w[N,K]^T + bias[N], the bias added to the f32 accumulator (one rounding);
 // any x/w strides, contiguous out and bias, one dtype.
 bool linear_bias(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out);

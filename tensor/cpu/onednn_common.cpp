@@ -189,6 +189,9 @@ bool conv2d_backward_weight(const Tensor&, const Tensor&, Tensor&, const Conv2dP
 bool bmm(const Tensor&, const Tensor&, Tensor&) {
   return false;
 }
+bool bmm_widened(const Tensor&, const Tensor&, Tensor&) {
+  return false;
+}
 bool linear_bias(const Tensor&, const Tensor&, const Tensor&, Tensor&) {
   return false;
 }

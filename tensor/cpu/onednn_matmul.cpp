@@ -133,6 +133,34 @@ bool bmm(const Tensor& a, const Tensor& b, Tensor& out) {
   return true;
 }
 
+bool bmm_widened(const Tensor& a, const Tensor& b, Tensor& out) {
+  if (a.dtype() != kBFloat16 || b.dtype() != kBFloat16 || out.dtype() != kFloat32) return false;
+  if (out.numel() == 0 || a.size(2) == 0 || !out.is_contiguous() || onednn_bf16_in_f32())
+    return false;
+  const int64_t B = out.size(0), M = out.size(1), N = out.size(2), K = a.size(2);
+  const int64_t cls[4] = {B, M, N, K};
+  if (!wanted(OpClass::matmul, kBFloat16, cls)) return false;
+  const auto bf16 = *to_dnnl(kBFloat16), f32 = *to_dnnl(kFloat32);
+  Tensor ac = a, bc = b;  // contiguous copies only when a layout does not fit
+  const std::optional<Operand> oa = describe_or_copy(ac), ob = describe_or_copy(bc);
+  MINIDL_CHECK(oa && ob, "bmm (oneDNN, f32 out): unexpected operand layouts ", a.shape_str(),
+               " and ", b.shape_str());
+  const md ma(oa->dims, bf16, oa->strides), mb(ob->dims, bf16, ob->strides);
+  const md mc = plain({B, M, N}, f32);
+  static PrimCache cache;
+  Key key;
+  key.add({B, M, N, K}).add(oa->dims).add(oa->strides).add(ob->dims).add(ob->strides);
+  auto prim = cache.get(key, [&] {
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(ma, mb, mc), default_attr(), engine());
+    return std::make_shared<const Prim>(Prim{dnnl::matmul(pd), pd});
+  });
+  if (!prim) return false;
+  execute(*prim, {{DNNL_ARG_SRC, ma, ac.data_ptr()},
+                  {DNNL_ARG_WEIGHTS, mb, bc.data_ptr()},
+                  {DNNL_ARG_DST, mc, out.data_ptr(), true}});
+  return true;
+}
+
 bool linear_bias(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out) {
   const DType dt = out.dtype();
   if (!to_dnnl(dt) || x.dtype() != dt || w.dtype() != dt || bias.dtype() != dt) return false;
