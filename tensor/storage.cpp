@@ -26,9 +26,9 @@ namespace {
 // cap_ (see set_cpu_cache_cap), and a miss of >= 32 MiB first returns cached blocks below
 // 32 MiB worth the new block to the system (least recently freed first): the training step's
 // blocks do not stay pinned beside a large evaluation batch. The default cap adapts: a miss of
-// a size the cap evicted (a step whose large blocks outnumber the cap, evicted before they
-// recur) raises it by that size, up to the most large-block bytes held at once and 1/4 of
-// physical memory. A cap set by set_cpu_cache_cap or MINIDL_CPU_CACHE_CAP (MiB) stays fixed.
+// a size the cap or such a release evicted (a step whose large blocks outnumber the cap,
+// evicted before they recur) raises it by that size or a quarter of the cap, whichever is
+// more, up to the most large-block bytes held at once and 1/4 of physical memory. A cap set by set_cpu_cache_cap or MINIDL_CPU_CACHE_CAP (MiB) stays fixed.
 class CpuAllocator final : public Allocator {
  public:
   CpuAllocator() : cap_(default_cap()) {

@@ -33,9 +33,10 @@ inline void empty_cache(DeviceType type = DeviceType::cpu) {
 // first once the cache would exceed this cap; a miss of >= 32 MiB first releases cached blocks
 // below 32 MiB worth it, and an allocation that fails empties the cache and retries. The
 // default cap starts at 512 MiB (or 1/16 of physical memory if that is less) and grows while
-// the cache thrashes: a miss of a size the cap evicted raises it by that size, up to the most
-// bytes of such blocks the program has held at once and 1/4 of physical memory (a training step
-// whose large blocks exceed 512 MiB stops re-faulting them every step). set_cpu_cache_cap fixes
+// the cache thrashes: a miss of a size it evicted raises it by that size (at least a quarter of
+// the cap), up to the most bytes of such blocks the program has held at once and 1/4 of
+// physical memory (a training step whose large blocks exceed 512 MiB stops re-faulting them
+// every step). set_cpu_cache_cap fixes
 // the cap (trimming the cache to it at once; 0 disables caching), as the environment variable
 // MINIDL_CPU_CACHE_CAP=<MiB> does from the start; reset_cpu_cache_cap returns to the adaptive
 // default.
