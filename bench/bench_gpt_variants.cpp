@@ -6,7 +6,7 @@
 // (llm.c's 6·N + 6·L·C·T FLOPs per token, --peak-tflops), dispatches and host reads per step.
 // Usage: bench_gpt_variants [--device cuda|cpu] [--amp bf16|off] [--batch-size 12]
 //   [--seq-len 1024] [--steps 10] [--warmup 3] [--rounds 2] [--peak-tflops 989]
-//   [--n-layer L --n-embd C --n-head H] [--variants ",classifier_loss,all"]
+//   [--n-layer L --n-embd C --n-head H] [--variants ",classifier_loss,all"] [--threads N]
 // Prints one JSON line per variant as it finishes, then a markdown table.
 #include <cstdio>
 #include <cstring>
@@ -48,6 +48,8 @@ int main(int argc, char** argv) {
   const int steps = bench::int_arg(argc, argv, "--steps", 10);
   const int warmup = bench::int_arg(argc, argv, "--warmup", 3);
   const int rounds = bench::int_arg(argc, argv, "--rounds", 2);
+  if (const int threads = bench::int_arg(argc, argv, "--threads", 0); threads > 0)
+    set_num_threads(threads);  // CPU threads (torch.set_num_threads); 0: every core
   const double peak = std::atof(bench::str_arg(argc, argv, "--peak-tflops", "0").c_str()) * 1e12;
   // ';'-separated MINIDL_UNFUSED lists ("" = every fused path on; "all" = every predecessor)
   const std::vector<std::string> variants = split(bench::str_arg(
