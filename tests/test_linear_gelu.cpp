@@ -8,6 +8,7 @@
 #include "nn/transformer.h"
 #include "tensor/profiler.h"
 #include "tensor/variants.h"
+#include "mlp_fusion_check.h"
 #include "test_util.h"
 
 using namespace minidl;
@@ -98,41 +99,6 @@ TEST_CASE("MLP: c_fc + GELU fused is bitwise the unfused MLP, one dispatch fewer
   nn::MLP mlp(16);
   for (bool bf16 : {false, true}) {
     CAPTURE(bf16);
-    const auto step = [&](bool fused, bool hook) {
-      ScopedUnfused off(fused ? "" : "linear_gelu");
-      amp::clear_autocast_cache();
-      nn::Module::RemovableHandle handle;
-      int calls = 0;
-      if (hook)  // a hooked c_fc: its call (and the hook) runs
-        handle = mlp.c_fc->register_forward_hook(
-            [&](nn::Module&, const std::vector<Tensor>&, const Tensor&) {
-              ++calls;
-              return std::optional<Tensor>();
-            });
-      mlp.zero_grad();
-      Tensor x = random_tensor({2, 3, 16}, kFloat32, 7).requires_grad_();
-      Tensor y;
-      const int64_t n = dispatches_of([&] {
-        amp::autocast ac(DeviceType::cpu, kBFloat16, bf16);
-        y = mlp(x);
-      });
-      sum(y.to(kFloat32)).backward();
-      handle.remove();
-      CHECK(calls == (hook ? 1 : 0));
-      std::vector<Tensor> v{y.detach(), x.grad()};
-      for (const Tensor& p : mlp.parameters()) v.push_back(p.grad());
-      return std::make_pair(n, v);
-    };
-    const auto [nf, f] = step(true, false);
-    const auto [nu, u] = step(false, false);
-    const auto [nh, h] = step(true, true);
-    CHECK(nf == nu - 1);
-    CHECK(nh == nu);
-    for (size_t i = 0; i < f.size(); ++i) {
-      CAPTURE(i);
-      CHECK(bitwise_equal(f[i], u[i]));
-      CHECK(bitwise_equal(h[i], u[i]));
-    }
+    check_mlp_fusion(mlp, "linear_gelu", *mlp.c_fc, bf16, CountedPass::forward);
   }
-  amp::clear_autocast_cache();
 }

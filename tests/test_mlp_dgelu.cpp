@@ -9,6 +9,7 @@
 #include "nn/transformer.h"
 #include "tensor/profiler.h"
 #include "tensor/variants.h"
+#include "mlp_fusion_check.h"
 #include "test_util.h"
 
 using namespace minidl;
@@ -141,35 +142,8 @@ TEST_CASE("linear_gelu_linear: fallbacks give the three calls' values and graph"
 TEST_CASE("MLP: the fused backward is bitwise the unfused one, and a hooked c_proj runs its call") {
   manual_seed(5);
   nn::MLP mlp(16);
-  const auto step = [&](bool fused, bool hook) {
-    ScopedUnfused off(fused ? "" : "mlp_dgelu");
-    nn::Module::RemovableHandle handle;
-    int calls = 0;
-    if (hook)
-      handle = mlp.c_proj->register_forward_hook(
-          [&](nn::Module&, const std::vector<Tensor>&, const Tensor&) {
-            ++calls;
-            return std::optional<Tensor>();
-          });
-    mlp.zero_grad();
-    Tensor x = random_tensor({2, 3, 16}, kFloat32, 7).requires_grad_();
-    const Tensor y = mlp(x);
-    const Tensor loss = sum(y);
-    const int64_t n = dispatches_of([&] { loss.backward(); });
-    handle.remove();
-    CHECK(calls == (hook ? 1 : 0));
-    std::vector<Tensor> v{y.detach(), x.grad()};
-    for (const Tensor& p : mlp.parameters()) v.push_back(p.grad());
-    return std::make_pair(n, v);
-  };
-  const auto [nf, f] = step(true, false);
-  const auto [nu, u] = step(false, false);
-  const auto [nh, h] = step(true, true);
-  CHECK(nf == nu - 1);
-  CHECK(nh == nu);
-  for (size_t i = 0; i < f.size(); ++i) {
-    CAPTURE(i);
-    CHECK(bitwise_equal(f[i], u[i]));
-    CHECK(bitwise_equal(h[i], u[i]));
+  for (bool bf16 : {false, true}) {
+    CAPTURE(bf16);
+    check_mlp_fusion(mlp, "mlp_dgelu", *mlp.c_proj, bf16, CountedPass::backward);
   }
 }
