@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <deque>
 #include <list>
@@ -28,7 +29,8 @@ namespace {
 // blocks do not stay pinned beside a large evaluation batch. The default cap adapts: a miss of
 // a size the cap or such a release evicted (a step whose large blocks outnumber the cap,
 // evicted before they recur) raises it by that size or a quarter of the cap, whichever is
-// more, up to the most large-block bytes held at once and 1/4 of physical memory. A cap set by set_cpu_cache_cap or MINIDL_CPU_CACHE_CAP (MiB) stays fixed.
+// more, up to the most large-block bytes held at once and 1/4 of physical memory. A cap set by
+// set_cpu_cache_cap or MINIDL_CPU_CACHE_CAP (MiB) stays fixed.
 class CpuAllocator final : public Allocator {
  public:
   CpuAllocator() : cap_(default_cap()) {
@@ -50,6 +52,7 @@ class CpuAllocator final : public Allocator {
     const size_t size = rounded(nbytes);
     if (size >= kCacheMin) {
       std::lock_guard<std::mutex> lock(mutex_);
+      note_outstanding_locked(size);
       auto it = free_.find(size);
       if (it != free_.end() && !it->second.empty()) {
         auto blk = it->second.back();
@@ -57,10 +60,8 @@ class CpuAllocator final : public Allocator {
         void* p = blk->ptr;
         lru_.erase(blk);
         cached_ -= size;
-        note_outstanding_locked(size);
         return p;
       }
-      note_outstanding_locked(size);
       grow_on_miss_locked(size);
     }
     if (size >= kReleaseOnMissMin) release_for(size);
@@ -168,8 +169,7 @@ class CpuAllocator final : public Allocator {
     auto it = std::find(evicted_sizes_.rbegin(), evicted_sizes_.rend(), size);
     if (it == evicted_sizes_.rend()) return;
     evicted_sizes_.erase(std::next(it).base());
-    size_t limit = std::max(peak_outstanding_, default_cap());
-    if (const size_t phys = physical_memory()) limit = std::min(limit, phys / 4);
+    const size_t limit = std::min(std::max(peak_outstanding_, default_cap_), max_cap_);
     cap_ = std::max(cap_, std::min(cap_ + std::max(size, cap_ / 4), limit));
   }
   // Unlinks the least recently freed blocks until at most `limit` bytes stay cached;
@@ -232,6 +232,9 @@ class CpuAllocator final : public Allocator {
   bool adaptive_ = true;              // the default cap, grown by grow_on_miss_locked
   std::deque<size_t> evicted_sizes_;  // sizes the cap evicted, most recent at back
   size_t outstanding_ = 0, peak_outstanding_ = 0;
+  const size_t default_cap_ = default_cap();
+  // The adaptive cap's ceiling: 1/4 of physical memory (none where that is unknown).
+  const size_t max_cap_ = physical_memory() ? physical_memory() / 4 : SIZE_MAX;
 };
 
 // Never destroyed: tensors held in other static objects may be freed after main returns.
