@@ -3,16 +3,14 @@
 
 #include <cmath>
 
+#include "tensor/half.h"
 #include "tensor/ops.h"
 #include "tensor/parallel_for.h"
 
-// The one-pass Adam rounds each product and sum to f32 as the separate ops of the general path
-// do: no a*b+c contraction.
-#if defined(__clang__)
-#pragma clang fp contract(off)
-#elif defined(__GNUC__)
-#pragma GCC optimize("fp-contract=off")
-#endif
+// Built with -ffp-contract=off: the one-pass loops round each product and sum to f32 as the
+// separate ops of the general path do (no a*b+c contraction); and -fno-math-errno, so that the
+// square root vectorises (CMakeLists.txt; a '#pragma GCC optimize' would keep std::sqrt from
+// being inlined, and the Adam loop from vectorising).
 
 namespace minidl::update_rules {
 namespace {
@@ -22,54 +20,117 @@ bool dense_f32_cpu(const Tensor& t, int64_t n) {
          t.numel() == n;
 }
 
+// Pointers to element 0 of each array; vmax null: no amsgrad; copy null: no copy, else bf16
+// (copy_bf16) or f16 bits of the new parameter, rounded to nearest even like Tensor::to.
+// The scalars are the f32 values the op-by-op path rounds its operands to.
+struct AdamF32Pass {
+  float* p = nullptr;
+  const float* g = nullptr;
+  float* m = nullptr;
+  float* v = nullptr;
+  float* vmax = nullptr;
+  uint16_t* copy = nullptr;
+  bool copy_bf16 = true;
+  bool decay = false;  // AdamW: p *= p_scale first
+  bool l2 = false;     // Adam with weight decay: g += p * wd
+  float p_scale = 1, wd = 0, b1 = 0, one_minus_b1 = 0, b2 = 0, one_minus_b2 = 0, bc2_sqrt = 1,
+        eps = 0, step = 0;  // step: -lr / (1 - beta1^t)
+};
+
+enum class CopyKind { none, bf16, f16 };
+enum class Decay { none, decoupled, l2 };  // template arguments: no branch in the loops
+
+template <Decay D, bool Amsgrad, CopyKind Copy>
+void adam_loop(const AdamF32Pass& a, int64_t begin, int64_t end) {
+  // Locals, so that the stores through the arrays cannot alias them and the loop vectorises.
+  float* const pp = a.p;
+  const float* const gp = a.g;
+  float* const mp = a.m;
+  float* const vp = a.v;
+  float* const maxp = a.vmax;
+  uint16_t* const cp = a.copy;
+  const float p_scale = a.p_scale, wd = a.wd, b1 = a.b1, omb1 = a.one_minus_b1, b2 = a.b2,
+              omb2 = a.one_minus_b2, bc2_sqrt = a.bc2_sqrt, eps = a.eps, step = a.step;
+  for (int64_t i = begin; i < end; ++i) {
+    float pi = pp[i], g = gp[i];
+    if constexpr (D == Decay::decoupled) pi = pi * p_scale;
+    if constexpr (D == Decay::l2) {
+      const float wp = pi * wd;
+      g = g + wp;
+    }
+    const float mg = g * omb1;
+    const float mb = mp[i] * b1;
+    const float mi = mb + mg;
+    const float gg = g * g;
+    const float vg = gg * omb2;
+    const float vb = vp[i] * b2;
+    const float vi = vb + vg;
+    float vmax = vi;
+    if constexpr (Amsgrad) {
+      vmax = maxp[i] < vi ? vi : maxp[i];  // std::max(maxp[i], vi)
+      maxp[i] = vmax;
+    }
+    const float root = std::sqrt(vmax) / bc2_sqrt;
+    const float denom = root + eps;
+    const float quotient = mi / denom;
+    const float upd = quotient * step;
+    const float pn = pi + upd;
+    mp[i] = mi, vp[i] = vi, pp[i] = pn;
+    if constexpr (Copy == CopyKind::bf16) cp[i] = BFloat16::from_float(pn);
+    if constexpr (Copy == CopyKind::f16) cp[i] = Half::from_float(pn);
+  }
+}
+
+using AdamLoop = void (*)(const AdamF32Pass&, int64_t, int64_t);
+
+// The instantiation of adam_loop for a's weight decay, amsgrad and copy.
+template <Decay D, bool Amsgrad>
+AdamLoop adam_loop_copy(const AdamF32Pass& a) {
+  if (!a.copy) return adam_loop<D, Amsgrad, CopyKind::none>;
+  return a.copy_bf16 ? adam_loop<D, Amsgrad, CopyKind::bf16> : adam_loop<D, Amsgrad, CopyKind::f16>;
+}
+template <Decay D>
+AdamLoop adam_loop_amsgrad(const AdamF32Pass& a) {
+  return a.vmax ? adam_loop_copy<D, true>(a) : adam_loop_copy<D, false>(a);
+}
+AdamLoop adam_loop_for(const AdamF32Pass& a) {
+  if (a.decay) return adam_loop_amsgrad<Decay::decoupled>(a);
+  return a.l2 ? adam_loop_amsgrad<Decay::l2>(a) : adam_loop_amsgrad<Decay::none>(a);
+}
+
 // adam() below in one pass over memory for contiguous f32 CPU tensors (a 124M-parameter step reads
-// and writes each state tensor once instead of ~10 times through temporaries). Each element goes
-// through the same f32 operations, in the same order, as the op sequence of the general path:
-// scalars are rounded to f32 as the ops wrap them, and every product and sum is rounded to f32.
+// and writes each state tensor once instead of ~10 times through temporaries), writing `copy`
+// (contiguous bf16/f16, or undefined) in the same pass. Each element goes through the same f32
+// operations, in the same order, as the op sequence of the general path: scalars are rounded to
+// f32 as the ops wrap them, and every product and sum is rounded to f32 (tensor/adam_pass.h).
 bool adam_dense_f32(const Tensor& p, const Tensor& grad, const Tensor& m, const Tensor& v,
-                    const Tensor& max_v, double t, const AdamHyper& h) {
+                    const Tensor& max_v, double t, const AdamHyper& h, const Tensor& copy) {
   const int64_t n = p.numel();
   if (!dense_f32_cpu(p, n) || !dense_f32_cpu(grad, n) || !dense_f32_cpu(m, n) ||
       !dense_f32_cpu(v, n) || (max_v.defined() && !dense_f32_cpu(max_v, n)))
     return false;
-  float* pp = p.data_ptr<float>();
-  const float* gp = grad.data_ptr<float>();
-  float* mp = m.data_ptr<float>();
-  float* vp = v.data_ptr<float>();
-  float* maxp = max_v.defined() ? max_v.data_ptr<float>() : nullptr;
-  const bool decay = h.decoupled, l2 = !h.decoupled && h.weight_decay != 0;
-  const float p_scale = float(1 - h.lr * h.weight_decay), wd = float(h.weight_decay);
-  const float b1 = float(h.beta1), one_minus_b1 = float(1 - h.beta1);
-  const float b2 = float(h.beta2), one_minus_b2 = float(1 - h.beta2);
-  const float bc2_sqrt = float(std::sqrt(1 - std::pow(h.beta2, t)));
-  const float eps = float(h.eps), step = float(-h.lr / (1 - std::pow(h.beta1, t)));
-  cpu::parallel_for(n, cpu::kParallelGrain, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      float pi = pp[i], g = gp[i];
-      if (decay) pi = pi * p_scale;
-      if (l2) {
-        const float wp = pi * wd;
-        g = g + wp;
-      }
-      const float mg = g * one_minus_b1;
-      const float mb = mp[i] * b1;
-      const float mi = mb + mg;
-      const float gg = g * g;
-      const float vg = gg * one_minus_b2;
-      const float vb = vp[i] * b2;
-      const float vi = vb + vg;
-      float vmax = vi;
-      if (maxp) {
-        vmax = std::max(maxp[i], vi);
-        maxp[i] = vmax;
-      }
-      const float root = std::sqrt(vmax) / bc2_sqrt;
-      const float denom = root + eps;
-      const float quotient = mi / denom;
-      const float upd = quotient * step;
-      mp[i] = mi, vp[i] = vi, pp[i] = pi + upd;
-    }
-  });
+  if (copy.defined() &&
+      !(copy.device().is_cpu() && (copy.dtype() == kBFloat16 || copy.dtype() == kFloat16) &&
+        copy.is_contiguous() && copy.numel() == n))
+    return false;
+  AdamF32Pass a;
+  a.p = p.data_ptr<float>();
+  a.g = grad.data_ptr<float>();
+  a.m = m.data_ptr<float>();
+  a.v = v.data_ptr<float>();
+  a.vmax = max_v.defined() ? max_v.data_ptr<float>() : nullptr;
+  a.copy = copy.defined() ? static_cast<uint16_t*>(copy.data_ptr()) : nullptr;
+  a.copy_bf16 = copy.defined() && copy.dtype() == kBFloat16;
+  a.decay = h.decoupled;
+  a.l2 = !h.decoupled && h.weight_decay != 0;
+  a.p_scale = float(1 - h.lr * h.weight_decay), a.wd = float(h.weight_decay);
+  a.b1 = float(h.beta1), a.one_minus_b1 = float(1 - h.beta1);
+  a.b2 = float(h.beta2), a.one_minus_b2 = float(1 - h.beta2);
+  a.bc2_sqrt = float(std::sqrt(1 - std::pow(h.beta2, t)));
+  a.eps = float(h.eps), a.step = float(-h.lr / (1 - std::pow(h.beta1, t)));
+  const AdamLoop loop = adam_loop_for(a);
+  cpu::parallel_for(n, cpu::kParallelGrain,
+                    [&](int64_t begin, int64_t end) { loop(a, begin, end); });
   return true;
 }
 
@@ -138,8 +199,8 @@ void sgd(const Tensor& p_in, const Tensor& grad, const Tensor& buf_in, bool firs
 }
 
 void adam(const Tensor& p_in, const Tensor& grad0, const Tensor& exp_avg, const Tensor& exp_avg_sq,
-          const Tensor& max_exp_avg_sq, double t, const AdamHyper& h) {
-  if (adam_dense_f32(p_in, grad0, exp_avg, exp_avg_sq, max_exp_avg_sq, t, h)) return;
+          const Tensor& max_exp_avg_sq, double t, const AdamHyper& h, const Tensor& copy) {
+  if (adam_dense_f32(p_in, grad0, exp_avg, exp_avg_sq, max_exp_avg_sq, t, h, copy)) return;
   Tensor p = p_in, m = exp_avg, v = exp_avg_sq;
   Tensor grad = grad0;
   if (h.decoupled)
@@ -160,6 +221,10 @@ void adam(const Tensor& p_in, const Tensor& grad0, const Tensor& exp_avg, const 
   }
   native::add_(denom, h.eps);
   native::add_(p, native::div(m, denom), -h.lr / bc1);
+  if (copy.defined()) {
+    Tensor c = copy;
+    native::copy_(c, p);
+  }
 }
 
 }  // namespace minidl::update_rules

@@ -20,8 +20,10 @@ struct AdamHyper {
 };
 // m = b1*m + (1-b1)*g; v = b2*v + (1-b2)*g*g; denom = sqrt(v or max_v)/sqrt(1-b2^t) + eps;
 // p -= lr/(1-b1^t) * m/denom. `step` is t, already incremented; max_exp_avg_sq undefined: no
-// amsgrad.
+// amsgrad. `copy` defined: set to the new p converted to its dtype (autocast's 16-bit copy of
+// the weight, made in the same pass where p is contiguous f32 on the CPU).
 void adam(const Tensor& p, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
-          const Tensor& max_exp_avg_sq, double step, const AdamHyper& h);
+          const Tensor& max_exp_avg_sq, double step, const AdamHyper& h,
+          const Tensor& copy = Tensor());
 
 }  // namespace minidl::update_rules
