@@ -61,6 +61,18 @@ struct UsedWeight {
   DType dtype;
 };
 thread_local std::vector<UsedWeight> t_used_weights;
+// Copies an optimizer step wrote of those weights (provide_weight_copies), keyed like the cache;
+// taken, when still current, by the next outermost region.
+struct ProvidedCopy {
+  std::weak_ptr<TensorImpl> src;
+  uint64_t version = 0;
+  Tensor copy;
+};
+thread_local std::unordered_map<CacheKey, ProvidedCopy, CacheKeyHash> t_provided;
+
+bool optimizer_copies_on() {
+  return variants::fused("autocast_weight_copies") && variants::fused("optimizer_weight_copies");
+}
 
 void refresh_active() {
   detail::t_autocast_active = (t_state.cpu.enabled || t_state.cuda.enabled) && !t_excluded;
@@ -91,11 +103,33 @@ void check_cuda_bf16(DType dt, DeviceType d, bool enabled) {
 // On entry to an outermost region: the casts the previous region used, of the parameters
 // still alive, unchanged in kind and cast to this region's dtype on their device, made by one
 // foreach_copy_ per device with a ToCopyBackward node each (the same history as Tensor::to).
+// Puts `casted` (src's 16-bit copy, made ahead) into the region's cache with a ToCopyBackward
+// node, the same history as Tensor::to.
+void cache_batched_cast(const Tensor& src, Tensor casted) {
+  autograd::record("ToCopyBackward", {src}, {&casted}, {}, [](const auto& g, const auto&) {
+    return std::vector<Tensor>{g[0].to(kFloat32)};
+  });
+  t_cache[CacheKey{src.impl(), casted.dtype()}] =
+      CacheEntry{src.impl_ptr(), src.version(), casted, /*batched=*/true};
+}
+
+// The copy an optimizer step provided of t (cast to dtype), if t has not changed since.
+Tensor take_provided(const Tensor& t, DType dtype) {
+  auto it = t_provided.find(CacheKey{t.impl(), dtype});
+  if (it == t_provided.end() || it->second.src.lock() != t.impl_ptr() ||
+      it->second.version != t.version())
+    return Tensor();
+  return it->second.copy;
+}
+
 void batch_cast_used_weights() {
   std::vector<UsedWeight> used;
   used.swap(t_used_weights);
+  std::unordered_map<CacheKey, ProvidedCopy, CacheKeyHash> provided;
+  provided.swap(t_provided);
   if (!t_state.cache_enabled || used.size() < 2 || !variants::fused("autocast_weight_copies"))
     return;
+  t_provided.swap(provided);  // read by take_provided below, dropped at the end
   // (device type, index) -> the sources and their new 16-bit copies
   std::map<std::pair<int, int>, std::pair<std::vector<Tensor>, std::vector<Tensor>>> by_device;
   for (const UsedWeight& u : used) {
@@ -106,24 +140,22 @@ void batch_cast_used_weights() {
     if (!st.enabled || st.dtype != u.dtype || t.dtype() != kFloat32 || !t.is_leaf() ||
         !t.requires_grad() || !t.is_contiguous())
       continue;
+    if (Tensor copy = take_provided(t, u.dtype); copy.defined()) {
+      cache_batched_cast(t, copy.view(t.shape()));
+      continue;
+    }
     auto& [src, dst] = by_device[{int(t.device().type), t.device().index}];
     src.push_back(t);
     dst.push_back(empty(t.shape(), u.dtype, t.device()));
   }
+  t_provided.clear();
   for (auto& entry : by_device) {
     auto& [src, dst] = entry.second;
     {
       NoGradGuard no_grad;
       native::foreach_copy_(dst, src);
     }
-    for (size_t i = 0; i < src.size(); ++i) {
-      Tensor casted = dst[i];
-      autograd::record("ToCopyBackward", {src[i]}, {&casted}, {}, [](const auto& g, const auto&) {
-        return std::vector<Tensor>{g[0].to(kFloat32)};
-      });
-      t_cache[CacheKey{src[i].impl(), casted.dtype()}] =
-          CacheEntry{src[i].impl_ptr(), src[i].version(), casted, /*batched=*/true};
-    }
+    for (size_t i = 0; i < src.size(); ++i) cache_batched_cast(src[i], dst[i]);
   }
 }
 
@@ -238,6 +270,41 @@ void reset_autocast_cache_stats() {
 void clear_autocast_cache() {
   t_cache.clear();
   t_used_weights.clear();
+  t_provided.clear();
+}
+
+std::vector<Tensor> weight_copies_wanted(const std::vector<Tensor>& params) {
+  if (t_used_weights.size() < 2 || t_nesting > 0 || !optimizer_copies_on()) return {};
+  std::unordered_map<const TensorImpl*, DType> dtype_of;
+  for (const UsedWeight& u : t_used_weights)
+    if (std::shared_ptr<TensorImpl> impl = u.src.lock()) dtype_of.emplace(impl.get(), u.dtype);
+  std::vector<Tensor> copies(params.size());
+  bool any = false;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const Tensor& p = params[i];
+    auto it = dtype_of.find(p.impl());
+    if (it == dtype_of.end() || !p.is_cpu() || p.dtype() != kFloat32 || !p.is_contiguous())
+      continue;
+    copies[i] = empty(p.shape(), it->second, p.device());
+    any = true;
+  }
+  if (!any) copies.clear();
+  return copies;
+}
+
+void provide_weight_copies(const std::vector<Tensor>& params, const std::vector<Tensor>& copies) {
+  MINIDL_CHECK(copies.empty() || copies.size() == params.size(),
+               "provide_weight_copies: ", copies.size(), " copies for ", params.size(),
+               " parameter(s)");
+  for (size_t i = 0; i < copies.size(); ++i) {
+    const Tensor& c = copies[i];
+    const Tensor& p = params[i];
+    if (!c.defined()) continue;
+    MINIDL_CHECK(c.shape() == p.shape() && c.device() == p.device() && c.is_floating_point(),
+                 "provide_weight_copies: copy ", i, " is ", c.shape_str(), " ", c.dtype(), " on ",
+                 c.device(), " for a parameter ", p.shape_str(), " on ", p.device());
+    t_provided[CacheKey{p.impl(), c.dtype()}] = ProvidedCopy{p.impl_ptr(), p.version(), c};
+  }
 }
 
 namespace detail {

@@ -94,6 +94,16 @@ AutocastCacheStats autocast_cache_stats();
 void reset_autocast_cache_stats();
 void clear_autocast_cache();  // torch.clear_autocast_cache()
 
+// Weight copies written by an optimizer step (fused Adam/AdamW on the CPU): the 16-bit casts the
+// next outermost region of this thread would make of the weights the last one used, written in
+// the update's own pass instead of a copy pass on region entry. weight_copies_wanted(params):
+// one new tensor per parameter the last region cast (of its autocast dtype), undefined for the
+// others; empty when none is wanted (no region yet, CPU-only, the cache or either fused path
+// off). provide_weight_copies(params, copies): the defined copies now hold their parameter's
+// values; the next region takes each one whose parameter's version has not changed since.
+std::vector<Tensor> weight_copies_wanted(const std::vector<Tensor>& params);
+void provide_weight_copies(const std::vector<Tensor>& params, const std::vector<Tensor>& copies);
+
 namespace detail {
 
 // True when some device type has autocast on and no hooked frontend is running in this

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "autograd/autocast.h"
 #include "autograd/grad_mode.h"
 #include "optim/fused.h"
 #include "tensor/update_rules.h"
@@ -90,7 +91,10 @@ bool Adam::fused_step(size_t gi, size_t idx0, const FusedAmpArgs* amp, bool allo
   });
   a.decoupled = decoupled_;
   if (amp) a.amp = *amp;
+  // autocast's 16-bit copies of these weights for the next forward, written in the same pass
+  a.param_copies = amp::weight_copies_wanted(params);
   fused::adam_step(a);
+  amp::provide_weight_copies(params, a.param_copies);
   return true;
 }
 

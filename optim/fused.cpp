@@ -137,6 +137,18 @@ void adam_step(const FusedAdamArgs& a) {
     MINIDL_CHECK(a.steps[i].defined() && a.steps[i].numel() == 1 &&
                      a.steps[i].dtype() == kFloat64 && a.steps[i].device() == a.params[i].device(),
                  op, ": step ", i, " must be a one-element f64 tensor on ", a.params[i].device());
+  MINIDL_CHECK(a.param_copies.empty() || a.param_copies.size() == a.params.size(), op, ": ",
+               a.param_copies.size(), " parameter copies for ", a.params.size(), " parameter(s)");
+  for (size_t i = 0; i < a.param_copies.size(); ++i) {
+    const Tensor& c = a.param_copies[i];
+    const Tensor& p = a.params[i];
+    MINIDL_CHECK(!c.defined() || (c.device() == p.device() && c.is_floating_point() &&
+                                  c.is_contiguous() && c.numel() == p.numel()),
+                 op, ": parameter copy ", i, " must be a contiguous floating tensor of ", p.numel(),
+                 " elements on ", p.device(), " (got ", c.shape_str(), " ",
+                 c.defined() ? std::string(dtype_name(c.dtype())) : std::string(), " on ",
+                 c.defined() ? c.device().str() : std::string(), ")");
+  }
   kernel<Op::fused_adam>(a.params[0].device())(a);
 }
 

@@ -230,11 +230,14 @@ struct FusedSgdArgs {
   FusedAmpArgs amp;
 };
 // Adam(W) with exp_avg, exp_avg_sq, max_exp_avg_sq (amsgrad; empty otherwise) and step counts
-// (0-d f64, incremented before the update). Math of optim/adam.cpp.
+// (0-d f64, incremented before the update). Math of optim/adam.cpp. param_copies: empty, or one
+// per parameter, undefined or a contiguous tensor of its numel: after the op it holds the
+// parameter converted to its dtype (also when found_inf skipped the step); autocast's 16-bit
+// weight copies, written in the update's pass on the CPU.
 struct FusedAdamArgs {
   std::shared_ptr<FusedHyper> hyper;
   bool decoupled = false;  // AdamW
-  std::vector<Tensor> params, grads, exp_avg, exp_avg_sq, max_exp_avg_sq, steps;
+  std::vector<Tensor> params, grads, exp_avg, exp_avg_sq, max_exp_avg_sq, steps, param_copies;
   FusedAmpArgs amp;
 };
 using FusedSgdKernel = void (*)(const FusedSgdArgs& args);

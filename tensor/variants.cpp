@@ -12,12 +12,13 @@
 namespace minidl::variants {
 namespace {
 
-constexpr std::array<std::string_view, 10> kFeatures = {
-    "linear_wgrad",        "qkv_attention",
-    "foreach_clip",        "classifier_loss",
-    "autocast_linear",     "autocast_weight_copies",
-    "residual_layer_norm", "linear_gelu",
-    "flash_attention",     "mlp_dgelu"};
+constexpr std::array<std::string_view, 11> kFeatures = {
+    "linear_wgrad",           "qkv_attention",
+    "foreach_clip",           "classifier_loss",
+    "autocast_linear",        "autocast_weight_copies",
+    "residual_layer_norm",    "linear_gelu",
+    "flash_attention",        "mlp_dgelu",
+    "optimizer_weight_copies"};
 
 // Bit i: feature i runs unfused.
 std::atomic<unsigned> g_unfused{0};
@@ -66,8 +67,12 @@ void set_unfused(const std::string& list) {
 }
 
 std::string_view feature_names() {
-  return "linear_wgrad, qkv_attention, foreach_clip, classifier_loss, autocast_linear, "
-         "autocast_weight_copies, residual_layer_norm, linear_gelu";
+  static const std::string names = [] {
+    std::string s;
+    for (std::string_view f : kFeatures) s += (s.empty() ? "" : ", ") + std::string(f);
+    return s;
+  }();
+  return names;
 }
 
 }  // namespace minidl::variants

@@ -36,9 +36,15 @@ void fused_sgd_kernel(const FusedSgdArgs& a) {
                       a.bufs.empty() ? Tensor() : a.bufs[i], !a.bufs.empty() && a.first[i], hyper);
 }
 
+// copies[i] = params[i] converted, for the defined copies.
+void copy_params(const std::vector<Tensor>& copies, const std::vector<Tensor>& params) {
+  for (size_t i = 0; i < copies.size(); ++i)
+    if (copies[i].defined()) native::copy_(copies[i], params[i].view(copies[i].shape()));
+}
+
 void fused_adam_kernel(const FusedAdamArgs& a) {
   double scale = 1.0;
-  if (amp_inputs(a.amp, &scale)) return;
+  if (amp_inputs(a.amp, &scale)) return copy_params(a.param_copies, a.params);
   const std::array<double, 8> h = a.hyper->read();
   const update_rules::AdamHyper hyper{h[0], h[1], h[2], h[3], h[4], a.decoupled};
   const bool amsgrad = !a.max_exp_avg_sq.empty();
@@ -46,8 +52,10 @@ void fused_adam_kernel(const FusedAdamArgs& a) {
     const Tensor& step = a.steps[i];
     const double t = *static_cast<const double*>(step.data_ptr()) + 1;
     native::fill_(step, t);
+    const Tensor copy = a.param_copies.empty() ? Tensor() : a.param_copies[i];
     update_rules::adam(a.params[i], unscaled(a.grads[i], scale), a.exp_avg[i], a.exp_avg_sq[i],
-                       amsgrad ? a.max_exp_avg_sq[i] : Tensor(), t, hyper);
+                       amsgrad ? a.max_exp_avg_sq[i] : Tensor(), t, hyper,
+                       copy.defined() ? copy.view(a.params[i].shape()) : copy);
   }
 }
 

@@ -229,6 +229,14 @@ void fused_adam_kernel(const FusedAdamArgs& args) {
       }
     });
   }
+  // The parameters' copies (autocast's), after the update on the same stream: one list copy.
+  std::vector<Tensor> copies, sources;
+  for (size_t i = 0; i < args.param_copies.size(); ++i)
+    if (args.param_copies[i].defined()) {
+      copies.push_back(args.param_copies[i]);
+      sources.push_back(params[i].view(args.param_copies[i].shape()));
+    }
+  if (!copies.empty()) native::foreach_copy_(copies, sources);
 }
 
 // ---- clip_grad_norm_: foreach_norm (chunk partials, then one block sums them in order) and
