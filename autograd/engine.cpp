@@ -22,6 +22,8 @@ std::atomic<int> g_census_armed{0};
 std::mutex g_census_mutex;
 std::vector<LeafUse> g_census;  // the last recorded backward's leaves
 thread_local std::vector<std::function<void()>>* t_callbacks = nullptr;
+// The running node's destination slots (gathered_gradient), or null.
+thread_local const std::vector<Tensor*>* t_destinations = nullptr;
 
 struct ByLatest {
   bool operator()(const Node* a, const Node* b) const { return a->sequence_nr < b->sequence_nr; }
@@ -144,7 +146,23 @@ std::vector<Tensor> execute(const std::vector<Tensor>& roots, const std::vector<
     if (inputs && !accumulate_others && dynamic_cast<AccumulateGrad*>(n))
       skip = true;  // grad() leaves .grad alone
     std::vector<Tensor> out;
-    if (!skip) out = n->apply(std::move(in));
+    if (!skip) {
+      // run_backward: the next nodes' buffers, for backwards that add into them in place
+      std::vector<Tensor*> destinations;
+      if (!inputs) {
+        destinations.assign(n->next_edges.size(), nullptr);
+        for (size_t i = 0; i < n->next_edges.size(); ++i)
+          if (const Edge& e = n->next_edges[i]; e.valid())
+            destinations[i] = &buffer_of(e.fn.get())[e.input_nr];
+      }
+      const std::vector<Tensor*>* prev = t_destinations;
+      t_destinations = inputs ? nullptr : &destinations;
+      struct Restore {
+        const std::vector<Tensor*>* prev;
+        ~Restore() { t_destinations = prev; }
+      } restore{prev};
+      out = n->apply(std::move(in));
+    }
     if (!retain_graph && !skip) n->release_saved();
     for (size_t i = 0; i < n->next_edges.size(); ++i) {
       const Edge& e = n->next_edges[i];
@@ -182,6 +200,15 @@ auto with_callbacks(F&& body) {
 }
 
 }  // namespace
+
+Tensor* gathered_gradient(size_t i) {
+  if (!t_destinations || i >= t_destinations->size()) return nullptr;
+  Tensor* t = (*t_destinations)[i];
+  if (!t || !t->defined() || !t->is_contiguous() || t->impl_ptr().use_count() != 1 ||
+      t->storage().use_count() != 1)
+    return nullptr;
+  return t;
+}
 
 void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
                   bool retain_graph) {

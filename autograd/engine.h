@@ -26,6 +26,13 @@ std::vector<Tensor> backward_capture(const std::vector<Tensor>& roots,
                                      const std::vector<Tensor>& grad_roots,
                                      const std::vector<Tensor>& inputs);
 
+// While the engine runs a node's backward (run_backward only): the gradient already gathered
+// for the node's output `i` (the next node's input; a leaf's: the sum that will go to .grad)
+// when nothing else holds it, is contiguous and is defined; else nullptr. A backward may add
+// its gradient for output i into it in place and return an undefined gradient for i
+// (embedding's backward scatters a few rows into a tied weight's dense gradient this way).
+Tensor* gathered_gradient(size_t i);
+
 // Queues `cb` to run once when the current backward finishes (throws outside a backward).
 void queue_callback(std::function<void()> cb);
 bool in_backward();  // whether this thread is running a backward

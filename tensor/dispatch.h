@@ -150,9 +150,11 @@ using FusedCrossEntropyKernel = void (*)(Tensor& logits, const Tensor& target, T
 using FusedCrossEntropyBackwardKernel = void (*)(Tensor& grad, const Tensor& grad_loss);
 // (in, dim, index int64, out)
 using IndexKernel = void (*)(const Tensor& in, int64_t dim, const Tensor& index, Tensor& out);
-// grad_out:[..., D], indices int64 [...] -> grad_weight:[num_weights, D] (overwritten)
+// grad_out:[..., D], indices int64 [...] -> grad_weight:[num_weights, D] (overwritten; with
+// accumulate, each indexed row r other than padding_idx becomes grad_weight[r] + its sum rounded
+// to the dtype, the rest untouched)
 using EmbeddingBackwardKernel = void (*)(const Tensor& grad_out, const Tensor& indices,
-                                         Tensor& grad_weight, int64_t padding_idx);
+                                         Tensor& grad_weight, int64_t padding_idx, bool accumulate);
 // out[index[i][j]][j] += src[i][j] (dim 0 example); out is updated in place
 using ScatterKernel = void (*)(Tensor& out, int64_t dim, const Tensor& index, const Tensor& src);
 using TopkKernel = void (*)(const Tensor& in, int64_t k, int64_t dim, bool largest, bool sorted,

@@ -338,6 +338,11 @@ std::optional<SdpaParams> scaled_dot_product_attention_params(
 Tensor embedding(const Tensor& weight, const Tensor& indices);  // -> [*indices, D]
 Tensor embedding_backward(const Tensor& grad_out, const Tensor& indices, int64_t num_weights,
                           int64_t padding_idx = -1);
+// grad_weight += embedding_backward(grad_out, indices, grad_weight.size(0), padding_idx), in
+// place, touching only the indexed rows (each: the row plus its sum rounded to the dtype, as
+// the out-of-place sum rounds it): a tied weight's gradient without a dense [V, D] temporary.
+Tensor& embedding_backward_add_(Tensor& grad_weight, const Tensor& grad_out, const Tensor& indices,
+                                int64_t padding_idx = -1);
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
 Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);

@@ -12,13 +12,18 @@
 namespace minidl::variants {
 namespace {
 
-constexpr std::array<std::string_view, 11> kFeatures = {
-    "linear_wgrad",           "qkv_attention",
-    "foreach_clip",           "classifier_loss",
-    "autocast_linear",        "autocast_weight_copies",
-    "residual_layer_norm",    "linear_gelu",
-    "flash_attention",        "mlp_dgelu",
-    "optimizer_weight_copies"};
+constexpr std::array<std::string_view, 12> kFeatures = {"linear_wgrad",
+                                                        "qkv_attention",
+                                                        "foreach_clip",
+                                                        "classifier_loss",
+                                                        "autocast_linear",
+                                                        "autocast_weight_copies",
+                                                        "residual_layer_norm",
+                                                        "linear_gelu",
+                                                        "flash_attention",
+                                                        "mlp_dgelu",
+                                                        "optimizer_weight_copies",
+                                                        "embedding_grad_add"};
 
 // Bit i: feature i runs unfused.
 std::atomic<unsigned> g_unfused{0};

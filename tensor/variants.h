@@ -9,6 +9,8 @@
 //                  foreach_copy_ on entry (else one cast per weight at its first use)
 //   optimizer_weight_copies  the fused Adam/AdamW step on the CPU writes those copies in its
 //                  update pass, and the region takes them (else the region's foreach_copy_)
+//   embedding_grad_add  embedding's backward adds its rows in place into a gradient already
+//                  gathered for the weight (gpt's tied wte) (else a dense [V, D] sum, then add)
 //   classifier_loss  gpt's training loss as one fused_cross_entropy_ over the padded logits,
 //                  its gradient written in place (else f32 logits[..., :V] + cross_entropy)
 //   residual_layer_norm  the transformer block's residual add and next LayerNorm as one

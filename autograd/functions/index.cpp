@@ -2,10 +2,29 @@
 // their raw op (tensor/ops/index.cpp) and record their backward (scatter-adds into zeros);
 // integer outputs never get history.
 #include "autograd/autocast.h"
+#include "autograd/engine.h"
 #include "autograd/function.h"
 #include "autograd/ops.h"
+#include "tensor/variants.h"
 
 namespace minidl {
+namespace {
+
+// embedding's weight gradient: [V, D] from grad_out:[*ids, D]. A tied weight (gpt's wte)
+// already holds the classifier's dense gradient when this runs: the indexed rows are added into
+// it in place and nothing is returned, instead of a dense sum and an add.
+Tensor embedding_weight_grad(const Tensor& grad_out, const Tensor& ids, int64_t v) {
+  Tensor* gathered = autograd::gathered_gradient(0);
+  if (gathered && variants::fused("embedding_grad_add") && gathered->dtype() == grad_out.dtype() &&
+      gathered->device() == grad_out.device() && gathered->dim() == 2 && gathered->size(0) == v &&
+      gathered->size(1) == grad_out.size(-1)) {
+    native::embedding_backward_add_(*gathered, grad_out, ids, -1);
+    return Tensor();
+  }
+  return embedding_backward(grad_out, ids, v, -1);
+}
+
+}  // namespace
 
 Tensor embedding(const Tensor& weight, const Tensor& indices) {
   Tensor out = native::embedding(weight, indices);
@@ -13,7 +32,7 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
     Tensor idx = native::contiguous(native::to(indices, kInt64));  // the indices the raw op used
     autograd::record("EmbeddingBackward", {weight}, {&out}, {idx},
                      [v = weight.size(0)](const auto& g, const auto& s) {
-                       return std::vector<Tensor>{embedding_backward(g[0], s[0], v, -1)};
+                       return std::vector<Tensor>{embedding_weight_grad(g[0], s[0], v)};
                      });
   }
   return out;

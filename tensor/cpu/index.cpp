@@ -159,9 +159,10 @@ void scatter_add_kernel(Tensor& out, int64_t dim, const Tensor& index, const Ten
 
 // grad_out:[*indices, D], indices int64 -> grad_weight:[V, D] (overwritten). Positions are
 // bucketed by index (counting sort), then rows are summed in parallel, each in position
-// order: deterministic and race-free. Row padding_idx (if >= 0) gets zero.
+// order: deterministic and race-free. Row padding_idx (if >= 0) gets zero. accumulate: the
+// indexed rows (not padding_idx) get row + T(sum), the others are left as they are.
 void embedding_backward_kernel(const Tensor& grad_out, const Tensor& indices, Tensor& grad_weight,
-                               int64_t padding_idx) {
+                               int64_t padding_idx, bool accumulate) {
   const int64_t V = grad_weight.size(0), D = grad_weight.size(1), N = indices.numel();
   check_index_range(indices, V, 0, "embedding_backward");
   std::vector<int64_t> idx = indices.tolist<int64_t>();
@@ -183,15 +184,22 @@ void embedding_backward_kernel(const Tensor& grad_out, const Tensor& indices, Te
     parallel_for(V, std::max<int64_t>(1, kParallelGrain / avg), [&](int64_t begin, int64_t end) {
       std::vector<A> acc(static_cast<size_t>(D));
       for (int64_t v = begin; v < end; ++v) {
+        const bool indexed = v != padding_idx && start[size_t(v)] < start[size_t(v) + 1];
+        if (accumulate && !indexed) continue;
         std::fill(acc.begin(), acc.end(), A(0));
-        if (v != padding_idx) {
+        if (indexed) {
           for (int64_t k = start[size_t(v)]; k < start[size_t(v) + 1]; ++k) {
             const T* row = pg + order[size_t(k)] * gs0;
             for (int64_t c = 0; c < D; ++c) acc[size_t(c)] += static_cast<A>(row[c * gs1]);
           }
         }
         T* w = pw + v * ws0;
-        for (int64_t c = 0; c < D; ++c) w[c * ws1] = T(acc[size_t(c)]);
+        if (accumulate) {
+          for (int64_t c = 0; c < D; ++c)
+            w[c * ws1] = T(static_cast<A>(w[c * ws1]) + static_cast<A>(T(acc[size_t(c)])));
+        } else {
+          for (int64_t c = 0; c < D; ++c) w[c * ws1] = T(acc[size_t(c)]);
+        }
       }
     });
   });

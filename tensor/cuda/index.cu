@@ -269,11 +269,12 @@ __global__ void zero_rows_kernel(int64_t n, int64_t D, B* w, int64_t ws0, int64_
 }
 
 // Block i of the (stably) sorted positions: if it starts a run of equal keys v (v valid and
-// not padding_idx), sums grad rows of the run in position order into grad_weight[v].
+// not padding_idx), sums grad rows of the run in position order into grad_weight[v] (with
+// accumulate: grad_weight[v] + the sum rounded to T).
 template <typename T>
 __global__ void embedding_sum_kernel(int64_t N, int64_t D, const uint32_t* keys, const int32_t* pos,
                                      const T* g, int64_t gs0, int64_t gs1, T* w, int64_t ws0,
-                                     int64_t ws1, int64_t V, int64_t padding_idx) {
+                                     int64_t ws1, int64_t V, int64_t padding_idx, bool accumulate) {
   using A = opmath_t<T>;
   for (int64_t i = blockIdx.x; i < N; i += gridDim.x) {
     const uint32_t key = keys[i];
@@ -282,7 +283,8 @@ __global__ void embedding_sum_kernel(int64_t N, int64_t D, const uint32_t* keys,
       A acc = A(0);
       for (int64_t j = i; j < N && keys[j] == key; ++j)
         acc += static_cast<A>(g[int64_t(pos[j]) * gs0 + c * gs1]);
-      w[int64_t(key) * ws0 + c * ws1] = T(acc);
+      T* out = w + int64_t(key) * ws0 + c * ws1;
+      *out = accumulate ? T(static_cast<A>(*out) + static_cast<A>(T(acc))) : T(acc);
     }
   }
 }
@@ -291,7 +293,7 @@ __global__ void embedding_sum_kernel(int64_t N, int64_t D, const uint32_t* keys,
 // sort of (index, position) groups equal indices in position order; each run is summed by one
 // block, so the result is deterministic and equals the CPU kernel's (same summation order).
 void embedding_backward_kernel(const Tensor& grad_out, const Tensor& indices, Tensor& grad_weight,
-                               int64_t padding_idx) {
+                               int64_t padding_idx, bool accumulate) {
   const int64_t V = grad_weight.size(0), D = grad_weight.size(1), N = indices.numel();
   if (V * D == 0) return;
   MINIDL_CHECK(V < int64_t(UINT32_MAX) && N < int64_t(INT32_MAX),
@@ -302,11 +304,12 @@ void embedding_backward_kernel(const Tensor& grad_out, const Tensor& indices, Te
   cudaStream_t stream = stream_of(grad_weight);
   const Device dev = grad_weight.device();
   const int64_t ws0 = grad_weight.stride(0), ws1 = grad_weight.stride(1);
-  dispatch_bits(grad_weight.element_size(), [&]<typename B>() {
-    zero_rows_kernel<B><<<grid_for(V * D), kBlock, 0, stream>>>(
-        V * D, D, static_cast<B*>(grad_weight.data_ptr()), ws0, ws1);
-    MINIDL_CUDA_LAUNCH_CHECK();
-  });
+  if (!accumulate)
+    dispatch_bits(grad_weight.element_size(), [&]<typename B>() {
+      zero_rows_kernel<B><<<grid_for(V * D), kBlock, 0, stream>>>(
+          V * D, D, static_cast<B*>(grad_weight.data_ptr()), ws0, ws1);
+      MINIDL_CUDA_LAUNCH_CHECK();
+    });
   if (N == 0) return;
   const Tensor idx = native::reshape(indices, {N});
   Tensor keys = empty({2, N}, kInt32, dev), pos = empty({2, N}, kInt32, dev);
@@ -330,7 +333,7 @@ void embedding_backward_kernel(const Tensor& grad_out, const Tensor& indices, Te
     if constexpr (!std::is_same_v<T, bool>) {  // bool: rejected by dispatch_numeric
       embedding_sum_kernel<T><<<blocks, threads, 0, stream>>>(
           N, D, k + N, p + N, g.data_ptr<T>(), g.stride(0), g.stride(1), grad_weight.data_ptr<T>(),
-          ws0, ws1, V, padding_idx);
+          ws0, ws1, V, padding_idx, accumulate);
       MINIDL_CUDA_LAUNCH_CHECK();
     }
   });

@@ -46,27 +46,56 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
   return out;
 }
 
+namespace {
+
+// Checks embedding_backward's arguments; returns the indices as contiguous int64.
+Tensor embedding_backward_indices(const char* op, const Tensor& grad_out, const Tensor& indices,
+                                  int64_t num_weights, int64_t padding_idx) {
+  check_defined(op, grad_out, "grad_out");
+  check_defined(op, indices, "indices");
+  check_same_device(op, grad_out, "grad_out", indices, "indices");
+  Tensor idx = contiguous(long_index(op, indices, true));
+  Shape expect = indices.shape();
+  MINIDL_CHECK(grad_out.dim() == indices.dim() + 1 &&
+                   Shape(grad_out.shape().begin(), grad_out.shape().end() - 1) == expect,
+               "op `", op, "`: grad_out shape ", grad_out.shape_str(),
+               " does not match indices shape ", indices.shape_str(), " + [D]");
+  MINIDL_CHECK(num_weights >= 0, "op `", op, "`: num_weights must be non-negative, got ",
+               num_weights);
+  MINIDL_CHECK(padding_idx < num_weights, "op `", op, "`: padding_idx ", padding_idx,
+               " must be within num_weights ", num_weights);
+  MINIDL_CHECK(grad_out.dtype() != kBool, "op `", op, "`: grad_out has dtype bool");
+  return idx;
+}
+
+}  // namespace
+
 // grad_out:[*indices, D] -> grad_weight:[num_weights, D]; repeated indices accumulate, row
 // padding_idx gets no gradient (negative padding_idx: none).
 Tensor embedding_backward(const Tensor& grad_out, const Tensor& indices, int64_t num_weights,
                           int64_t padding_idx) {
-  check_defined("embedding_backward", grad_out, "grad_out");
-  check_defined("embedding_backward", indices, "indices");
-  check_same_device("embedding_backward", grad_out, "grad_out", indices, "indices");
-  Tensor idx = contiguous(long_index("embedding_backward", indices, true));
-  Shape expect = indices.shape();
-  MINIDL_CHECK(grad_out.dim() == indices.dim() + 1 &&
-                   Shape(grad_out.shape().begin(), grad_out.shape().end() - 1) == expect,
-               "op `embedding_backward`: grad_out shape ", grad_out.shape_str(),
-               " does not match indices shape ", indices.shape_str(), " + [D]");
-  MINIDL_CHECK(num_weights >= 0, "op `embedding_backward`: num_weights must be non-negative, got ",
-               num_weights);
-  MINIDL_CHECK(padding_idx < num_weights, "op `embedding_backward`: padding_idx ", padding_idx,
-               " must be within num_weights ", num_weights);
-  MINIDL_CHECK(grad_out.dtype() != kBool, "op `embedding_backward`: grad_out has dtype bool");
+  const Tensor idx =
+      embedding_backward_indices("embedding_backward", grad_out, indices, num_weights, padding_idx);
   Tensor grad_w = empty({num_weights, grad_out.size(-1)}, grad_out.dtype(), grad_out.device());
-  kernel<Op::embedding_backward>(grad_out.device())(grad_out, idx, grad_w, padding_idx);
+  kernel<Op::embedding_backward>(grad_out.device())(grad_out, idx, grad_w, padding_idx, false);
   return grad_w;
+}
+
+Tensor& embedding_backward_add_(Tensor& grad_weight, const Tensor& grad_out, const Tensor& indices,
+                                int64_t padding_idx) {
+  const char* op = "embedding_backward_add_";
+  check_defined(op, grad_weight, "grad_weight");
+  MINIDL_CHECK(grad_weight.dim() == 2, "op `", op, "`: grad_weight must be [num_weights, D], got ",
+               grad_weight.shape_str());
+  const Tensor idx =
+      embedding_backward_indices(op, grad_out, indices, grad_weight.size(0), padding_idx);
+  check_same_device(op, grad_weight, "grad_weight", grad_out, "grad_out");
+  MINIDL_CHECK(grad_weight.dtype() == grad_out.dtype() && grad_weight.size(1) == grad_out.size(-1),
+               "op `", op, "`: grad_weight ", grad_weight.shape_str(), " ", grad_weight.dtype(),
+               " does not take rows of grad_out ", grad_out.shape_str(), " ", grad_out.dtype());
+  kernel<Op::embedding_backward>(grad_out.device())(grad_out, idx, grad_weight, padding_idx, true);
+  grad_weight.storage()->bump_version();
+  return grad_weight;
 }
 
 // out = x with `dim` replaced by index.numel() entries x[..., index[j], ...]
