@@ -118,3 +118,25 @@ TEST_CASE("embedding_backward_add_: the indexed rows plus their sums, the rest u
                        doctest::Contains("index 14 is out of bounds for dimension 0 with size 11"),
                        Error);
 }
+
+TEST_SUITE("cuda_embedding") {
+  TEST_CASE("cuda_embedding: embedding_backward_add_ equals the CPU's bitwise, tied weights too") {
+    const Tensor ids = token_ids(11);
+    for (DType dt : {kFloat32, kBFloat16}) {
+      CAPTURE(dt);
+      const Tensor g = random_tensor({2, 5, 6}, dt, 12);
+      Tensor host = random_tensor({11, 6}, dt, 13);
+      Tensor dev = host.to(kCUDA);
+      native::embedding_backward_add_(host, g, ids, 3);
+      native::embedding_backward_add_(dev, g.to(kCUDA), ids.to(kCUDA), 3);
+      CHECK(bitwise_equal(dev.cpu(), host));
+    }
+    // the tied step on the device takes the in-place path and matches the dense one
+    Tensor w = random_tensor({11, 6}, kFloat32, 14).to(kCUDA).requires_grad_();
+    sum(linear(embedding(w, ids.to(kCUDA)), w)).backward();
+    ScopedUnfused u("embedding_grad_add");
+    Tensor w2 = w.detach().clone().requires_grad_();
+    sum(linear(embedding(w2, ids.to(kCUDA)), w2)).backward();
+    CHECK(equal(w.grad().cpu(), w2.grad().cpu()));
+  }
+}
