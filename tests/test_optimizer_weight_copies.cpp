@@ -12,23 +12,12 @@
 #include "tensor/profiler.h"
 #include "tensor/variants.h"
 #include "test_util.h"
+#include "two_layer_mlp.h"
 
 using namespace minidl;
 using namespace testutil;
 
 namespace {
-
-// A two-layer MLP's parameters: w1:[16,8] b1:[16] w2:[4,16] b2:[4].
-std::vector<Tensor> mlp_params(uint64_t seed) {
-  return {random_tensor({16, 8}, kFloat32, seed).requires_grad_(),
-          random_tensor({16}, kFloat32, seed + 1).requires_grad_(),
-          random_tensor({4, 16}, kFloat32, seed + 2).requires_grad_(),
-          random_tensor({4}, kFloat32, seed + 3).requires_grad_()};
-}
-
-Tensor mlp(const std::vector<Tensor>& p, const Tensor& x) {
-  return linear(relu(linear(x, p[0], p[1])), p[2], p[3]);
-}
 
 struct Run {
   std::vector<Tensor> outs, params;
