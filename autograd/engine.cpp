@@ -36,10 +36,25 @@ struct Capture {
   size_t index;
 };
 
+// True when nothing but the engine holds t (no other handle, no view of its storage).
+bool held_by_engine_only(const Tensor& t) {
+  return t.impl_ptr().use_count() == 1 && t.storage().use_count() == 1;
+}
+
+// buffer[slot] += g. Like torch's InputBuffer, in place when the buffer is the engine's alone,
+// contiguous and of the sum's dtype and shape (no new tensor per branch of the graph); else a
+// new sum, so that no gradient a caller or a hook holds is ever written.
 void accumulate(std::vector<Tensor>& buffer, uint32_t slot, Tensor g) {
   if (!g.defined()) return;
   Tensor& b = buffer[slot];
-  b = b.defined() ? add(b, g) : std::move(g);
+  if (!b.defined()) {
+    b = std::move(g);
+  } else if (held_by_engine_only(b) && b.is_contiguous() && b.shape() == g.shape() &&
+             b.device() == g.device() && promote_types(b.dtype(), g.dtype()) == b.dtype()) {
+    native::add_(b, g);
+  } else {
+    b = add(b, g);
+  }
 }
 
 // inputs != nullptr: their gradients are captured and returned. Other leaves are left alone
@@ -204,9 +219,7 @@ auto with_callbacks(F&& body) {
 Tensor* gathered_gradient(size_t i) {
   if (!t_destinations || i >= t_destinations->size()) return nullptr;
   Tensor* t = (*t_destinations)[i];
-  if (!t || !t->defined() || !t->is_contiguous() || t->impl_ptr().use_count() != 1 ||
-      t->storage().use_count() != 1)
-    return nullptr;
+  if (!t || !t->defined() || !t->is_contiguous() || !held_by_engine_only(*t)) return nullptr;
   return t;
 }
 
