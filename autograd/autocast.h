@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "autograd/autocast_cache.h"
 #include "tensor/tensor.h"
 
 namespace minidl::amp {
@@ -30,19 +31,6 @@ inline constexpr int kNumAutocastOps = 0
 CastPolicy policy(AutocastOp op, DeviceType device_type);
 std::string_view autocast_op_name(AutocastOp op);
 std::string_view policy_name(CastPolicy p);  // "lower", "fp32", "promote", "none"
-
-// The autocast settings of one device type.
-struct DeviceAutocast {
-  bool enabled = false;
-  DType dtype = kBFloat16;
-};
-
-// All thread-local autocast settings: what DataParallel copies into its worker threads.
-struct AutocastState {
-  DeviceAutocast cpu{false, kBFloat16};
-  DeviceAutocast cuda{false, kFloat16};
-  bool cache_enabled = true;
-};
 
 bool is_autocast_enabled(DeviceType device_type);
 DType get_autocast_dtype(DeviceType device_type);
@@ -81,28 +69,6 @@ class AutocastStateGuard {
  private:
   AutocastState prev_;
 };
-
-// Counters of this thread, for tests: the casts autocast performed (Tensor::to calls), those
-// of them that were leaf parameters going into the cache, and the reuses of cached casts.
-struct AutocastCacheStats {
-  int64_t casts = 0;
-  int64_t weight_casts = 0;
-  int64_t hits = 0;
-  size_t cached = 0;  // entries in the cache now
-};
-AutocastCacheStats autocast_cache_stats();
-void reset_autocast_cache_stats();
-void clear_autocast_cache();  // torch.clear_autocast_cache()
-
-// Weight copies written by an optimizer step (fused Adam/AdamW on the CPU): the 16-bit casts the
-// next outermost region of this thread would make of the weights the last one used, written in
-// the update's own pass instead of a copy pass on region entry. weight_copies_wanted(params):
-// one new tensor per parameter the last region cast (of its autocast dtype), undefined for the
-// others; empty when none is wanted (no region yet, CPU-only, the cache or either fused path
-// off). provide_weight_copies(params, copies): the defined copies now hold their parameter's
-// values; the next region takes each one whose parameter's version has not changed since.
-std::vector<Tensor> weight_copies_wanted(const std::vector<Tensor>& params);
-void provide_weight_copies(const std::vector<Tensor>& params, const std::vector<Tensor>& copies);
 
 namespace detail {
 
