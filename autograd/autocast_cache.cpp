@@ -51,7 +51,8 @@ struct ProvidedCopy {
   uint64_t version = 0;
   Tensor copy;
 };
-thread_local std::unordered_map<CacheKey, ProvidedCopy, CacheKeyHash> t_provided;
+using ProvidedCopies = std::unordered_map<CacheKey, ProvidedCopy, CacheKeyHash>;
+thread_local ProvidedCopies t_provided;
 
 bool optimizer_copies_on() {
   return variants::fused("autocast_weight_copies") && variants::fused("optimizer_weight_copies");
@@ -68,9 +69,9 @@ void cache_batched_cast(const Tensor& src, Tensor casted) {
 }
 
 // The copy an optimizer step provided of t (cast to dtype), if t has not changed since.
-Tensor take_provided(const Tensor& t, DType dtype) {
-  auto it = t_provided.find(CacheKey{t.impl(), dtype});
-  if (it == t_provided.end() || it->second.src.lock() != t.impl_ptr() ||
+Tensor take_provided(const ProvidedCopies& provided, const Tensor& t, DType dtype) {
+  auto it = provided.find(CacheKey{t.impl(), dtype});
+  if (it == provided.end() || it->second.src.lock() != t.impl_ptr() ||
       it->second.version != t.version())
     return Tensor();
   return it->second.copy;
@@ -83,10 +84,9 @@ Tensor take_provided(const Tensor& t, DType dtype) {
 void batch_cast_used_weights(const AutocastState& state) {
   std::vector<UsedWeight> used;
   used.swap(t_used_weights);
-  std::unordered_map<CacheKey, ProvidedCopy, CacheKeyHash> provided;
+  ProvidedCopies provided;  // taken now or dropped
   provided.swap(t_provided);
   if (!state.cache_enabled || used.size() < 2 || !variants::fused("autocast_weight_copies")) return;
-  t_provided.swap(provided);  // read by take_provided below, dropped at the end
   // (device type, index) -> the sources and their new 16-bit copies
   std::map<std::pair<int, int>, std::pair<std::vector<Tensor>, std::vector<Tensor>>> by_device;
   for (const UsedWeight& u : used) {
@@ -97,15 +97,14 @@ void batch_cast_used_weights(const AutocastState& state) {
     if (!st.enabled || st.dtype != u.dtype || t.dtype() != kFloat32 || !t.is_leaf() ||
         !t.requires_grad() || !t.is_contiguous())
       continue;
-    if (Tensor copy = take_provided(t, u.dtype); copy.defined()) {
-      cache_batched_cast(t, copy.view(t.shape()));
+    if (Tensor copy = take_provided(provided, t, u.dtype); copy.defined()) {
+      cache_batched_cast(t, copy);  // of t's shape (provide_weight_copies checks it)
       continue;
     }
     auto& [src, dst] = by_device[{int(t.device().type), t.device().index}];
     src.push_back(t);
     dst.push_back(empty(t.shape(), u.dtype, t.device()));
   }
-  t_provided.clear();
   for (auto& entry : by_device) {
     auto& [src, dst] = entry.second;
     {

@@ -22,8 +22,14 @@ std::atomic<int> g_census_armed{0};
 std::mutex g_census_mutex;
 std::vector<LeafUse> g_census;  // the last recorded backward's leaves
 thread_local std::vector<std::function<void()>>* t_callbacks = nullptr;
-// The running node's destination slots (gathered_gradient), or null.
-thread_local const std::vector<Tensor*>* t_destinations = nullptr;
+// While run_backward runs a node: the node and the engine's input buffers (gathered_gradient
+// looks up its destinations there); null otherwise.
+using Buffers = std::unordered_map<Node*, std::vector<Tensor>>;
+struct Running {
+  const Node* node = nullptr;
+  Buffers* buffers = nullptr;
+};
+thread_local Running t_running;
 
 struct ByLatest {
   bool operator()(const Node* a, const Node* b) const { return a->sequence_nr < b->sequence_nr; }
@@ -130,7 +136,7 @@ std::vector<Tensor> execute(const std::vector<Tensor>& roots, const std::vector<
       captures.push_back({e.fn.get(), e.input_nr, i});
     }
   }
-  std::unordered_map<Node*, std::vector<Tensor>> buffers;
+  Buffers buffers;
   auto buffer_of = [&](Node* n) -> std::vector<Tensor>& {
     auto& b = buffers[n];
     if (b.empty()) b.resize(n->num_outputs);
@@ -163,18 +169,11 @@ std::vector<Tensor> execute(const std::vector<Tensor>& roots, const std::vector<
     std::vector<Tensor> out;
     if (!skip) {
       // run_backward: the next nodes' buffers, for backwards that add into them in place
-      std::vector<Tensor*> destinations;
-      if (!inputs) {
-        destinations.assign(n->next_edges.size(), nullptr);
-        for (size_t i = 0; i < n->next_edges.size(); ++i)
-          if (const Edge& e = n->next_edges[i]; e.valid())
-            destinations[i] = &buffer_of(e.fn.get())[e.input_nr];
-      }
-      const std::vector<Tensor*>* prev = t_destinations;
-      t_destinations = inputs ? nullptr : &destinations;
+      const Running prev = t_running;
+      t_running = inputs ? Running{} : Running{n, &buffers};
       struct Restore {
-        const std::vector<Tensor*>* prev;
-        ~Restore() { t_destinations = prev; }
+        Running prev;
+        ~Restore() { t_running = prev; }
       } restore{prev};
       out = n->apply(std::move(in));
     }
@@ -217,9 +216,13 @@ auto with_callbacks(F&& body) {
 }  // namespace
 
 Tensor* gathered_gradient(size_t i) {
-  if (!t_destinations || i >= t_destinations->size()) return nullptr;
-  Tensor* t = (*t_destinations)[i];
-  if (!t || !t->defined() || !t->is_contiguous() || !held_by_engine_only(*t)) return nullptr;
+  if (!t_running.node || i >= t_running.node->next_edges.size()) return nullptr;
+  const Edge& e = t_running.node->next_edges[i];
+  if (!e.valid()) return nullptr;
+  auto it = t_running.buffers->find(e.fn.get());
+  if (it == t_running.buffers->end() || e.input_nr >= it->second.size()) return nullptr;
+  Tensor* t = &it->second[e.input_nr];
+  if (!t->defined() || !t->is_contiguous() || !held_by_engine_only(*t)) return nullptr;
   return t;
 }
 

@@ -102,7 +102,7 @@ AdamLoop adam_loop_for(const AdamF32Pass& a) {
 // and writes each state tensor once instead of ~10 times through temporaries), writing `copy`
 // (contiguous bf16/f16, or undefined) in the same pass. Each element goes through the same f32
 // operations, in the same order, as the op sequence of the general path: scalars are rounded to
-// f32 as the ops wrap them, and every product and sum is rounded to f32 (tensor/adam_pass.h).
+// f32 as the ops wrap them, and every product and sum is rounded to f32 (adam_loop above).
 bool adam_dense_f32(const Tensor& p, const Tensor& grad, const Tensor& m, const Tensor& v,
                     const Tensor& max_v, double t, const AdamHyper& h, const Tensor& copy) {
   const int64_t n = p.numel();
