@@ -39,7 +39,7 @@ void fused_sgd_kernel(const FusedSgdArgs& a) {
 // copies[i] = params[i] converted, for the defined copies.
 void copy_params(const std::vector<Tensor>& copies, const std::vector<Tensor>& params) {
   for (size_t i = 0; i < copies.size(); ++i)
-    if (copies[i].defined()) native::copy_(copies[i], params[i].view(copies[i].shape()));
+    if (copies[i].defined()) native::copy_(copies[i], native::view(params[i], copies[i].shape()));
 }
 
 void fused_adam_kernel(const FusedAdamArgs& a) {
@@ -55,7 +55,7 @@ void fused_adam_kernel(const FusedAdamArgs& a) {
     const Tensor copy = a.param_copies.empty() ? Tensor() : a.param_copies[i];
     update_rules::adam(a.params[i], unscaled(a.grads[i], scale), a.exp_avg[i], a.exp_avg_sq[i],
                        amsgrad ? a.max_exp_avg_sq[i] : Tensor(), t, hyper,
-                       copy.defined() ? copy.view(a.params[i].shape()) : copy);
+                       copy.defined() ? native::view(copy, a.params[i].shape()) : copy);
   }
 }
 

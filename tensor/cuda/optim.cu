@@ -234,7 +234,7 @@ void fused_adam_kernel(const FusedAdamArgs& args) {
   for (size_t i = 0; i < args.param_copies.size(); ++i)
     if (args.param_copies[i].defined()) {
       copies.push_back(args.param_copies[i]);
-      sources.push_back(params[i].view(args.param_copies[i].shape()));
+      sources.push_back(native::view(params[i], args.param_copies[i].shape()));
     }
   if (!copies.empty()) native::foreach_copy_(copies, sources);
 }
