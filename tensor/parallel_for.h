@@ -14,5 +14,9 @@ inline constexpr int64_t kParallelGrain = 32768;  // elements per thread chunk, 
 // Runs fn(begin, end) over [0, n) split in chunks across OpenMP threads when n is large.
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
+// Records that OpenMP may start a team of nthreads here (Eigen's GEMM, a oneDNN primitive):
+// a child forked after the first team > 1 runs its kernels on one thread instead of hanging.
+void note_thread_team(int nthreads);
+
 }  // namespace cpu
 }  // namespace minidl

@@ -321,6 +321,7 @@ bool convert_ourselves(const Arg& a, const dnnl::memory::desc& want) {
 }  // namespace
 
 void execute(const Prim& p, const std::vector<Arg>& args) {
+  note_thread_team(get_num_threads());  // oneDNN's primitives run on OpenMP
   dnnl::engine& eng = engine();
   dnnl::stream strm(eng);
   std::unordered_map<int, dnnl::memory> exec_args;
