@@ -1,7 +1,8 @@
 // Suite cuda_review_runtime: regressions found by reading the CUDA runtime and NCCL code before
 // it ever ran: NCCL work queried while unfinished leaves no stale "device not ready" for the next
 // kernel launch, and a one-rank NCCL group runs every collective (CPU tensors staged through the
-// GPU) and outlives none of the tensors it used. Skipped without a GPU (and without NCCL).
+// GPU) and outlives none of the tensors it used; cuDNN's timed (benchmark) convolution algorithms
+// agree with its heuristic choice. Skipped without a GPU (the NCCL cases also without NCCL).
 #include <doctest/doctest.h>
 
 #include <chrono>
@@ -15,6 +16,7 @@
 
 using namespace minidl;
 using testutil::check_close;
+using testutil::random_tensor;
 using testutil::to_f64;
 
 #if MINIDL_TEST_WITH_NCCL
@@ -103,4 +105,34 @@ TEST_SUITE("cuda_review_runtime") {
     CHECK(sum(z).item<double>() == 3.0 * (1 << 20));
   }
 #endif
+
+  // Heuristic (default) and timed (benchmark) algorithm choices are separate cached plans; both
+  // compute the same f32 convolution and its two gradients up to rounding.
+  TEST_CASE("cuda conv: benchmark mode (timed algorithms) agrees with the heuristic choice") {
+    CHECK_FALSE(cuda::cudnn_benchmark());  // the default, as torch.backends.cudnn.benchmark
+    const bool prev_tf32 = cuda::allow_tf32();
+    cuda::set_allow_tf32(false);
+    std::vector<Tensor> results[2];
+    for (int mode = 0; mode < 2; ++mode) {
+      cuda::set_cudnn_benchmark(mode == 1);
+      CHECK(cuda::cudnn_benchmark() == (mode == 1));
+      Tensor x = random_tensor({8, 16, 20, 20}, kFloat32, 3).to(kCUDA);
+      Tensor w = random_tensor({32, 16, 3, 3}, kFloat32, 4, -0.2, 0.2).to(kCUDA);
+      x.requires_grad_();
+      w.requires_grad_();
+      Conv2dParams p;
+      p.padding[0] = p.padding[1] = 1;
+      Tensor y = conv2d(x, w, Tensor(), p);
+      sum(y * y).backward();
+      results[mode] = {y.detach(), x.grad(), w.grad()};
+    }
+    cuda::set_cudnn_benchmark(false);
+    cuda::set_allow_tf32(prev_tf32);
+    const char* names[] = {"output", "grad input", "grad weight"};
+    for (size_t k = 0; k < 3; ++k) {
+      CAPTURE(names[k]);
+      const double scale = max(abs(results[0][k])).item<double>();
+      CHECK(max(abs(results[1][k] - results[0][k])).item<double>() <= 1e-4 * scale);
+    }
+  }
 }

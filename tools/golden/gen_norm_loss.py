@@ -3,7 +3,7 @@
 
 Run with Debian's torch:  /usr/bin/python3 tools/golden/gen_norm_loss.py
 Writes tests/data/golden_norm_loss.json (inputs and expected outputs; every tensor is
-{"shape": [...], "data": [row-major values]}). Read by tests/test_norm.cpp and test_loss.cpp.
+{"shape": [...], "data": [row-major values]}). Read by tests/test_layer_norm.cpp, test_batch_norm.cpp and test_loss.cpp.
 """
 import json
 import os
