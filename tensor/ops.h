@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "tensor/dispatch.h"
+#include "tensor/op_results.h"
 #include "tensor/random.h"
 #include "tensor/tensor.h"
 #include "tensor/threads.h"
@@ -71,41 +72,6 @@ Tensor dropout_mask(const Shape& shape, double p, DType dtype, Device device,
 DType result_type(const Tensor& a, const Tensor& b);  // PyTorch rules incl. 0-d tensors
 DType result_type(const Tensor& a, Scalar b);
 Shape broadcast_shapes(const Shape& a, const Shape& b, std::string_view op = "broadcast");
-
-// ---- result types and parameters shared by the raw and the differentiable ops
-// Helper: fills a Pool2dParams PyTorch-style (stride defaults to kernel size).
-Pool2dParams pool2d_params(int64_t kernel, std::optional<int64_t> stride = std::nullopt,
-                           int64_t padding = 0);
-struct LayerNormResult {
-  Tensor out, mean, rstd;
-};
-struct LayerNormGrads {
-  Tensor grad_x, grad_w, grad_b;
-};
-struct AddLayerNormResult {
-  Tensor sum, out, mean, rstd;  // sum: x + y (x itself when y is undefined)
-};
-struct AddLayerNormGrads {
-  Tensor grad_x, grad_y, grad_w, grad_b;
-};
-struct BatchNormResult {
-  Tensor out, save_mean, save_invstd;
-};
-struct BatchNormGrads {
-  Tensor grad_x, grad_w, grad_b;
-};
-enum class Reduction { none, mean, sum };
-struct CrossEntropyResult {
-  Tensor loss;  // reduced per `reduction`
-  Tensor lse;   // [N] saved for backward
-};
-struct SdpaForwardResult {
-  Tensor out;  // [..., L, Ev]
-  Tensor lse;  // [..., L] f32 (f64 for f64 inputs)
-};
-struct SdpaGrads {
-  Tensor grad_q, grad_k, grad_v;
-};
 
 // ---- shapes (tensor/ops/view.cpp)
 // The shape flatten(start_dim, end_dim) gives (0-d: [1]); throws naming flatten on bad dims.

@@ -8,11 +8,11 @@
 #include <vector>
 
 #include "golden.h"
-#include "norm_test_util.h"
+#include "norm_loss_test_util.h"
 
 using namespace minidl;
 using namespace testutil;
-using namespace norm_test;
+using namespace norm_loss_test;
 
 namespace {
 

@@ -5,21 +5,14 @@
 
 #include <vector>
 
+#include "index_test_util.h"
 #include "test_util.h"
 
 using namespace minidl;
 using namespace testutil;
+using namespace index_test;
 
 namespace {
-
-Tensor ints(const std::vector<int64_t>& v, const Shape& shape) {
-  return tensor(v, shape);
-}
-
-// Random int64 indices in [0, n).
-Tensor rand_index(const Shape& shape, int64_t n, uint64_t seed) {
-  return random_tensor(shape, kInt64, seed, 0.0, double(n));
-}
 
 const DType kAllNumeric[] = {kFloat32, kFloat64, kFloat16, kBFloat16, kInt32, kInt64, kUInt8};
 

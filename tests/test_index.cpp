@@ -8,21 +8,14 @@
 #include <limits>
 #include <numeric>
 
+#include "index_test_util.h"
 #include "test_util.h"
 
 using namespace minidl;
 using namespace testutil;
+using namespace index_test;
 
 namespace {
-
-Tensor ints(const std::vector<int64_t>& v, const Shape& shape) {
-  return tensor(v, shape);
-}
-
-// Random int64 indices in [0, n).
-Tensor rand_index(const Shape& shape, int64_t n, uint64_t seed) {
-  return random_tensor(shape, kInt64, seed, 0.0, double(n));
-}
 
 // Random shape of rank r with sizes in [1, 5].
 Shape rand_shape(int64_t r, uint64_t seed) {

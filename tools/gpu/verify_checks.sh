@@ -41,6 +41,8 @@ check_flags() {
 if ((DRY_RUN)); then
   failures=0
   fail() { echo "verify.sh --dry-run: FAILED: $*" && failures=$((failures + 1)); }
+  echo "== the GPU steps (tools/gpu/verify_steps.sh) define every step of --steps $STEPS"
+  for step in ${STEPS//,/ }; do declare -F "step_$step" >/dev/null || fail "no function step_$step"; done
   echo "== NEEDED libraries of the packed binaries and libraries (pack + GPU image list only)"
   check_libs || fail "unresolved libraries above"
   echo "== the bundled libraries load from the pack (ldd with LD_LIBRARY_PATH=pack/lib)"

@@ -1,6 +1,6 @@
-// Shared by the normalisation tests (test_layer_norm.cpp, test_batch_norm.cpp): their PyTorch
-// golden file (tests/data/golden_norm_loss.json), the float dtypes, and a central-difference
-// check of a backward kernel's gradient in f64.
+// Shared by the normalisation and loss tests (test_layer_norm.cpp, test_batch_norm.cpp,
+// test_loss.cpp): their PyTorch golden file (tests/data/golden_norm_loss.json), the float dtypes,
+// and a central-difference check of a backward kernel's gradient in f64.
 #pragma once
 #include <doctest/doctest.h>
 
@@ -9,7 +9,7 @@
 
 #include "golden.h"
 
-namespace norm_test {
+namespace norm_loss_test {
 using namespace minidl;
 using namespace testutil;
 
@@ -31,9 +31,10 @@ inline double dot(const std::vector<double>& a, const std::vector<double>& b) {
   return s;
 }
 
-// Central differences of f at v (f64), compared with the analytical gradient.
+// Central differences of f at v (f64), compared with the analytical gradient (rtol 1e-5).
 inline void check_fd(const std::vector<double>& v, const std::vector<double>& analytical,
-                     const std::function<double(const std::vector<double>&)>& f) {
+                     const std::function<double(const std::vector<double>&)>& f,
+                     double atol = 1e-6) {
   REQUIRE(v.size() == analytical.size());
   const double h = 1e-6;
   std::vector<double> num(v.size());
@@ -43,7 +44,7 @@ inline void check_fd(const std::vector<double>& v, const std::vector<double>& an
     m[i] -= h;
     num[i] = (f(p) - f(m)) / (2 * h);
   }
-  check_close(from_f64(analytical, {int64_t(v.size())}, kFloat64), num, 1e-5, 1e-6);
+  check_close(from_f64(analytical, {int64_t(v.size())}, kFloat64), num, 1e-5, atol);
 }
 
-}  // namespace norm_test
+}  // namespace norm_loss_test
