@@ -1,8 +1,11 @@
 // Fused scaled_dot_product_attention vs the composite (matmul/softmax) path on the CPU:
 // forward + backward at the GPT's shape (B=12, H=4, T=256, E=32, causal) and T=64, f32 and
-// bf16. Usage: bench_sdpa [--threads 2] [--rounds 5]
+// bf16; or one shape (`--shape B,H,T,E`, e.g. GPT-2's 1,12,1024,64), causal, beside
+// bench/torch_sdpa.py. Usage: bench_sdpa [--threads 2] [--rounds 5] [--shape B,H,T,E]
 #include <cstdio>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "bench_common.h"
 #include "minidl.h"
@@ -35,10 +38,25 @@ int main(int argc, char** argv) {
               threads);
   std::printf("%-28s %-5s %-6s %10s %10s %8s\n", "shape [B,H,T,E]", "dtype", "causal", "fused",
               "composite", "speedup");
-  const int64_t B = 12, H = 4, E = 32;
-  for (int64_t T : {256, 64}) {
+  int64_t B = 12, H = 4, E = 32;
+  std::vector<int64_t> lengths = {256, 64};
+  std::vector<bool> causal_modes = {true, false};
+  const std::string shape_arg = bench::str_arg(argc, argv, "--shape", "");
+  if (!shape_arg.empty()) {  // B,H,T,E: that shape only, causal
+    std::vector<int64_t> d;
+    std::stringstream ss(shape_arg);
+    for (std::string part; std::getline(ss, part, ',');) d.push_back(std::stoll(part));
+    if (d.size() != 4) {
+      std::fprintf(stderr, "bench_sdpa: --shape wants B,H,T,E, got '%s'\n", shape_arg.c_str());
+      return 2;
+    }
+    B = d[0], H = d[1], E = d[3];
+    lengths = {d[2]};
+    causal_modes = {true};
+  }
+  for (int64_t T : lengths) {
     for (DType dt : {kFloat32, kBFloat16}) {
-      for (bool causal : {true, false}) {
+      for (bool causal : causal_modes) {
         Tensor q = randn({B, H, T, E}).to(dt), k = randn({B, H, T, E}).to(dt);
         Tensor v = randn({B, H, T, E}).to(dt), g = randn({B, H, T, E}).to(dt);
         const double tf = time_fwd_bwd(true, q, k, v, g, causal, rounds);

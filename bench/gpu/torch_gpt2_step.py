@@ -82,6 +82,8 @@ def main():
                     help="dense bf16 peak FLOP/s (H100/H200 SXM: 989e12)")
     ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     ap.add_argument("--threads", type=int, default=0, help="CPU: torch.set_num_threads (0: keep)")
+    ap.add_argument("--amp", choices=["bf16", "off"], default="bf16",
+                    help="bf16 autocast (default) or f32 throughout (bench_gpt_variants --amp)")
     args = ap.parse_args()
     if not 1 <= args.block_size <= MAX_T:
         ap.error(f"--block-size must be in [1, {MAX_T}], got {args.block_size}")
@@ -109,7 +111,7 @@ def main():
         ids = torch.randint(0, VOCAB, (B, T + 1), device=dev, generator=gen)
         x, y = ids[:, :T], ids[:, 1:]
         opt.zero_grad(set_to_none=True)
-        with torch.autocast(dev.type, dtype=torch.bfloat16):
+        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=args.amp == "bf16"):
             logits = fwd(x)
         loss = F.cross_entropy(logits.float().reshape(-1, VOCAB), y.reshape(-1))
         loss.backward()
@@ -134,7 +136,7 @@ def main():
     flops_per_token = 6 * n_params + 6 * N_LAYER * N_EMBD * T  # llm.c's gpt2_estimate_mfu
     print(json.dumps(dict(
         bench="gpt2_124m_step", impl=f"torch {torch.__version__}",
-        mode="compile" if args.compile else "eager", batch=B, seq_len=T, params=n_params,
+        mode="compile" if args.compile else "eager", amp=args.amp, batch=B, seq_len=T, params=n_params,
         ms_per_step=round(ms, 2), tokens_per_s=round(tokens_per_s),
         mfu=round(tokens_per_s * flops_per_token / args.peak_flops, 4) if cuda else None,
         peak_mib=round((torch.cuda.max_memory_allocated() if cuda else
