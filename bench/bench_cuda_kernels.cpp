@@ -142,8 +142,8 @@ void report_bw(const char* kernel, const std::string& shape, double bytes, doubl
 // Causal scaled_dot_product_attention, bf16, q/k/v:[B,H,T,hd]: the forward alone and forward +
 // backward (the gradient of sum(out * g)), in ms and in TFLOP/s of the causal half (forward
 // 2 products of 2*T*T/2*hd FLOPs per head, backward 2.5 times that, as FlashAttention counts).
-// impl names the row: "minidl" (every fused path) or "minidl_wmma" (MINIDL_UNFUSED set by the
-// caller to flash_attention: the WMMA forward).
+// impl names the row: "minidl" (every fused path), "minidl_flash_ld32" (MINIDL_UNFUSED set by
+// the caller to flash_ldmatrix) or "minidl_wmma" (to flash_attention: the WMMA kernels).
 void bench_sdpa(int64_t B, int64_t H, int64_t T, int64_t hd, Device dev, cudaStream_t s, int reps,
                 int iters, const char* impl) {
   Tensor q = randn({B, H, T, hd}, kFloat32, dev).to(kBFloat16).requires_grad_();
@@ -367,8 +367,11 @@ int main(int argc, char** argv) {
               copy_gbps);
 
     // Attention at gpt --preset gpt2-124m's shape (batch 12, 12 heads, 1024 tokens, head 64):
-    // the flash (mma.sync) forward, then the WMMA forward it replaced.
+    // the flash (mma.sync) kernels, the same with 32-bit fragment loads (before ldmatrix), then
+    // the WMMA kernels they replaced.
     bench_sdpa(12, 12, 1024, 64, dev, s, reps, std::max(1, iters / 4), "minidl");
+    variants::set_unfused("flash_ldmatrix");
+    bench_sdpa(12, 12, 1024, 64, dev, s, reps, std::max(1, iters / 4), "minidl_flash_ld32");
     variants::set_unfused("flash_attention");
     bench_sdpa(12, 12, 1024, 64, dev, s, reps, std::max(1, iters / 4), "minidl_wmma");
     variants::set_unfused("");

@@ -55,7 +55,7 @@ int main(int argc, char** argv) {
   const std::vector<std::string> variants = split(bench::str_arg(
       argc, argv, "--variants",
       ";classifier_loss;qkv_attention;autocast_linear;autocast_weight_copies;residual_layer_norm;"
-      "linear_gelu;mlp_dgelu;flash_attention;embedding_grad_add;"
+      "linear_gelu;mlp_dgelu;flash_attention;flash_ldmatrix;embedding_grad_add;"
       "linear_wgrad;"
       "foreach_clip;all"));
   try {

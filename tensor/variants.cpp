@@ -12,7 +12,7 @@
 namespace minidl::variants {
 namespace {
 
-constexpr std::array<std::string_view, 12> kFeatures = {"linear_wgrad",
+constexpr std::array<std::string_view, 13> kFeatures = {"linear_wgrad",
                                                         "qkv_attention",
                                                         "foreach_clip",
                                                         "classifier_loss",
@@ -23,7 +23,8 @@ constexpr std::array<std::string_view, 12> kFeatures = {"linear_wgrad",
                                                         "flash_attention",
                                                         "mlp_dgelu",
                                                         "optimizer_weight_copies",
-                                                        "embedding_grad_add"};
+                                                        "embedding_grad_add",
+                                                        "flash_ldmatrix"};
 
 // Bit i: feature i runs unfused.
 std::atomic<unsigned> g_unfused{0};

@@ -24,6 +24,9 @@
 //   flash_attention  CUDA bf16/f16 attention forward at head dims 64 and 128 on mma.sync with
 //                  S, P and O in registers (tensor/cuda/flash_attention.cuh) (else the WMMA
 //                  kernel, which stages S and O through shared memory)
+//   flash_ldmatrix  those kernels' (forward and backward) B fragments read by ldmatrix (x4;
+//                  tiles kept as rows, read transposed where needed) (else 32-bit shared loads
+//                  and transposed tile copies written by 16-bit stores)
 #pragma once
 #include <string>
 #include <string_view>

@@ -120,10 +120,11 @@ TEST_SUITE("cuda_attention") {
   }
 
   // bf16/f16 at head dims 64 and 128 without masks run the flash (mma.sync) forward (and at 64
-  // its backward); under MINIDL_UNFUSED=flash_attention the WMMA kernels they replaced. Both
-  // against the composite, at lengths off the 64-row and 32/64-key tiles and L != S.
+  // its backward); under MINIDL_UNFUSED=flash_ldmatrix with 32-bit fragment loads, under
+  // flash_attention the WMMA kernels they replaced. Each against the composite, at lengths off
+  // the 64-row and 32/64-key tiles and L != S.
   TEST_CASE("cuda_attention: the flash (mma.sync) and WMMA kernels both match the composite") {
-    for (const char* unfused : {"", "flash_attention"}) {
+    for (const char* unfused : {"", "flash_ldmatrix", "flash_attention"}) {
       CAPTURE(std::string(unfused));
       variants::set_unfused(unfused);
       for (DType dt : {kBFloat16, kFloat16}) {
@@ -133,6 +134,35 @@ TEST_SUITE("cuda_attention") {
       }
     }
     variants::set_unfused("");
+  }
+
+  // ldmatrix hands the mma.sync the same operands as the 32-bit loads: bitwise equal outputs and
+  // gradients on the device (the host emulation shows the same, tests/warp_emulator.h).
+  TEST_CASE("cuda_attention: flash kernels with ldmatrix equal the 32-bit fragment loads") {
+    for (DType dt : {kBFloat16, kFloat16}) {
+      for (int64_t E : {64, 128}) {
+        CAPTURE(dt);
+        CAPTURE(E);
+        const Tensor q = random_tensor({2, 3, 150, E}, dt, 1, -1.5, 1.5);
+        const Tensor k = random_tensor({2, 3, 130, E}, dt, 2, -1.5, 1.5);
+        const Tensor v = random_tensor({2, 3, 130, E}, dt, 3, -1.5, 1.5);
+        const Tensor gout = random_tensor({2, 3, 150, E}, dt, 4, -1, 1);
+        Out o[2];
+        for (int i = 0; i < 2; ++i) {
+          variants::set_unfused(i == 0 ? "" : "flash_ldmatrix");
+          o[i] = run(
+              [&](const Tensor& a, const Tensor& b, const Tensor& d) {
+                return scaled_dot_product_attention(a, b, d, Tensor(), 0.0, true);
+              },
+              kGpu, q, k, v, gout);
+        }
+        variants::set_unfused("");
+        CHECK(equal(o[0].out, o[1].out));
+        CHECK(equal(o[0].gq, o[1].gq));
+        CHECK(equal(o[0].gk, o[1].gk));
+        CHECK(equal(o[0].gv, o[1].gv));
+      }
+    }
   }
 
   // bf16/f16 with a head dim that is not a multiple of 16 take the FMA forward (the cases above

@@ -1,7 +1,7 @@
 // CPU-vs-CUDA parity of the fused classifier loss (cuda_fused_cross_entropy; the CPU kernel is
 // checked against the composite path in test_fused_cross_entropy.cpp): loss, in-place gradient
 // and backward scale in f32/bf16/f16/f64, padded columns (vector and scalar row paths), ignored
-// rows, NaN for all-ignored and bad targets, and the autograd path.
+// rows, NaN for all-ignored and bad targets, +inf for a +inf logit, and the autograd path.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -66,6 +66,17 @@ TEST_SUITE("cuda_fused_cross_entropy") {
     Tensor b = random_tensor({2, 8}, kFloat32, 8).to(kCUDA);
     Tensor t = full({2}, 7, kInt64, kCUDA);  // in the padding: NaN on the device
     CHECK(std::isnan(native::fused_cross_entropy_(b, t, 6).item<double>()));
+    // a +inf logit other than the target: the loss is +inf on both devices (not NaN)
+    for (DType dt : {kFloat32, kBFloat16}) {
+      Tensor xi = random_tensor({3, 8}, kFloat32, 11);
+      xi.data_ptr<float>()[3] = INFINITY;  // row 0, column 3
+      xi = xi.to(dt);
+      const Tensor ti = full({3}, 1, kInt64);
+      Tensor xc = xi.clone(), xg = xi.to(kCUDA);
+      const double lc = native::fused_cross_entropy_(xc, ti, 6).item<double>();
+      CHECK((std::isinf(lc) && lc > 0));
+      CHECK(native::fused_cross_entropy_(xg, ti.to(kCUDA), 6).item<double>() == lc);
+    }
     // through autograd: a non-leaf bf16 head output, loss * 2
     const Tensor x0 = random_tensor({6, 40}, kBFloat16, 9);
     const Tensor target = make_targets(6, 33, 10, 4);

@@ -1,9 +1,10 @@
 // The FlashAttention-2-style forward and backward (tensor/cuda/flash_attention{,_backward}.cuh)
-// run on the host by tests/warp_emulator.h, which emulates mma.sync m16n8k16 by the PTX
-// fragment layout: outputs, log-sum-exps and gradients against attention computed in f64 from the
-// same bf16/f16 inputs. Head dims 64 and 128 (forward), causal and not, L and S off the tiles
-// and unequal, q/k/v as views of one fused [B,T,3C] projection and out written into [B,T,C],
-// gradients into views of one [B,T,3C] buffer, no keys at all.
+// run on the host by tests/warp_emulator.h, which emulates mma.sync m16n8k16 and ldmatrix by the
+// PTX fragment layouts: outputs, log-sum-exps and gradients against attention computed in f64
+// from the same bf16/f16 inputs (the ldmatrix kernels bitwise equal to the 32-bit loads'). Head
+// dims 64 and 128 (forward), causal and not, L and S off the tiles and unequal, q/k/v as views
+// of one fused [B,T,3C] projection and out written into [B,T,C], gradients into views of one
+// [B,T,3C] buffer, no keys at all.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -23,7 +24,7 @@ using testutil::random_tensor;
 namespace {
 
 // The kernel's grid run on the host: out (any layout) and lse:[BH,L] f32 are written.
-template <typename T, int HD>
+template <typename T, int HD, bool Ldm = true>
 void emulate_forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out, Tensor& lse,
                      bool causal) {
   flash::ForwardArgs a;
@@ -38,12 +39,12 @@ void emulate_forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& 
   const int64_t blocks = a.BH * ((a.L + flash::kRows - 1) / flash::kRows);
   emu::run_grid<T>(blocks, flash::kThreads, flash::forward_smem_bytes<HD>(),
                    [&](int64_t block, int tid, unsigned char* smem, emu::Warp<T>& w) {
-                     flash::forward_block<HD>(a, qp, kp, vp, op, lp, block, tid, smem, w);
+                     flash::forward_block<HD, Ldm>(a, qp, kp, vp, op, lp, block, tid, smem, w);
                    });
 }
 
 // The two backward passes' grids on the host: gq, gk, gv (any layouts) are written.
-template <typename T, int HD>
+template <typename T, int HD, bool Ldm = true>
 void emulate_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
                       const Tensor& gout, const Tensor& lse, Tensor& gq, Tensor& gk, Tensor& gv,
                       bool causal) {
@@ -65,14 +66,14 @@ void emulate_backward(const Tensor& q, const Tensor& k, const Tensor& v, const T
   emu::run_grid<T>(a.BH * ((a.L + flash::kRows - 1) / flash::kRows), flash::kThreads,
                    flash::backward_dq_smem_bytes<HD>(),
                    [&](int64_t block, int tid, unsigned char* smem, emu::Warp<T>& w) {
-                     flash::backward_dq_block<HD>(a, qp, kp, vp, op, gp, lp, gqp, dp, block, tid,
-                                                  smem, w);
+                     flash::backward_dq_block<HD, Ldm>(a, qp, kp, vp, op, gp, lp, gqp, dp, block,
+                                                       tid, smem, w);
                    });
   emu::run_grid<T>(a.BH * ((a.S + flash::kRows - 1) / flash::kRows), flash::kThreads,
                    flash::backward_dkv_smem_bytes<HD>(),
                    [&](int64_t block, int tid, unsigned char* smem, emu::Warp<T>& w) {
-                     flash::backward_dkv_block<HD>(a, qp, kp, vp, gp, lp, dp, gkp, gvp, block, tid,
-                                                   smem, w);
+                     flash::backward_dkv_block<HD, Ldm>(a, qp, kp, vp, gp, lp, dp, gkp, gvp, block,
+                                                        tid, smem, w);
                    });
 }
 
@@ -152,7 +153,20 @@ void check_case(const Case& c, DType dt, double tol, bool backward) {
   }
   Tensor lse = zeros({c.B * c.H, c.L}, kFloat32);
   emulate_forward<T, HD>(q, k, v, out, lse, c.causal);
-  if (backward) emulate_backward<T, HD>(q, k, v, out, gout, lse, gq, gk, gv, c.causal);
+  {  // the ldmatrix fragments carry the same values as the 32-bit loads: bitwise the same
+    Tensor out32 = zeros_like(out), lse32 = zeros_like(lse);
+    emulate_forward<T, HD, false>(q, k, v, out32, lse32, c.causal);
+    CHECK(equal(out32, out));
+    CHECK(equal(lse32, lse));
+  }
+  if (backward) {
+    emulate_backward<T, HD>(q, k, v, out, gout, lse, gq, gk, gv, c.causal);
+    Tensor gq32 = full_like(gq, 7.0), gk32 = full_like(gk, 7.0), gv32 = full_like(gv, 7.0);
+    emulate_backward<T, HD, false>(q, k, v, out, gout, lse, gq32, gk32, gv32, c.causal);
+    CHECK(equal(gq32, gq));  // the ldmatrix passes bitwise equal to the 32-bit loads'
+    CHECK(equal(gk32, gk));
+    CHECK(equal(gv32, gv));
+  }
   if (c.S == 0) {  // no keys: zeros and +inf, as the other CUDA kernels write; dq = 0
     CHECK(amax(abs(out.to(kFloat64)), {}).item<double>() == 0.0);
     CHECK(std::isinf(amin(lse, {}).item<float>()));

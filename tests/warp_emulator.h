@@ -1,12 +1,15 @@
 // Host emulation of CUDA blocks for kernels written over a Warp policy (tensor/cuda/
 // flash_attention.cuh): one std::thread per CUDA thread, block and warp barriers, mma.sync
-// m16n8k16 (16-bit operands, f32 accumulate) by the PTX ISA's fragment layout, shfl_xor, and
-// T's round-to-nearest-even conversions. It checks a kernel's tiling, fragment bookkeeping and
-// rounding without a GPU; shared memory starts as NaN bytes so an unwritten read shows.
+// m16n8k16 (16-bit operands, f32 accumulate) and ldmatrix m8n8.x4 (.trans) by the PTX ISA's
+// fragment layouts, shfl_xor, and T's round-to-nearest-even conversions. It checks a kernel's
+// tiling, fragment bookkeeping and rounding without a GPU; shared memory starts as NaN bytes so an
+// unwritten read shows.
 #pragma once
 #include <barrier>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <thread>
@@ -19,6 +22,7 @@ struct WarpShared {
   uint32_t a[32][4] = {};
   uint32_t b[32][2] = {};
   float f[32] = {};
+  const uint16_t* rows[32] = {};  // ldmatrix: each lane's row address
 };
 
 struct BlockShared {
@@ -63,6 +67,31 @@ struct Warp {
     }
     warp->bar.arrive_and_wait();  // every lane has read the operands
     std::memcpy(c, d, sizeof d);
+  }
+  // ldmatrix.sync.aligned.m8n8.x4(.trans).shared.b16: lane l gives row l % 8 of matrix l / 8
+  // (16-byte aligned, 8 elements); register i of lane l is matrix i's elements (l / 4, 2 (l % 4))
+  // and (l / 4, 2 (l % 4) + 1), or with trans (2 (l % 4), l / 4) and (2 (l % 4) + 1, l / 4); the
+  // first in the low half.
+  void ldsm_x4(uint32_t (&r)[4], const uint16_t* row) { ldsm(r, row, false); }
+  void ldsm_x4_trans(uint32_t (&r)[4], const uint16_t* row) { ldsm(r, row, true); }
+  void ldsm(uint32_t (&r)[4], const uint16_t* row, bool trans) {
+    if (reinterpret_cast<uintptr_t>(row) % 16 != 0) {
+      std::fprintf(stderr, "warp_emulator: ldmatrix row address %p is not 16-byte aligned\n",
+                   static_cast<const void*>(row));
+      std::abort();
+    }
+    warp->rows[lane] = row;
+    warp->bar.arrive_and_wait();
+    auto at = [&](int matrix, int rr, int c) {
+      uint16_t x;
+      std::memcpy(&x, warp->rows[8 * matrix + rr] + c, sizeof x);
+      return uint32_t(x);
+    };
+    const int g = lane / 4, t = lane % 4;
+    for (int i = 0; i < 4; ++i)
+      r[i] = trans ? at(i, 2 * t, g) | at(i, 2 * t + 1, g) << 16
+                   : at(i, g, 2 * t) | at(i, g, 2 * t + 1) << 16;
+    warp->bar.arrive_and_wait();  // every lane has read the rows
   }
   float shfl_xor(float v, int mask) {
     warp->f[lane] = v;

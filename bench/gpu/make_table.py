@@ -92,6 +92,11 @@ def build(rows):
         if w:
             t.add(f"SDPA {shape}, forward: flash (mma.sync) vs MINIDL_UNFUSED=flash_attention "
                   "(WMMA) (ms)", m["fwd_ms"], w["fwd_ms"], "minidl WMMA", " ms", False, 1.0)
+        ld32 = sdpa.get("minidl_flash_ld32")
+        if ld32:
+            for key, what in (("fwd_ms", "forward"), ("fwd_bwd_ms", "forward + backward")):
+                t.add(f"SDPA {shape}, {what}: ldmatrix vs MINIDL_UNFUSED=flash_ldmatrix (ms)",
+                      m[key], ld32[key], "minidl 32-bit loads", " ms", False, 1.0)
 
     cls = {("minidl" if r["impl"] == "minidl" else "torch"): r for r in rows
            if r.get("bench") == "classifier_loss"}

@@ -2,7 +2,7 @@
 // the warp collectives as PTX (mma.sync m16n8k16, shuffles, packed conversions), the kernels and
 // their launch conditions (bf16/f16, head dim 64 or 128 for q, k and v (backward: 64), no mask
 // tensor, no dropout, 16-byte aligned rows, sm_80+). MINIDL_UNFUSED=flash_attention keeps the
-// WMMA kernels.
+// WMMA kernels; MINIDL_UNFUSED=flash_ldmatrix the 32-bit fragment loads and transposed tiles.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -35,6 +35,20 @@ struct DeviceWarp {
     __trap();  // never launched below sm_80 (sdpa_forward_flash checks the device)
 #endif
   }
+  // ldmatrix (sm_75+). Volatile asm (LLVM: may read memory) stays after the block barrier that
+  // published the tile, as in CUTLASS's ldsm.
+  __device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const uint16_t* row) {
+    const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(row));
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+  }
+  __device__ __forceinline__ void ldsm_x4_trans(uint32_t (&r)[4], const uint16_t* row) {
+    const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(row));
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+  }
   __device__ __forceinline__ float shfl_xor(float v, int mask) {
     return __shfl_xor_sync(kFull, v, mask);
   }
@@ -61,17 +75,17 @@ struct DeviceWarp {
   }
 };
 
-template <typename T, int HD>
+template <typename T, int HD, bool Ldm>
 __global__ void __launch_bounds__(flash::kThreads)
     flash_forward_kernel(const uint16_t* __restrict__ q, const uint16_t* __restrict__ k,
                          const uint16_t* __restrict__ v, uint16_t* __restrict__ out,
                          float* __restrict__ lse, flash::ForwardArgs a) {
   extern __shared__ __align__(16) unsigned char smem[];
   DeviceWarp<T> w;
-  flash::forward_block<HD>(a, q, k, v, out, lse, blockIdx.x, int(threadIdx.x), smem, w);
+  flash::forward_block<HD, Ldm>(a, q, k, v, out, lse, blockIdx.x, int(threadIdx.x), smem, w);
 }
 
-template <typename T, int HD>
+template <typename T, int HD, bool Ldm>
 __global__ void __launch_bounds__(flash::kThreads)
     flash_backward_dq_kernel(const uint16_t* __restrict__ q, const uint16_t* __restrict__ k,
                              const uint16_t* __restrict__ v, const uint16_t* __restrict__ o,
@@ -80,11 +94,11 @@ __global__ void __launch_bounds__(flash::kThreads)
                              flash::BackwardArgs a) {
   extern __shared__ __align__(16) unsigned char smem[];
   DeviceWarp<T> w;
-  flash::backward_dq_block<HD>(a, q, k, v, o, g, lse, gq, dsum, blockIdx.x, int(threadIdx.x), smem,
-                               w);
+  flash::backward_dq_block<HD, Ldm>(a, q, k, v, o, g, lse, gq, dsum, blockIdx.x, int(threadIdx.x),
+                                    smem, w);
 }
 
-template <typename T, int HD>
+template <typename T, int HD, bool Ldm>
 __global__ void __launch_bounds__(flash::kThreads)
     flash_backward_dkv_kernel(const uint16_t* __restrict__ q, const uint16_t* __restrict__ k,
                               const uint16_t* __restrict__ v, const uint16_t* __restrict__ g,
@@ -93,8 +107,8 @@ __global__ void __launch_bounds__(flash::kThreads)
                               flash::BackwardArgs a) {
   extern __shared__ __align__(16) unsigned char smem[];
   DeviceWarp<T> w;
-  flash::backward_dkv_block<HD>(a, q, k, v, g, lse, dsum, gk, gv, blockIdx.x, int(threadIdx.x),
-                                smem, w);
+  flash::backward_dkv_block<HD, Ldm>(a, q, k, v, g, lse, dsum, gk, gv, blockIdx.x, int(threadIdx.x),
+                                     smem, w);
 }
 
 // Rows of 8-element chunks at 16-byte boundaries for every batch-head.
@@ -141,7 +155,9 @@ void launch(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out, Tens
   constexpr size_t smem = flash::forward_smem_bytes<HD>();
   static_assert(smem <= 48 * 1024, "no opt-in needed");
   const int64_t blocks = fa.BH * ((fa.L + flash::kRows - 1) / flash::kRows);
-  flash_forward_kernel<T, HD><<<unsigned(blocks), flash::kThreads, smem, stream_of(q)>>>(
+  auto kernel = variants::fused("flash_ldmatrix") ? flash_forward_kernel<T, HD, true>
+                                                  : flash_forward_kernel<T, HD, false>;
+  kernel<<<unsigned(blocks), flash::kThreads, smem, stream_of(q)>>>(
       bits<T>(q), bits<T>(k), bits<T>(v), out_bits<T>(out), ptr<float>(lse), fa);
   MINIDL_CUDA_LAUNCH_CHECK();
 }
@@ -176,16 +192,21 @@ bool sdpa_backward_flash(const Tensor& g, const Tensor& q, const Tensor& k, cons
   constexpr size_t dq_smem = flash::backward_dq_smem_bytes<64>();
   constexpr size_t dkv_smem = flash::backward_dkv_smem_bytes<64>();
   static_assert(dq_smem <= 48 * 1024 && dkv_smem <= 48 * 1024, "no opt-in needed");
+  const bool ldm = variants::fused("flash_ldmatrix");
   if (a.L > 0) {  // dQ and D first: the dK/dV pass reads D
     const int64_t blocks = a.BH * ((a.L + flash::kRows - 1) / flash::kRows);
-    flash_backward_dq_kernel<T, 64><<<unsigned(blocks), flash::kThreads, dq_smem, st>>>(
+    auto dq_kernel =
+        ldm ? flash_backward_dq_kernel<T, 64, true> : flash_backward_dq_kernel<T, 64, false>;
+    dq_kernel<<<unsigned(blocks), flash::kThreads, dq_smem, st>>>(
         bits<T>(q), bits<T>(k), bits<T>(v), bits<T>(o), bits<T>(g), ptr<float>(lse),
         out_bits<T>(gq), ptr<float>(dsum), ba);
     MINIDL_CUDA_LAUNCH_CHECK();
   }
   if (a.S > 0) {
     const int64_t blocks = a.BH * ((a.S + flash::kRows - 1) / flash::kRows);
-    flash_backward_dkv_kernel<T, 64><<<unsigned(blocks), flash::kThreads, dkv_smem, st>>>(
+    auto dkv_kernel =
+        ldm ? flash_backward_dkv_kernel<T, 64, true> : flash_backward_dkv_kernel<T, 64, false>;
+    dkv_kernel<<<unsigned(blocks), flash::kThreads, dkv_smem, st>>>(
         bits<T>(q), bits<T>(k), bits<T>(v), bits<T>(g), ptr<float>(lse), ptr<float>(dsum),
         out_bits<T>(gk), out_bits<T>(gv), ba);
     MINIDL_CUDA_LAUNCH_CHECK();

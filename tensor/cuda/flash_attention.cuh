@@ -95,12 +95,15 @@ MINIDL_FLASH_FN void block_coords(const ForwardArgs& a, int64_t block, int64_t& 
 // One block of the forward: 64 query rows i0.. of batch-head bh, 16 per warp. Per key tile:
 // S = Q K^T (fragments: Q in registers, K from shared memory), the online softmax of each row
 // in f32 (a row's 16 values per tile live in one quad of lanes), P rounded to T and reused in
-// registers as the A operand of O += P V (V transposed in shared memory). The next tile's K and
-// V are loaded into registers while this one computes.
+// registers as the A operand of O += P V. The next tile's K and V are loaded into registers while
+// this one computes. B fragments: Ldm reads them with ldmatrix (x4: four 8x8 matrices per
+// instruction, V stored as rows and read transposed); else 32-bit shared loads, V transposed in
+// shared memory by 16-bit stores (MINIDL_UNFUSED=flash_ldmatrix).
 //   Warp: sync_block(), mma(float c[4], const uint32_t a[4], const uint32_t b[2]) (T operands,
 //   f32 accumulate), shfl_xor(float, int), pack(float lo, float hi) -> two T in a word,
-//   to_bits(float) -> T's bits, exp2(float), log(float).
-template <int HD, typename Warp>
+//   to_bits(float) -> T's bits, exp2(float), log(float), ldsm_x4 / ldsm_x4_trans(uint32_t r[4],
+//   const uint16_t* row) (ldmatrix.m8n8.x4.b16: lane l names row l % 8 of matrix l / 8).
+template <int HD, bool Ldm = false, typename Warp>
 MINIDL_FLASH_FN void forward_block(const ForwardArgs& a, const uint16_t* __restrict__ q,
                                    const uint16_t* __restrict__ k, const uint16_t* __restrict__ v,
                                    uint16_t* __restrict__ out, float* __restrict__ lse,
@@ -109,10 +112,12 @@ MINIDL_FLASH_FN void forward_block(const ForwardArgs& a, const uint16_t* __restr
   constexpr int kChunksRow = HD / 8;                        // 16-byte chunks per row
   constexpr int kKvChunks = Bc * kChunksRow / kThreads;     // per thread and tile, K and V each
   constexpr int kNt = Bc / 8, kKk = HD / 16, kOt = HD / 8;  // S n-tiles, Q k-steps, O n-tiles
+  static_assert(kKk % 2 == 0 && kOt % 2 == 0, "ldmatrix x4 loads two k-steps / two n-tiles");
   static_assert(Bc * kChunksRow % kThreads == 0 && kRows * kChunksRow % kThreads == 0);
   uint16_t* Qs = reinterpret_cast<uint16_t*>(smem);  // [64][P]
   uint16_t* Ks = Qs + kRows * P;                     // [Bc][P]
-  uint16_t* Vt = Ks + Bc * P;                        // [HD][PV]
+  uint16_t* Vt = Ks + Bc * P;                        // [HD][PV]; Ldm: V rows [Bc][P]
+  static_assert(Bc * P <= HD * PV, "V's rows fit where V^T is kept");
   const int warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
   int64_t bh = 0, i0 = 0;
   block_coords(a, block, bh, i0);
@@ -166,8 +171,12 @@ MINIDL_FLASH_FN void forward_block(const ForwardArgs& a, const uint16_t* __restr
     for (int x = 0; x < kKvChunks; ++x) {
       const int c = tid + x * kThreads, r = c / kChunksRow, c8 = c % kChunksRow;
       store_chunk(Ks + r * P + 8 * c8, kreg[x]);
-      MINIDL_UNROLL
-      for (int e = 0; e < 8; ++e) Vt[(8 * c8 + e) * PV + r] = vreg[x].element(e);
+      if constexpr (Ldm) {
+        store_chunk(Vt + r * P + 8 * c8, vreg[x]);
+      } else {
+        MINIDL_UNROLL
+        for (int e = 0; e < 8; ++e) Vt[(8 * c8 + e) * PV + r] = vreg[x].element(e);
+      }
     }
     w.sync_block();
     if (tile + 1 < ntiles) fetch(tile + 1);  // in flight during this tile's products
@@ -176,11 +185,22 @@ MINIDL_FLASH_FN void forward_block(const ForwardArgs& a, const uint16_t* __restr
     MINIDL_UNROLL
     for (int nt = 0; nt < kNt; ++nt) {
       s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
-      const uint16_t* kr = Ks + (8 * nt + g) * P + 2 * t;
-      MINIDL_UNROLL
-      for (int kk = 0; kk < kKk; ++kk) {
-        const uint32_t b[2] = {ld32(kr + 16 * kk), ld32(kr + 16 * kk + 8)};
-        w.mma(s[nt], qf[kk], b);
+      if constexpr (Ldm) {  // matrices: keys 8 nt.. x dims 16 kk, 16 kk + 8 for kk, kk + 1
+        const uint16_t* kr = Ks + (8 * nt + lane % 8) * P + 8 * (lane / 8);
+        MINIDL_UNROLL
+        for (int kk = 0; kk < kKk; kk += 2) {
+          uint32_t b[4];
+          w.ldsm_x4(b, kr + 16 * kk);
+          w.mma(s[nt], qf[kk], b);
+          w.mma(s[nt], qf[kk + 1], b + 2);
+        }
+      } else {
+        const uint16_t* kr = Ks + (8 * nt + g) * P + 2 * t;
+        MINIDL_UNROLL
+        for (int kk = 0; kk < kKk; ++kk) {
+          const uint32_t b[2] = {ld32(kr + 16 * kk), ld32(kr + 16 * kk + 8)};
+          w.mma(s[nt], qf[kk], b);
+        }
       }
     }
     // Scale to base 2; mask keys past S and, causally, past the row (only near the edges).
@@ -228,11 +248,22 @@ MINIDL_FLASH_FN void forward_block(const ForwardArgs& a, const uint16_t* __restr
       const uint32_t pa[4] = {
           w.pack(s[2 * kk][0], s[2 * kk][1]), w.pack(s[2 * kk][2], s[2 * kk][3]),
           w.pack(s[2 * kk + 1][0], s[2 * kk + 1][1]), w.pack(s[2 * kk + 1][2], s[2 * kk + 1][3])};
-      MINIDL_UNROLL
-      for (int ot = 0; ot < kOt; ++ot) {
-        const uint16_t* vr = Vt + (8 * ot + g) * PV + 16 * kk + 2 * t;
-        const uint32_t b[2] = {ld32(vr), ld32(vr + 8)};
-        w.mma(o[ot], pa, b);
+      if constexpr (Ldm) {  // matrices: keys 16 kk, 16 kk + 8 x dims 8 ot.., 8 ot + 8..
+        const uint16_t* vr = Vt + (16 * kk + 8 * ((lane / 8) % 2) + lane % 8) * P + 8 * (lane / 16);
+        MINIDL_UNROLL
+        for (int ot = 0; ot < kOt; ot += 2) {
+          uint32_t b[4];
+          w.ldsm_x4_trans(b, vr + 8 * ot);
+          w.mma(o[ot], pa, b);
+          w.mma(o[ot + 1], pa, b + 2);
+        }
+      } else {
+        MINIDL_UNROLL
+        for (int ot = 0; ot < kOt; ++ot) {
+          const uint16_t* vr = Vt + (8 * ot + g) * PV + 16 * kk + 2 * t;
+          const uint32_t b[2] = {ld32(vr), ld32(vr + 8)};
+          w.mma(o[ot], pa, b);
+        }
       }
     }
   }

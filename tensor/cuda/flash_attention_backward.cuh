@@ -129,6 +129,47 @@ MINIDL_FLASH_FN void mma_xb(float (&out)[HD / 8][4], const float (&x)[kBwdTile /
   }
 }
 
+// mma_abt and mma_xb with their B fragments read by ldmatrix (x4) from the [32][HD+8] row tile
+// itself (mma_xb's transposed: no transposed copy of the tile is needed). Ldm of the blocks.
+template <int HD, typename Warp>
+MINIDL_FLASH_FN void mma_abt_ldm(float (&acc)[kBwdTile / 8][4], const uint32_t (&f)[HD / 16][4],
+                                 const uint16_t* tile, int lane, Warp& w) {
+  static_assert(HD % 32 == 0, "two k-steps per ldmatrix x4");
+  MINIDL_UNROLL
+  for (int nt = 0; nt < kBwdTile / 8; ++nt) {  // matrices: rows 8 nt.. x cols 16 kk + 8 (l / 8)
+    acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
+    const uint16_t* r = tile + (8 * nt + lane % 8) * kPitch<HD> + 8 * (lane / 8);
+    MINIDL_UNROLL
+    for (int kk = 0; kk < HD / 16; kk += 2) {
+      uint32_t b[4];
+      w.ldsm_x4(b, r + 16 * kk);
+      w.mma(acc[nt], f[kk], b);
+      w.mma(acc[nt], f[kk + 1], b + 2);
+    }
+  }
+}
+template <int HD, typename Warp>
+MINIDL_FLASH_FN void mma_xb_ldm(float (&out)[HD / 8][4], const float (&x)[kBwdTile / 8][4],
+                                const uint16_t* tile, int lane, Warp& w) {
+  static_assert(HD % 16 == 0, "two n-tiles per ldmatrix x4");
+  MINIDL_UNROLL
+  for (int kk = 0; kk < kBwdTile / 16; ++kk) {
+    const uint32_t a[4] = {w.pack(x[2 * kk][0], x[2 * kk][1]), w.pack(x[2 * kk][2], x[2 * kk][3]),
+                           w.pack(x[2 * kk + 1][0], x[2 * kk + 1][1]),
+                           w.pack(x[2 * kk + 1][2], x[2 * kk + 1][3])};
+    // matrices: rows 16 kk, 16 kk + 8 x cols 8 ot, 8 ot + 8, read transposed
+    const uint16_t* r =
+        tile + (16 * kk + 8 * ((lane / 8) % 2) + lane % 8) * kPitch<HD> + 8 * (lane / 16);
+    MINIDL_UNROLL
+    for (int ot = 0; ot < HD / 8; ot += 2) {
+      uint32_t b[4];
+      w.ldsm_x4_trans(b, r + 8 * ot);
+      w.mma(out[ot], a, b);
+      w.mma(out[ot + 1], a, b + 2);
+    }
+  }
+}
+
 // Rows 16 w + lane / 4 (+ 8) of a [.., HD] head view from accumulator-layout values times
 // `factor`; rows at or past `rows` are not written.
 template <int HD, typename Warp>
@@ -151,8 +192,9 @@ MINIDL_FLASH_FN void store_rows(uint16_t* base, int64_t stride, int64_t r0, int6
 }  // namespace detail
 
 // dQ pass, one block: 64 query rows i0.. of batch-head bh (ForwardArgs' block order). Writes
-// dQ rows < L and D = rowsum(dO * O) of those rows into dsum.
-template <int HD, typename Warp>
+// dQ rows < L and D = rowsum(dO * O) of those rows into dsum. Ldm: B fragments by ldmatrix (no
+// K^T tile).
+template <int HD, bool Ldm = false, typename Warp>
 MINIDL_FLASH_FN void backward_dq_block(
     const BackwardArgs& a, const uint16_t* __restrict__ q, const uint16_t* __restrict__ k,
     const uint16_t* __restrict__ v, const uint16_t* __restrict__ o, const uint16_t* __restrict__ g,
@@ -207,7 +249,7 @@ MINIDL_FLASH_FN void backward_dq_block(
   for (int tile = 0; tile < ntiles; ++tile) {
     const int64_t j0 = int64_t(tile) * Bc;
     w.sync_block();  // the previous tile is no longer read
-    kreg.store(Ks, Kt, tid);
+    kreg.store(Ks, Ldm ? nullptr : Kt, tid);
     vreg.store(Vs, nullptr, tid);
     w.sync_block();
     if (tile + 1 < ntiles) {
@@ -215,8 +257,13 @@ MINIDL_FLASH_FN void backward_dq_block(
       vreg.fetch(vb, a.lv.row_stride, j0 + Bc, a.S, tid);
     }
     float s[kNt][4], dp[kNt][4];
-    detail::mma_abt<HD>(s, qf, Ks, lane, w);   // S = Q K^T
-    detail::mma_abt<HD>(dp, gf, Vs, lane, w);  // dP = dO V^T
+    if constexpr (Ldm) {
+      detail::mma_abt_ldm<HD>(s, qf, Ks, lane, w);
+      detail::mma_abt_ldm<HD>(dp, gf, Vs, lane, w);
+    } else {
+      detail::mma_abt<HD>(s, qf, Ks, lane, w);   // S = Q K^T
+      detail::mma_abt<HD>(dp, gf, Vs, lane, w);  // dP = dO V^T
+    }
     const bool edge = j0 + Bc > a.S || (a.causal && j0 + Bc - 1 > i0 + 16 * warp);
     MINIDL_UNROLL
     for (int nt = 0; nt < kNt; ++nt) MINIDL_UNROLL
@@ -226,7 +273,10 @@ MINIDL_FLASH_FN void backward_dq_block(
       const float p = in ? w.exp2(s[nt][c] * a.scale_log2 - lrow[c >> 1]) : 0.f;
       s[nt][c] = p * (dp[nt][c] - drow[c >> 1]);
     }
-    detail::mma_xb<HD>(acc, s, Kt, lane, w);  // dQ += dS K
+    if constexpr (Ldm)
+      detail::mma_xb_ldm<HD>(acc, s, Ks, lane, w);
+    else
+      detail::mma_xb<HD>(acc, s, Kt, lane, w);  // dQ += dS K
   }
   detail::store_rows<HD>(gq + a.lgq.offset(bh), a.lgq.row_stride, i0, a.L, acc, a.scale, warp, lane,
                          w);
@@ -234,8 +284,8 @@ MINIDL_FLASH_FN void backward_dq_block(
 
 // dK/dV pass, one block: 64 key rows j0.. of batch-head bh, 16 per warp, over the query tiles
 // (causally from the tile holding query j0). Key tiles with more queries come first. Reads D
-// from dsum (the dQ pass).
-template <int HD, typename Warp>
+// from dsum (the dQ pass). Ldm: B fragments by ldmatrix (no Q^T, dO^T tiles).
+template <int HD, bool Ldm = false, typename Warp>
 MINIDL_FLASH_FN void backward_dkv_block(
     const BackwardArgs& a, const uint16_t* __restrict__ q, const uint16_t* __restrict__ k,
     const uint16_t* __restrict__ v, const uint16_t* __restrict__ g, const float* __restrict__ lse,
@@ -280,14 +330,19 @@ MINIDL_FLASH_FN void backward_dkv_block(
   for (int tile = first; tile < ntiles; ++tile) {
     const int64_t i0 = int64_t(tile) * Bq;
     w.sync_block();
-    qreg.store(Qs, Qt, tid);
-    greg.store(dOs, dOt, tid);
+    qreg.store(Qs, Ldm ? nullptr : Qt, tid);
+    greg.store(dOs, Ldm ? nullptr : dOt, tid);
     if (tid < Bq) Ls[tid] = lreg, Ds[tid] = dreg;
     w.sync_block();
     if (tile + 1 < ntiles) fetch(tile + 1);
     float st[kNt][4], dpt[kNt][4];
-    detail::mma_abt<HD>(st, kf, Qs, lane, w);    // S^T = K Q^T
-    detail::mma_abt<HD>(dpt, vf, dOs, lane, w);  // dP^T = V dO^T
+    if constexpr (Ldm) {
+      detail::mma_abt_ldm<HD>(st, kf, Qs, lane, w);
+      detail::mma_abt_ldm<HD>(dpt, vf, dOs, lane, w);
+    } else {
+      detail::mma_abt<HD>(st, kf, Qs, lane, w);    // S^T = K Q^T
+      detail::mma_abt<HD>(dpt, vf, dOs, lane, w);  // dP^T = V dO^T
+    }
     const bool edge = i0 + Bq > a.L || j0 + kRows > a.S || (a.causal && j0 + 16 * warp + 15 > i0);
     MINIDL_UNROLL
     for (int nt = 0; nt < kNt; ++nt) MINIDL_UNROLL
@@ -299,8 +354,13 @@ MINIDL_FLASH_FN void backward_dkv_block(
       st[nt][c] = p;
       dpt[nt][c] = p * (dpt[nt][c] - Ds[col]);
     }
-    detail::mma_xb<HD>(dv, st, dOt, lane, w);  // dV += P^T dO
-    detail::mma_xb<HD>(dk, dpt, Qt, lane, w);  // dK += dS^T Q
+    if constexpr (Ldm) {
+      detail::mma_xb_ldm<HD>(dv, st, dOs, lane, w);
+      detail::mma_xb_ldm<HD>(dk, dpt, Qs, lane, w);
+    } else {
+      detail::mma_xb<HD>(dv, st, dOt, lane, w);  // dV += P^T dO
+      detail::mma_xb<HD>(dk, dpt, Qt, lane, w);  // dK += dS^T Q
+    }
   }
   detail::store_rows<HD>(gk + a.lgk.offset(bh), a.lgk.row_stride, j0, a.S, dk, a.scale, warp, lane,
                          w);

@@ -32,25 +32,31 @@ __device__ A block_sum(A v, A* smem) {
   return t;
 }
 
-// Online softmax state of a set of values: m = their max, s = sum exp(v - m).
+// Online softmax state of a set of values: m = their max, s = sum exp(v - m). A value equal to
+// the max counts exp(0) = 1 without the subtraction, so +inf logits give s >= 1 and lse = +inf
+// (as on the CPU), not exp(inf - inf) = NaN.
 template <typename A>
 struct MaxSum {
   A m, s;
 };
+template <typename A>
+__device__ inline A exp_from(A v, A m) {  // exp(v - m), 1 when v == m
+  return v == m ? A(1) : exp(v - m);
+}
 template <typename A>
 __device__ inline void online_add(MaxSum<A>& a, A v) {
   if (v > a.m) {
     a.s = a.s * exp(a.m - v) + A(1);
     a.m = v;
   } else if (!(v == -std::numeric_limits<A>::infinity())) {  // NaN poisons s
-    a.s += exp(v - a.m);
+    a.s += exp_from(v, a.m);
   }
 }
 template <typename A>
 __device__ inline MaxSum<A> combine(MaxSum<A> a, MaxSum<A> b) {
   const A m = a.m > b.m ? a.m : b.m;
   if (m == -std::numeric_limits<A>::infinity()) return {m, a.s + b.s};  // both empty
-  return {m, a.s * exp(a.m - m) + b.s * exp(b.m - m)};
+  return {m, a.s * exp_from(a.m, m) + b.s * exp_from(b.m, m)};
 }
 template <typename A>
 __device__ MaxSum<A> block_max_sum(MaxSum<A> v, MaxSum<A>* smem) {

@@ -77,7 +77,7 @@ uint32_t alignment(const MatView& v) {
 }
 
 // Everything a cached plan depends on.
-using PlanKey = std::array<int64_t, 21>;
+using PlanKey = std::array<int64_t, 22>;
 
 struct Plan {
   cublasLtMatmulDesc_t desc = nullptr;
@@ -158,6 +158,7 @@ Plan& get_plan(const Problem& p, const Tensor& c, const LtTypes& ty, cudaDataTyp
                     alignment(p.b),
                     alignment(MatView{c, false, p.N, p.M * p.N}),
                     p.bias ? alignment(p.bias) : 0,
+                    p.aux ? alignment(p.aux) : 0,  // the heuristic reads its alignment too
                     int64_t(ws_bytes)};
   static std::map<PlanKey, Plan> cache;  // guarded by lt_matmul's lock
   auto it = cache.find(key);

@@ -103,7 +103,11 @@ __device__ __forceinline__ void chunk_apply(const TensorListArgs<Depth>& a, cons
     }
     for (int i = nvec * kILP + threadIdx.x; i < len; i += blockDim.x) {  // < kILP tail elements
 #pragma unroll
-      for (int d = 0; d < Depth; ++d) r[d][0] = to_op(p[d][i]);
+      for (int d = 0; d < Depth; ++d) {  // lanes 1.. zero, not the last vector's values (an op
+        r[d][0] = to_op(p[d][i]);        // that checks every lane, AMP's unscale, reads them)
+#pragma unroll
+        for (int k = 1; k < kILP; ++k) r[d][k] = C(0);
+      }
       op(r);
 #pragma unroll
       for (int d = 0; d < Depth; ++d)
