@@ -67,7 +67,8 @@ void adam_loop(const AdamF32Pass& a, int64_t begin, int64_t end) {
     const float vi = vb + vg;
     float vmax = vi;
     if constexpr (Amsgrad) {
-      vmax = maxp[i] < vi ? vi : maxp[i];  // std::max(maxp[i], vi)
+      // maximum(maxp[i], vi) as the op-by-op path (and torch.maximum): NaN on either side wins
+      vmax = (maxp[i] != maxp[i] || maxp[i] > vi) ? maxp[i] : vi;
       maxp[i] = vmax;
     }
     const float root = std::sqrt(vmax) / bc2_sqrt;

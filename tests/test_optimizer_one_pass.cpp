@@ -1,10 +1,12 @@
 // The one-pass Adam/AdamW and SGD of update_rules (contiguous f32 CPU tensors) against the general
 // op-by-op path (taken by non-contiguous views of the same values): bitwise the same parameters,
-// moments and momentum buffers over several steps (L2 or decoupled weight decay, amsgrad;
-// momentum, dampening, nesterov). The 16-bit copy the Adam pass writes equals Tensor::to's (also
-// for inf, NaN, subnormal and tie values), and the pass's results do not depend on the copy.
+// moments and momentum buffers over several steps (L2 or decoupled weight decay, amsgrad, also
+// with inf/NaN gradients; momentum, dampening, nesterov). The 16-bit copy the Adam pass writes
+// equals Tensor::to's (also for inf, NaN, subnormal and tie values), and the pass's results do not
+// depend on the copy.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <limits>
 
 #include "minidl.h"
@@ -58,6 +60,16 @@ struct AdamRun {
 
 // Four steps of update_rules::adam on contiguous tensors holding specials, writing the copy
 // (`copy_dtype`: bf16, f16, or f32 for none) in the pass.
+// Equal values, NaN where the other is NaN (a NaN's sign or payload may differ by path).
+bool equal_or_both_nan(const Tensor& a, const Tensor& b) {
+  const Tensor x = a.contiguous(), y = b.contiguous();
+  if (x.shape() != y.shape()) return false;
+  const float *p = x.data_ptr<float>(), *q = y.data_ptr<float>();
+  for (int64_t i = 0; i < x.numel(); ++i)
+    if (!(p[i] == q[i] || (p[i] != p[i] && q[i] != q[i]))) return false;
+  return true;
+}
+
 AdamRun run_adam(const update_rules::AdamHyper& h, bool amsgrad, DType copy_dtype, int64_t n,
                  uint64_t seed) {
   manual_seed(seed);
@@ -94,6 +106,27 @@ TEST_SUITE("optimizer_one_pass") {
       if (amsgrad) CHECK(equal(mx.dense, mx.strided.contiguous()));
       CHECK_FALSE(equal(p.dense, p0));  // the steps did move the parameters
     }
+  }
+
+  // Gradients holding inf and NaN: amsgrad's running maximum keeps a NaN (maximum's rule) in the
+  // one pass as in the op-by-op path (it kept the old value before).
+  TEST_CASE("update_rules::adam: amsgrad with inf/NaN gradients, one pass equals the ops") {
+    const int64_t n = 70001;
+    const update_rules::AdamHyper h{1e-3, 0.9, 0.999, 1e-8, 0.05, true};
+    manual_seed(6);
+    Pair p = make_pair(randn({n})), m = make_pair(zeros({n})), v = make_pair(zeros({n}));
+    Pair mx = make_pair(zeros({n}));
+    for (int t = 1; t <= 3; ++t) {
+      Pair g = make_pair(with_specials(n, 0.1));
+      update_rules::adam(p.dense, g.dense, m.dense, v.dense, mx.dense, t, h);
+      update_rules::adam(p.strided, g.strided, m.strided, v.strided, mx.strided, t, h);
+    }
+    const float* vm = mx.dense.data_ptr<float>();
+    CHECK(std::count_if(vm, vm + n, [](float x) { return x != x; }) > 0);
+    CHECK(equal_or_both_nan(mx.dense, mx.strided));
+    CHECK(equal_or_both_nan(p.dense, p.strided));
+    CHECK(equal_or_both_nan(m.dense, m.strided));
+    CHECK(equal_or_both_nan(v.dense, v.strided));
   }
 
   TEST_CASE("update_rules::adam: the copy written in the pass is to()'s, the update unchanged") {
