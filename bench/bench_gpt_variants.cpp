@@ -51,13 +51,15 @@ int main(int argc, char** argv) {
   if (const int threads = bench::int_arg(argc, argv, "--threads", 0); threads > 0)
     set_num_threads(threads);  // CPU threads (torch.set_num_threads); 0: every core
   const double peak = std::atof(bench::str_arg(argc, argv, "--peak-tflops", "0").c_str()) * 1e12;
-  // ';'-separated MINIDL_UNFUSED lists ("" = every fused path on; "all" = every predecessor)
-  const std::vector<std::string> variants = split(bench::str_arg(
-      argc, argv, "--variants",
-      ";classifier_loss;qkv_attention;autocast_linear;autocast_weight_copies;residual_layer_norm;"
-      "linear_gelu;mlp_dgelu;flash_attention;flash_ldmatrix;embedding_grad_add;"
-      "linear_wgrad;"
-      "foreach_clip;all"));
+  // ';'-separated MINIDL_UNFUSED lists ("" = every fused path on; "all" = every predecessor);
+  // "+residual_bf16": every fused path on and the residual stream in bf16 (gpt --residual-dtype)
+  const std::vector<std::string> variants = split(
+      bench::str_arg(argc, argv, "--variants",
+                     ";+residual_bf16;classifier_loss;qkv_attention;autocast_linear;autocast_"
+                     "weight_copies;residual_layer_norm;"
+                     "linear_gelu;mlp_dgelu;flash_attention;flash_ldmatrix;embedding_grad_add;"
+                     "linear_wgrad;"
+                     "foreach_clip;all"));
   try {
     gpt::GPTConfig cfg = gpt::gpt2_124m_config();
     cfg.n_layer = bench::int_arg(argc, argv, "--n-layer", int(cfg.n_layer));
@@ -119,7 +121,9 @@ int main(int argc, char** argv) {
     sync();
     for (int r = 0; r < rounds; ++r) {
       for (Row& row : rows) {
-        variants::set_unfused(row.variant);
+        const bool residual_bf16 = row.variant == "+residual_bf16";
+        model->residual_dtype = residual_bf16 ? kBFloat16 : kFloat32;
+        variants::set_unfused(residual_bf16 ? "" : row.variant);
         amp::clear_autocast_cache();
         for (int i = 0; i < warmup; ++i) step();
         sync();

@@ -125,9 +125,13 @@ ResidualNorm residual_layer_norm(const Tensor& x, const Tensor& y, LayerNorm& ln
   const DeviceType dev = x.device().type;
   const DType sum_dtype = y.defined() ? result_type(x, y) : x.dtype();
   const bool autocast = amp::is_autocast_enabled(dev);
-  // A 16-bit sum under autocast: layer_norm's own cast policy decides (the module's call).
+  // Under autocast the sum is f32, or (a 16-bit residual stream) the autocast dtype with the
+  // normalised rows in it too: what layer_norm's f32 policy and the next Linear's cast give.
+  // Other 16-bit sums: layer_norm's own cast policy decides (the module's call).
+  const bool stream16 = autocast && autocast_out && sum_dtype == amp::get_autocast_dtype(dev) &&
+                        x.dtype() == sum_dtype;
   if (!variants::fused("residual_layer_norm") || ln.has_forward_hooks() ||
-      (autocast && sum_dtype != kFloat32)) {
+      (autocast && sum_dtype != kFloat32 && !stream16)) {
     Tensor sum = y.defined() ? x + y : x;
     return {sum, ln(sum)};
   }

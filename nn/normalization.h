@@ -75,9 +75,10 @@ class LayerNorm : public Cloneable<LayerNorm> {
 
 // A pre-norm transformer's residual step through `ln`: sum = x + y (y may be undefined: x),
 // out = ln(sum), as one autograd add_layer_norm node. With autocast_out, under autocast on x's
-// device (and an f32 sum) out comes in the autocast dtype: for a consumer that would cast it so
-// anyway (a Linear), the same values without the cast. The plain x + y and ln(sum) calls when
-// MINIDL_UNFUSED names residual_layer_norm or ln has forward hooks.
+// device (an f32 sum, or x and the sum in the autocast dtype: a 16-bit residual stream) out comes
+// in the autocast dtype: for a consumer that would cast it so anyway (a Linear), the same values
+// without the cast. The plain x + y and ln(sum) calls when MINIDL_UNFUSED names
+// residual_layer_norm or ln has forward hooks.
 struct ResidualNorm {
   Tensor sum, out;
 };

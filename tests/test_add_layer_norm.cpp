@@ -288,3 +288,37 @@ TEST_CASE("gpt: each block's last residual add and the next LayerNorm fused, bit
     CHECK(per_block.dispatches < unfused.dispatches);
   }
 }
+
+TEST_CASE("gpt: a bf16 residual stream (residual_dtype): fused bitwise unfused, near the f32 one") {
+  gpt::GPTConfig c;
+  c.block_size = 16, c.vocab_size = 32, c.padded_vocab_size = 32;
+  c.n_layer = 2, c.n_head = 2, c.n_embd = 24;
+  manual_seed(9);
+  gpt::GPT model(c);
+  const auto step = [&](const std::string& unfused, DType stream, bool bf16) {
+    ScopedUnfused off(unfused);
+    amp::clear_autocast_cache();
+    model.residual_dtype = stream;
+    manual_seed(3);
+    BlockStep s = gpt_step(model, bf16);
+    model.residual_dtype = kFloat32;
+    return s;
+  };
+  const BlockStep fused = step("", kBFloat16, true);
+  const BlockStep unfused = step("residual_layer_norm", kBFloat16, true);
+  const BlockStep f32 = step("", kFloat32, true);
+  REQUIRE(fused.values.size() == unfused.values.size());
+  for (size_t i = 0; i < fused.values.size(); ++i) {
+    CAPTURE(i);
+    CHECK(bitwise_equal(fused.values[i], unfused.values[i]));
+    // the stream is bf16 (other values than the f32 stream's), within bf16's rounding of it
+    const Tensor a = fused.values[i].to(kFloat64), b = f32.values[i].to(kFloat64);
+    if (i == 0) CHECK_FALSE(bitwise_equal(a, b));
+    check_close(a, b, 5e-2, 5e-2 * largest_magnitude(b));
+  }
+  CHECK(fused.dispatches < unfused.dispatches);
+  // Outside autocast the option changes nothing.
+  const BlockStep plain = step("", kBFloat16, false), plain32 = step("", kFloat32, false);
+  for (size_t i = 0; i < plain.values.size(); ++i)
+    CHECK(bitwise_equal(plain.values[i], plain32.values[i]));
+}

@@ -117,6 +117,10 @@ int main(int argc, char** argv) {
   app.add_flag("--cuda-graph", o.cuda_graph,
                "capture the training step in one CUDA graph after 3 eager steps and replay it "
                "(one process on a CUDA device; --amp off or bf16)");
+  app.add_option("--residual-dtype", o.residual_dtype,
+                 "f32 | bf16: the residual stream under --amp bf16 (f32: autocast's, as PyTorch; "
+                 "bf16: llm.c's, half the stream's memory traffic)")
+      ->capture_default_str();
   minidl::apps::add_run_flags(app, o);
 
   CLI::App* sample = app.add_subcommand("sample", "continue a prompt with a trained model");

@@ -89,6 +89,10 @@ Tensor GPT::run(const Tensor& idx, int64_t pos0, std::vector<nn::KVCache>* cache
                " tokens is longer than block_size ", config.block_size);
   Tensor pos = arange(pos0, pos0 + T, 1, kInt64, idx.device());  // [T]
   Tensor x = (*drop)((*wte)(idx) + (*wpe)(pos));                 // [B,T,C]
+  const DeviceType dev = idx.device().type;
+  if (residual_dtype != x.dtype() && amp::is_autocast_enabled(dev) &&
+      amp::get_autocast_dtype(dev) == residual_dtype)
+    x = x.to(residual_dtype);  // the 16-bit residual stream (llm.c's)
   const auto options = [&](int64_t i) {
     return caches ? nn::AttentionOptions{.cache = &(*caches)[size_t(i)]} : nn::AttentionOptions{};
   };

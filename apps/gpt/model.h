@@ -58,6 +58,11 @@ class GPT : public nn::Cloneable<GPT> {
   void init_weights(Generator* gen = nullptr);
 
   GPTConfig config;
+  // The residual stream's dtype under autocast: f32 (autocast's, as PyTorch runs it), or the
+  // autocast dtype (llm.c's bf16 stream: the embeddings' sum cast once, every residual add and
+  // its gradient in 16 bits; half the stream's memory traffic). A run option (gpt
+  // --residual-dtype), not part of the checkpointed config. Outside autocast: always x's own.
+  DType residual_dtype = kFloat32;
   std::shared_ptr<nn::Embedding> wte, wpe;
   std::shared_ptr<nn::Dropout> drop;
   std::shared_ptr<nn::ModuleListOf<nn::TransformerBlock>> h;

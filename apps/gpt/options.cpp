@@ -73,6 +73,12 @@ void Options::validate() const {
   MINIDL_CHECK(synthetic() || vocab_size == 0,
                "--vocab-size sets the vocabulary of --data synthetic; the vocabulary of the text '",
                data, "' is its bytes");
+  MINIDL_CHECK(residual_dtype == "f32" || residual_dtype == "bf16",
+               "--residual-dtype must be f32 or bf16, got '", residual_dtype, "'");
+  MINIDL_CHECK(residual_dtype == "f32" || amp == "bf16",
+               "--residual-dtype bf16 keeps the residual stream in autocast's bf16: it needs "
+               "--amp bf16 (got --amp ",
+               amp, ")");
   if (cuda_graph) {
     MINIDL_CHECK(device.rfind("cuda", 0) == 0,
                  "--cuda-graph needs --device cuda (a CUDA graph replays GPU work; got --device ",

@@ -97,6 +97,7 @@ Result run_training(const Options& o) {
   apps::check_ddp_layout(o, acc);
   manual_seed(o.seed);
   auto model = std::make_shared<GPT>(cfg);
+  if (o.residual_dtype == "bf16") model->residual_dtype = kBFloat16;
   if (!o.init_from.empty()) {  // GPT-2's weights (HF's model.safetensors) to fine-tune
     load_hf_weights(*model, o.init_from);
     if (verbose) std::printf("initialized from %s\n", o.init_from.c_str());

@@ -31,6 +31,8 @@ struct Options : minidl::apps::RunOptions {
   // --cuda-graph: after 3 eager steps, the whole step (forward and loss under autocast,
   // backward, clip_grad_norm_, AdamW) captured once in a CUDA graph and replayed.
   bool cuda_graph = false;
+  // --residual-dtype bf16 (with --amp bf16): the residual stream in bf16 (GPT::residual_dtype).
+  std::string residual_dtype = "f32";
   Options() { log_interval = 10; }
   bool synthetic() const { return data == "synthetic"; }
   int64_t sequence_length() const { return seq_len > 0 ? seq_len : block_size; }
