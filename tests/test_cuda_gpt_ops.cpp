@@ -194,7 +194,8 @@ std::vector<Case> cases_gpt() {
 
   // add_layer_norm (residual add + LayerNorm): the register-row kernels (D % vector == 0 up to
   // 1024), the warp and block fallbacks (D = 7, 1030); 16-bit residuals and outs beside f32
-  // rows; values, statistics and the gradients of x, y, w, b for both outputs' gradients.
+  // rows, and bf16 rows beside f32 weights (gpt --residual-dtype bf16); values, statistics and
+  // the gradients of x, y, w, b for both outputs' gradients.
   Case aln{"add_layer_norm",
            {"add_layer_norm", "add_layer_norm_backward"},
            {{{4, 7}, {4, 7}, {7}, {7}},
@@ -205,24 +206,26 @@ std::vector<Case> cases_gpt() {
            [](const V& in, Device dev, int v) {
              const DType dt = in[0].dtype();
              if (v > 0 && dt != kFloat32) return V{};
-             // v: 0 all dt; 1 bf16 residual and out; 2 f16 residual, f32 out; 3 no residual
-             const DType yd = v == 1 ? kBFloat16 : v == 2 ? kFloat16 : dt;
-             const DType od = v == 1 || v == 3 ? kBFloat16 : dt;
+             // v: 0 all dt; 1 bf16 residual and out; 2 f16 residual, f32 out; 3 no residual;
+             // 4 the bf16 residual stream (x, y, sum, out bf16 beside f32 w and b)
+             const DType xd = v == 4 ? kBFloat16 : dt;
+             const DType yd = v == 1 || v == 4 ? kBFloat16 : v == 2 ? kFloat16 : dt;
+             const DType od = v == 1 || v == 3 || v == 4 ? kBFloat16 : dt;
              const int64_t D = in[0].size(-1);
-             Tensor x = in[0].detach().clone().requires_grad_();
+             Tensor x = in[0].detach().to(xd).clone().requires_grad_();
              Tensor y = v == 3 ? Tensor() : in[1].detach().to(yd).requires_grad_();
              Tensor w = in[2].detach().clone().requires_grad_();
              Tensor b = in[3].detach().clone().requires_grad_();
              AddLayerNormResult r = add_layer_norm(x, y, {D}, w, b, 1e-5, od);
              const Tensor go = rnd(r.out.shape(), od, 31, kCPU).to(dev);
-             const Tensor gs = rnd(r.sum.shape(), dt, 32, kCPU).to(dev);
+             const Tensor gs = rnd(r.sum.shape(), xd, 32, kCPU).to(dev);
              V roots{r.out}, grads{go}, inputs{x, w, b};
              if (y.defined()) roots.push_back(r.sum), grads.push_back(gs), inputs.push_back(y);
              V out{r.sum.detach(), r.out.detach(), r.rstd};
              for (const Tensor& g : autograd::grad(roots, inputs, grads)) out.push_back(g);
              return out;
            }};
-  aln.variants = 4;
+  aln.variants = 5;
   aln.tol_scale = 4;
   cs.push_back(aln);
 
