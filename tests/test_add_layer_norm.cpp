@@ -249,12 +249,18 @@ BlockStep gpt_step(gpt::GPT& model, bool bf16) {
   return s;
 }
 
-}  // namespace
-
-TEST_CASE("gpt: each block's last residual add and the next LayerNorm fused, bitwise unfused") {
+// A 2-layer GPT of width 24 over 32 tokens.
+gpt::GPTConfig small_gpt_config() {
   gpt::GPTConfig c;
   c.block_size = 16, c.vocab_size = 32, c.padded_vocab_size = 32;
   c.n_layer = 2, c.n_head = 2, c.n_embd = 24;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("gpt: each block's last residual add and the next LayerNorm fused, bitwise unfused") {
+  const gpt::GPTConfig c = small_gpt_config();
   manual_seed(9);
   gpt::GPT model(c);
   for (bool bf16 : {false, true}) {
@@ -290,9 +296,7 @@ TEST_CASE("gpt: each block's last residual add and the next LayerNorm fused, bit
 }
 
 TEST_CASE("gpt: a bf16 residual stream (residual_dtype): fused bitwise unfused, near the f32 one") {
-  gpt::GPTConfig c;
-  c.block_size = 16, c.vocab_size = 32, c.padded_vocab_size = 32;
-  c.n_layer = 2, c.n_head = 2, c.n_embd = 24;
+  const gpt::GPTConfig c = small_gpt_config();
   manual_seed(9);
   gpt::GPT model(c);
   const auto step = [&](const std::string& unfused, DType stream, bool bf16) {

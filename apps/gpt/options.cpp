@@ -87,6 +87,10 @@ void Options::validate() const {
                  "--cuda-graph runs with --amp off or bf16 (fp16's GradScaler reads the "
                  "inf/NaN check on the host every step); got --amp ",
                  amp);
+    MINIDL_CHECK(dropout == 0,
+                 "--cuda-graph replays one captured step: dropout's random stream is not "
+                 "captured (got --dropout ",
+                 dropout, ")");
     MINIDL_CHECK(nproc <= 1 && mode != "dp" && fsdp == "off" && !zero1,
                  "--cuda-graph captures one process's step on one device: it does not run with "
                  "-n > 1, --mode dp, --fsdp or --zero1");

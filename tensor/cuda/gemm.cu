@@ -216,6 +216,14 @@ Plan& get_plan(const Problem& p, const Tensor& c, const LtTypes& ty, cudaDataTyp
   const cublasStatus_t st = lt.cublasLtMatmulAlgoGetHeuristic(
       cublaslt_handle(dev), pl.desc, pl.la, pl.lb, pl.lc, pl.lc, pref, 1, &result, &returned);
   lt.cublasLtMatmulPreferenceDestroy(pref);
+  // A heuristic that fails (not merely finds nothing) while a graph is being captured is not
+  // cached as "no algorithm": the plans are built by the eager steps before a capture.
+  MINIDL_CHECK(
+      st == CUBLAS_STATUS_SUCCESS || st == CUBLAS_STATUS_NOT_SUPPORTED || !is_capturing(dev),
+      "op `bmm`: cuBLASLt's heuristic failed (status ", int(st), ") for a [", p.batch, ", ", p.M,
+      ", ", p.K, "] x [", p.batch, ", ", p.K, ", ", p.N,
+      "] product first met during CUDA graph capture; run the step once before "
+      "capturing it");
   pl.found = st == CUBLAS_STATUS_SUCCESS && returned > 0;
   // epilogues and widened outputs fall back instead
   if (!pl.found && epi == CUBLASLT_EPILOGUE_DEFAULT && c_type == ty.data) {

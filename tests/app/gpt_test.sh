@@ -3,7 +3,8 @@
 # training lowers the loss and prints the summary, resume is bitwise equal to an uninterrupted
 # run, sampling is deterministic per seed and starts with the prompt, bad input and corrupt
 # checkpoints give one-line errors, 2-rank DDP (also with --zero1, a bf16 comm hook and a
-# --sync-bn that has nothing to convert) and DataParallel train, bf16 AMP trains; --data synthetic
+# --sync-bn that has nothing to convert) and DataParallel train, bf16 AMP trains (also with a bf16
+# residual stream); --data synthetic
 # trains, resumes bitwise and refuses to be sampled; --preset gpt2-124m is GPT-2 124M (2 steps);
 # --fsdp full equals DDP and its 2-rank checkpoint resumes on 1 rank and samples; train-tokenizer
 # writes the reference trainer's files, encode a uint16 shard, --tokenizer trains on BPE tokens
@@ -75,6 +76,10 @@ errors)  # one-line errors, exit 1 (bad values) or 2 (bad flags)
   expect_error 1 "--cuda-graph needs --device cuda" "${SMALL[@]}" --cuda-graph --max-iters 1
   expect_error 1 "--cuda-graph runs with --amp off or bf16" "${SMALL[@]}" --cuda-graph \
     --device cuda --amp fp16 --max-iters 1
+  expect_error 1 "dropout's random stream is not captured" "${SMALL[@]}" --cuda-graph \
+    --device cuda --amp bf16 --dropout 0.1 --max-iters 1
+  expect_error 1 "it needs --amp bf16" "${SMALL[@]}" --residual-dtype bf16 --max-iters 1
+  expect_error 1 "must be f32 or bf16" "${SMALL[@]}" --residual-dtype f16 --max-iters 1
   expect_rc 0 "${SMALL[@]}" --max-iters 2 --checkpoint-dir "$WORK/d"
   f=$(ls "$WORK"/d/checkpoint-iter-*.safetensors)
   head -c 1000 "$f" >"$WORK/d/trunc.safetensors"
@@ -127,6 +132,11 @@ amp_bf16)
   grep -q 'amp bf16 O1' "$WORK/out" || { cat "$WORK/out"; fail "no amp in the summary"; }
   v=$(val_loss)
   awk -v v="$v" 'BEGIN { exit !(v < 3.4) }' || fail "bf16 val loss $v >= 3.4 after 60 iterations"
+  # the bf16 residual stream trains too
+  expect_rc 0 "${SMALL[@]}" --max-iters 60 --amp bf16 --residual-dtype bf16
+  v=$(val_loss)
+  awk -v v="$v" 'BEGIN { exit !(v < 3.4) }' ||
+    fail "bf16-stream val loss $v >= 3.4 after 60 iterations"
   ;;
 synthetic)  # uniform tokens from the seed: no text read; resumes bitwise; sampling refused
   SYN=("${SMALL[@]}" --data synthetic --vocab-size 300 --seed 5)
