@@ -53,13 +53,12 @@ int main(int argc, char** argv) {
   const double peak = std::atof(bench::str_arg(argc, argv, "--peak-tflops", "0").c_str()) * 1e12;
   // ';'-separated MINIDL_UNFUSED lists ("" = every fused path on; "all" = every predecessor);
   // "+residual_bf16": every fused path on and the residual stream in bf16 (gpt --residual-dtype)
-  const std::vector<std::string> variants = split(
-      bench::str_arg(argc, argv, "--variants",
-                     ";+residual_bf16;classifier_loss;qkv_attention;autocast_linear;autocast_"
-                     "weight_copies;residual_layer_norm;"
-                     "linear_gelu;mlp_dgelu;flash_attention;flash_ldmatrix;embedding_grad_add;"
-                     "linear_wgrad;"
-                     "foreach_clip;all"));
+  const std::string default_variants =
+      ";+residual_bf16;classifier_loss;qkv_attention;autocast_linear;autocast_weight_copies;"
+      "residual_layer_norm;linear_gelu;mlp_dgelu;flash_attention;flash_ldmatrix;"
+      "embedding_grad_add;linear_wgrad;foreach_clip;all";
+  const std::vector<std::string> variants =
+      split(bench::str_arg(argc, argv, "--variants", default_variants));
   try {
     gpt::GPTConfig cfg = gpt::gpt2_124m_config();
     cfg.n_layer = bench::int_arg(argc, argv, "--n-layer", int(cfg.n_layer));

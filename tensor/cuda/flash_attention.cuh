@@ -85,6 +85,23 @@ MINIDL_FLASH_FN uint32_t ld32(const uint16_t* p) {
 #endif
 }
 
+// B fragments by ldmatrix x4 from a row-major 16-bit tile (row pitch `pitch` elements). The lane
+// addresses: lane l names row l % 8 of 8x8 matrix l / 8.
+//   ldsm_b_rows: the tile's rows are B's n (B = tile^T): rows n0.., columns k0.. — b[0..1] the
+//   fragment of k-step k0, b[2..3] of k-step k0 + 16.
+//   ldsm_b_cols: the tile's rows are B's k (read transposed): rows k0.. k0 + 15, columns n0.. —
+//   b[0..1] the fragment of n-tile n0, b[2..3] of n-tile n0 + 8.
+template <typename Warp>
+MINIDL_FLASH_FN void ldsm_b_rows(uint32_t (&b)[4], const uint16_t* tile, int pitch, int n0, int k0,
+                                 int lane, Warp& w) {
+  w.ldsm_x4(b, tile + (n0 + lane % 8) * pitch + k0 + 8 * (lane / 8));
+}
+template <typename Warp>
+MINIDL_FLASH_FN void ldsm_b_cols(uint32_t (&b)[4], const uint16_t* tile, int pitch, int k0, int n0,
+                                 int lane, Warp& w) {
+  w.ldsm_x4_trans(b, tile + (k0 + 8 * ((lane / 8) % 2) + lane % 8) * pitch + n0 + 8 * (lane / 16));
+}
+
 // Blocks of one launch: causal blocks with more key tiles (later query tiles) come first.
 MINIDL_FLASH_FN void block_coords(const ForwardArgs& a, int64_t block, int64_t& bh, int64_t& i0) {
   const int64_t nqt = (a.L + kRows - 1) / kRows;
@@ -185,12 +202,11 @@ MINIDL_FLASH_FN void forward_block(const ForwardArgs& a, const uint16_t* __restr
     MINIDL_UNROLL
     for (int nt = 0; nt < kNt; ++nt) {
       s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
-      if constexpr (Ldm) {  // matrices: keys 8 nt.. x dims 16 kk, 16 kk + 8 for kk, kk + 1
-        const uint16_t* kr = Ks + (8 * nt + lane % 8) * P + 8 * (lane / 8);
+      if constexpr (Ldm) {
         MINIDL_UNROLL
         for (int kk = 0; kk < kKk; kk += 2) {
           uint32_t b[4];
-          w.ldsm_x4(b, kr + 16 * kk);
+          ldsm_b_rows(b, Ks, P, 8 * nt, 16 * kk, lane, w);
           w.mma(s[nt], qf[kk], b);
           w.mma(s[nt], qf[kk + 1], b + 2);
         }
@@ -248,12 +264,11 @@ MINIDL_FLASH_FN void forward_block(const ForwardArgs& a, const uint16_t* __restr
       const uint32_t pa[4] = {
           w.pack(s[2 * kk][0], s[2 * kk][1]), w.pack(s[2 * kk][2], s[2 * kk][3]),
           w.pack(s[2 * kk + 1][0], s[2 * kk + 1][1]), w.pack(s[2 * kk + 1][2], s[2 * kk + 1][3])};
-      if constexpr (Ldm) {  // matrices: keys 16 kk, 16 kk + 8 x dims 8 ot.., 8 ot + 8..
-        const uint16_t* vr = Vt + (16 * kk + 8 * ((lane / 8) % 2) + lane % 8) * P + 8 * (lane / 16);
+      if constexpr (Ldm) {
         MINIDL_UNROLL
         for (int ot = 0; ot < kOt; ot += 2) {
           uint32_t b[4];
-          w.ldsm_x4_trans(b, vr + 8 * ot);
+          ldsm_b_cols(b, Vt, P, 16 * kk, 8 * ot, lane, w);
           w.mma(o[ot], pa, b);
           w.mma(o[ot + 1], pa, b + 2);
         }

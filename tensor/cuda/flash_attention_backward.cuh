@@ -136,13 +136,12 @@ MINIDL_FLASH_FN void mma_abt_ldm(float (&acc)[kBwdTile / 8][4], const uint32_t (
                                  const uint16_t* tile, int lane, Warp& w) {
   static_assert(HD % 32 == 0, "two k-steps per ldmatrix x4");
   MINIDL_UNROLL
-  for (int nt = 0; nt < kBwdTile / 8; ++nt) {  // matrices: rows 8 nt.. x cols 16 kk + 8 (l / 8)
+  for (int nt = 0; nt < kBwdTile / 8; ++nt) {
     acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
-    const uint16_t* r = tile + (8 * nt + lane % 8) * kPitch<HD> + 8 * (lane / 8);
     MINIDL_UNROLL
     for (int kk = 0; kk < HD / 16; kk += 2) {
       uint32_t b[4];
-      w.ldsm_x4(b, r + 16 * kk);
+      ldsm_b_rows(b, tile, kPitch<HD>, 8 * nt, 16 * kk, lane, w);
       w.mma(acc[nt], f[kk], b);
       w.mma(acc[nt], f[kk + 1], b + 2);
     }
@@ -157,13 +156,10 @@ MINIDL_FLASH_FN void mma_xb_ldm(float (&out)[HD / 8][4], const float (&x)[kBwdTi
     const uint32_t a[4] = {w.pack(x[2 * kk][0], x[2 * kk][1]), w.pack(x[2 * kk][2], x[2 * kk][3]),
                            w.pack(x[2 * kk + 1][0], x[2 * kk + 1][1]),
                            w.pack(x[2 * kk + 1][2], x[2 * kk + 1][3])};
-    // matrices: rows 16 kk, 16 kk + 8 x cols 8 ot, 8 ot + 8, read transposed
-    const uint16_t* r =
-        tile + (16 * kk + 8 * ((lane / 8) % 2) + lane % 8) * kPitch<HD> + 8 * (lane / 16);
     MINIDL_UNROLL
     for (int ot = 0; ot < HD / 8; ot += 2) {
       uint32_t b[4];
-      w.ldsm_x4_trans(b, r + 8 * ot);
+      ldsm_b_cols(b, tile, kPitch<HD>, 16 * kk, 8 * ot, lane, w);
       w.mma(out[ot], a, b);
       w.mma(out[ot + 1], a, b + 2);
     }
